@@ -1,0 +1,105 @@
+// Package config resolves settings from flags, the environment and the
+// optional $AGENT_HOME/config.toml, in that order of precedence.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Defaults used when nothing else sets a value.
+const (
+	DefaultBaseURL = "https://api.openai.com/v1"
+	DefaultModel   = "gpt-4o-mini"
+)
+
+// File is the content of config.toml. Every key is optional.
+type File struct {
+	Model         string `toml:"model"`
+	BaseURL       string `toml:"base_url"`
+	MaxTurns      int    `toml:"max_turns"`
+	ModelAttempts int    `toml:"model_attempts"`
+}
+
+// Settings are the resolved values before command-line flags apply.
+type Settings struct {
+	Home          string
+	Model         string
+	BaseURL       string
+	APIKey        string
+	MaxTurns      int
+	ModelAttempts int
+}
+
+// Home returns the data directory: $AGENT_HOME, else $XDG_DATA_HOME/agent,
+// else ~/.local/share/agent.
+func Home() (string, error) {
+	if h := os.Getenv("AGENT_HOME"); h != "" {
+		return filepath.Abs(h)
+	}
+	if x := os.Getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "agent"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find the data directory: set AGENT_HOME: %w", err)
+	}
+	return filepath.Join(home, ".local", "share", "agent"), nil
+}
+
+// DBPath is where the store lives under home.
+func DBPath(home string) string { return filepath.Join(home, "agent.db") }
+
+// Error is a problem with the configuration the user can fix.
+type Error struct{ Msg string }
+
+func (e *Error) Error() string { return e.Msg }
+
+// Load reads config.toml under home if it exists and applies the
+// environment on top of it.
+func Load() (Settings, error) {
+	home, err := Home()
+	if err != nil {
+		return Settings{}, err
+	}
+	var f File
+	path := filepath.Join(home, "config.toml")
+	md, err := toml.DecodeFile(path, &f)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return Settings{}, &Error{Msg: fmt.Sprintf("config %s: %v", path, err)}
+	default:
+		if undecoded := md.Undecoded(); len(undecoded) > 0 {
+			keys := make([]string, len(undecoded))
+			for i, k := range undecoded {
+				keys[i] = k.String()
+			}
+			return Settings{}, &Error{Msg: fmt.Sprintf("config %s: unknown key %s", path, strings.Join(keys, ", "))}
+		}
+	}
+	s := Settings{
+		Home:          home,
+		Model:         first(os.Getenv("AGENT_MODEL"), f.Model, DefaultModel),
+		BaseURL:       first(os.Getenv("OPENAI_BASE_URL"), f.BaseURL, DefaultBaseURL),
+		APIKey:        os.Getenv("OPENAI_API_KEY"),
+		MaxTurns:      f.MaxTurns,
+		ModelAttempts: f.ModelAttempts,
+	}
+	return s, nil
+}
+
+func first(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,99 @@
+// Package event defines the JSON-lines envelope every part of agent speaks:
+// the runner writes it, the adapter and gateway read it, the store keeps it.
+package event
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Version is the envelope version written in every event's "v" field.
+const Version = 1
+
+// Event types of protocol v1 (DESIGN.md §3).
+const (
+	RunStarted     = "run.started"
+	RunCompleted   = "run.completed"
+	RunFailed      = "run.failed"
+	RunCancelled   = "run.cancelled"
+	RunInterrupted = "run.interrupted"
+
+	PlanCreated    = "plan.created"
+	PhaseStarted   = "phase.started"
+	PhaseCompleted = "phase.completed"
+	PhaseFailed    = "phase.failed"
+
+	IterationStarted   = "iteration.started"
+	IterationCompleted = "iteration.completed"
+
+	MessageDelta     = "message.delta"
+	MessageCompleted = "message.completed"
+
+	ToolStarted   = "tool.started"
+	ToolCompleted = "tool.completed"
+
+	ArtifactCreated       = "artifact.created"
+	ReceiptRecorded       = "receipt.recorded"
+	LearningRecorded      = "learning.recorded"
+	ApproachFailed        = "approach.failed"
+	VerificationCompleted = "verification.completed"
+	CheckpointCreated     = "checkpoint.created"
+	RewindCompleted       = "rewind.completed"
+
+	Retry     = "retry"
+	Heartbeat = "heartbeat"
+	Warning   = "warning"
+
+	// Runner protocol only (DESIGN.md §6): never shown as run events.
+	EffectIntent = "effect.intent"
+	RunnerResult = "runner.result"
+)
+
+// Event is one line of the stream. Seq is assigned by the process that
+// persists the event, never by a child, so it is zero until then.
+type Event struct {
+	V         int             `json:"v"`
+	Seq       int64           `json:"seq,omitempty"`
+	TS        time.Time       `json:"ts"`
+	RunID     string          `json:"run_id,omitempty"`
+	SessionID string          `json:"session_id,omitempty"`
+	PhaseID   string          `json:"phase_id,omitempty"`
+	Attempt   int             `json:"attempt,omitempty"`
+	Type      string          `json:"type"`
+	Data      json.RawMessage `json:"data,omitempty"`
+}
+
+// New builds an event of the given type with data marshalled to JSON.
+// Data types in this package always marshal, so a failure is a programming error.
+func New(typ string, data any) Event {
+	e := Event{V: Version, TS: time.Now().UTC(), Type: typ}
+	if data != nil {
+		raw, err := json.Marshal(data)
+		if err != nil {
+			panic(fmt.Sprintf("event %s: marshal data: %v", typ, err))
+		}
+		e.Data = raw
+	}
+	return e
+}
+
+// Decode unmarshals the event's data into v.
+func (e Event) Decode(v any) error {
+	if len(e.Data) == 0 {
+		return fmt.Errorf("event %s has no data", e.Type)
+	}
+	if err := json.Unmarshal(e.Data, v); err != nil {
+		return fmt.Errorf("decode %s data: %w", e.Type, err)
+	}
+	return nil
+}
+
+// IsTerminal reports whether t ends a run.
+func IsTerminal(t string) bool {
+	switch t {
+	case RunCompleted, RunFailed, RunCancelled, RunInterrupted:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,310 @@
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrorKind classifies a model provider failure.
+type ErrorKind string
+
+const (
+	KindAuth             ErrorKind = "auth"              // 401/403: never retried
+	KindRateLimit        ErrorKind = "rate_limit"        // 429
+	KindServer           ErrorKind = "server"            // 5xx (and 408)
+	KindConnection       ErrorKind = "connection"        // no HTTP response at all
+	KindTruncated        ErrorKind = "truncated"         // the stream ended without a finish_reason
+	KindStream           ErrorKind = "stream"            // an error object or garbage inside a 200 stream
+	KindBadRequest       ErrorKind = "bad_request"       // other 4xx: never retried
+	KindUnsupportedTools ErrorKind = "unsupported_tools" // the server cannot handle tools
+	KindReplay           ErrorKind = "replay"            // the cassette does not match or is exhausted
+)
+
+// Error is the one error type Client, the recorder and the replayer
+// return for provider failures. Context cancellation is not an *Error:
+// it is returned as ctx.Err(), wrapped.
+type Error struct {
+	Kind       ErrorKind
+	Status     int           // HTTP status, or the code inside a stream error; 0 if none
+	Message    string        // what the provider said, or what went wrong
+	Retryable  bool          // whether another attempt could succeed
+	RetryAfter time.Duration // from Retry-After / retry-after-ms; 0 if absent
+	Attempts   int           // attempts made before giving up
+	URL        string        // the base URL, for connection errors
+	Err        error         // underlying cause, if any
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	switch e.Kind {
+	case KindReplay:
+		b.WriteString(e.Message)
+	case KindConnection:
+		fmt.Fprintf(&b, "model provider unreachable at %s: %s", e.URL, e.Message)
+	default:
+		b.WriteString("model provider: ")
+		b.WriteString(kindText(e.Kind))
+		if e.Status != 0 {
+			fmt.Fprintf(&b, " (%d)", e.Status)
+		}
+		if e.Message != "" {
+			b.WriteString(": ")
+			b.WriteString(e.Message)
+		}
+	}
+	if e.Attempts > 1 {
+		fmt.Fprintf(&b, " (after %d attempts)", e.Attempts)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func kindText(k ErrorKind) string {
+	switch k {
+	case KindAuth:
+		return "unauthorized"
+	case KindRateLimit:
+		return "rate limited"
+	case KindServer:
+		return "server error"
+	case KindTruncated:
+		return "response truncated"
+	case KindStream:
+		return "error in stream"
+	case KindBadRequest:
+		return "bad request"
+	case KindUnsupportedTools:
+		return "the server rejected tools"
+	default:
+		return string(k)
+	}
+}
+
+// maxMessage bounds provider text quoted in error messages.
+const maxMessage = 300
+
+// statusError classifies a non-2xx HTTP response.
+func statusError(status int, body []byte, retryAfter time.Duration) *Error {
+	msg := providerMessage(body)
+	e := &Error{Status: status, Message: msg, RetryAfter: retryAfter}
+	switch {
+	case status == 401 || status == 403:
+		e.Kind = KindAuth
+		if msg == "" {
+			e.Message = "check OPENAI_API_KEY"
+		} else {
+			e.Message = msg + "; check OPENAI_API_KEY"
+		}
+	case status == 429:
+		e.Kind, e.Retryable = KindRateLimit, true
+	case rejectsTools(string(body)):
+		e.Kind, e.Message = KindUnsupportedTools, toolsHint(string(body), msg)
+	case status == 408 || status >= 500:
+		// 408 is the server giving up on a slow request: as transient as a 503.
+		e.Kind, e.Retryable = KindServer, true
+	default:
+		e.Kind = KindBadRequest
+	}
+	return e
+}
+
+// rejectsTools reports whether an error body says the server cannot take
+// the tools parameter: llama.cpp without --jinja answers 500 "tools param
+// requires --jinja flag", Ollama answers 400 "... does not support tools".
+func rejectsTools(body string) bool {
+	s := strings.ToLower(body)
+	if strings.Contains(s, "jinja") {
+		return true
+	}
+	if !strings.Contains(s, "tool") {
+		return false
+	}
+	for _, p := range []string{"not support", "unsupported", "does not support"} {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// toolsHint names the likely cause of a tools rejection described by
+// raw, followed by the provider's message.
+func toolsHint(raw, msg string) string {
+	hint := "the model may not support tool calling"
+	if strings.Contains(strings.ToLower(raw), "jinja") {
+		hint = "llama.cpp needs --jinja"
+	}
+	if msg == "" {
+		return hint
+	}
+	return hint + " (server said: " + msg + ")"
+}
+
+// providerMessage extracts a human message from an error body, whatever
+// its shape: {"error":{"message":…}}, {"error":"…"}, {"message":…},
+// {"detail":…}, or plain text.
+func providerMessage(body []byte) string {
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		if len(v.Error) > 0 && string(v.Error) != "null" {
+			var obj struct {
+				Message string `json:"message"`
+			}
+			var s string
+			switch {
+			case json.Unmarshal(v.Error, &obj) == nil && obj.Message != "":
+				return clip(obj.Message)
+			case json.Unmarshal(v.Error, &s) == nil && s != "":
+				return clip(s)
+			}
+		}
+		if v.Message != "" {
+			return clip(v.Message)
+		}
+		var s string
+		if json.Unmarshal(v.Detail, &s) == nil && s != "" {
+			return clip(s)
+		}
+		if len(v.Detail) > 0 {
+			return clip(string(v.Detail))
+		}
+	}
+	return clip(string(body))
+}
+
+// clip makes provider text fit on one short line.
+func clip(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > maxMessage {
+		// Cut on a rune boundary.
+		cut := maxMessage
+		for cut > 0 && !isRuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// streamError classifies an error object found inside a 200 stream, in
+// OpenRouter's shape {"error":{"code":502,"message":…}} or vLLM's
+// {"object":"error","message":…,"code":500}. It returns nil if the chunk
+// is not an error.
+func streamError(data []byte) *Error {
+	var v struct {
+		Object  string          `json:"object"`
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Code    json.RawMessage `json:"code"`
+	}
+	if json.Unmarshal(data, &v) != nil {
+		return nil
+	}
+	var msg, typ string
+	var code json.RawMessage
+	switch {
+	case len(v.Error) > 0 && string(v.Error) != "null":
+		var obj struct {
+			Message string          `json:"message"`
+			Type    string          `json:"type"`
+			Code    json.RawMessage `json:"code"`
+		}
+		if json.Unmarshal(v.Error, &obj) != nil {
+			// {"error":"some text"}
+			var s string
+			_ = json.Unmarshal(v.Error, &s)
+			obj.Message = s
+		}
+		msg, typ, code = obj.Message, obj.Type, obj.Code
+	case v.Object == "error":
+		msg, typ, code = v.Message, v.Type, v.Code
+	default:
+		return nil
+	}
+	status := codeStatus(code)
+	e := &Error{Kind: KindStream, Status: status, Message: clip(msg)}
+	if e.Message == "" {
+		e.Message = "unknown error"
+	}
+	switch {
+	case rejectsTools(msg):
+		e.Kind, e.Message = KindUnsupportedTools, toolsHint(msg, e.Message)
+	case status == 408 || status == 429 || status >= 500:
+		e.Retryable = true
+	case status == 0:
+		e.Retryable = looksTransient(msg + " " + typ + " " + string(code))
+	}
+	return e
+}
+
+// codeStatus turns an error code into an HTTP-like status when it is a
+// number or a numeric string; other codes ("server_error") give 0.
+func codeStatus(code json.RawMessage) int {
+	s := strings.Trim(string(code), `"`)
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 100 || n > 599 {
+		return 0
+	}
+	return n
+}
+
+// looksTransient guesses from words whether a coded-less error may pass.
+func looksTransient(s string) bool {
+	s = strings.ToLower(s)
+	for _, w := range []string{
+		"timeout", "timed out", "overloaded", "temporar", "unavailable",
+		"upstream", "rate limit", "rate_limit", "try again", "disconnect",
+		"server_error", "internalservererror", "internal server error", "busy",
+	} {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// connError classifies a failure to get any HTTP response.
+func connError(baseURL string, err error) *Error {
+	return &Error{Kind: KindConnection, URL: baseURL, Message: connReason(err), Retryable: true, Err: err}
+}
+
+func connReason(err error) string {
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed before a response"
+	case errors.As(err, &dnsErr):
+		if dnsErr.IsNotFound {
+			return "no such host " + dnsErr.Name
+		}
+		return "dns lookup failed: " + dnsErr.Err
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "timed out"
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}

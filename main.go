@@ -1,0 +1,163 @@
+// Command agent runs LLM agents durably: a fast path for one-shot tasks and
+// durable runs that survive crashes and resume where they stopped.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"agent/config"
+	"agent/llm"
+	"agent/store"
+)
+
+// Set at build time by scripts/build.sh.
+var (
+	version = "dev"
+	commit  = "unknown"
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run is main without os.Exit, so it can be driven in tests.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	app := newApp(stdin, stdout, stderr)
+	args, err := normalizeArgs(app, args)
+	if err == nil {
+		err = app.RunContext(context.Background(), args)
+	}
+	if err == nil {
+		return 0
+	}
+	code := exitCode(err)
+	var quiet *exitError
+	if !errors.As(err, &quiet) || quiet.msg != "" {
+		fmt.Fprintf(stderr, "agent: %s\n", errorLine(err))
+	}
+	return code
+}
+
+func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
+	app := &cli.App{
+		Name:  "agent",
+		Usage: "run LLM agents durably",
+		Description: "agent runs a model-and-tools loop in your workspace against any OpenAI-compatible endpoint.\n" +
+			"Every run is persisted as it happens, so a crash or Ctrl-C loses nothing: 'agent resume RUN_ID' continues it.\n\n" +
+			"Examples:\n" +
+			"  agent run \"add a README section about testing\"\n" +
+			"  agent run --json --max-turns 10 \"fix the failing test\" > events.jsonl\n" +
+			"  agent run --until DONE --max-iterations 5 \"make every test pass\"\n" +
+			"  agent runs list\n" +
+			"  agent resume 0190c3a2",
+		Reader:       stdin,
+		Writer:       stdout,
+		ErrWriter:    stderr,
+		HideVersion:  true,
+		Suggest:      true,
+		OnUsageError: onUsageError,
+		Commands: []*cli.Command{
+			runCommand(),
+			resumeCommand(),
+			runsCommand(),
+			versionCommand(),
+		},
+		Action: func(c *cli.Context) error {
+			if c.Args().Len() > 0 {
+				return usageErrorf("unknown command %q; run 'agent --help' for the list", c.Args().First())
+			}
+			return cli.ShowAppHelp(c)
+		},
+	}
+	setUsageErrorHandlers(app.Commands)
+	return app
+}
+
+func setUsageErrorHandlers(cmds []*cli.Command) {
+	for _, c := range cmds {
+		c.OnUsageError = onUsageError
+		setUsageErrorHandlers(c.Subcommands)
+	}
+}
+
+// onUsageError turns urfave's "flag provided but not defined" and friends
+// into one line with a hint instead of a page of help.
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	return usageErrorf("%v; see 'agent %s --help'", err, strings.TrimPrefix(c.Command.FullName(), "agent "))
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the version and the commit it was built from",
+		Action: func(c *cli.Context) error {
+			fmt.Fprintf(c.App.Writer, "agent %s (commit %s)\n", version, commit)
+			return nil
+		},
+	}
+}
+
+// usageError is bad input from the user: exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// exitError carries an exit code decided by the command itself, such as a
+// task that was not accomplished. An empty msg means the command already
+// told the user.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// errNotResumable means the run exists but cannot be continued: exit 4.
+var errNotResumable = errors.New("not resumable")
+
+// exitCode maps an error to the exit codes of DESIGN.md §2. It is the only
+// place that does.
+func exitCode(err error) int {
+	var (
+		usage  *usageError
+		exit   *exitError
+		cfg    *config.Error
+		model  *llm.Error
+		leased *store.LeaseHeldError
+	)
+	switch {
+	case errors.As(err, &exit):
+		return exit.code
+	case errors.As(err, &usage), errors.As(err, &cfg):
+		return 2
+	case errors.As(err, &model):
+		return 3
+	case errors.As(err, &leased), errors.Is(err, errNotResumable):
+		return 4
+	case errors.Is(err, store.ErrNotFound):
+		return 2
+	case errors.Is(err, context.Canceled):
+		return 130
+	}
+	return 1
+}
+
+// errorLine keeps a message to the single line the contract promises.
+func errorLine(err error) string {
+	s := strings.TrimSpace(err.Error())
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}

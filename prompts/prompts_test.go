@@ -1,0 +1,59 @@
+package prompts
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestRenderSystem(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		data    System
+		want    []string
+		wantNot []string
+	}{
+		{"plain", System{Tools: []string{"read_file", "bash"}}, []string{"read_file, bash"}, []string{"AGENTS.md", "iterations"}},
+		{"instructions", System{Instructions: "Use tabs."}, []string{"AGENTS.md", "Use tabs."}, nil},
+		{"promise", System{Promise: "ALL DONE"}, []string{"\nALL DONE\n"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Render("system", tt.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("missing %q in:\n%s", w, got)
+				}
+			}
+			for _, w := range tt.wantNot {
+				if strings.Contains(got, w) {
+					t.Errorf("unexpected %q in:\n%s", w, got)
+				}
+			}
+		})
+	}
+}
+
+func TestRenderContinuation(t *testing.T) {
+	t.Parallel()
+	got, err := Render("continuation", Continuation{Objective: "Make tests pass", Iteration: 2, MaxIterations: 5, Promise: "DONE"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"Make tests pass", "iteration 2 of 5", "inspecting the workspace", "\nDONE"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("missing %q in:\n%s", w, got)
+		}
+	}
+}
+
+func TestRenderUnknown(t *testing.T) {
+	t.Parallel()
+	if _, err := Render("nope", nil); err == nil {
+		t.Fatal("want error for unknown template")
+	}
+}

@@ -1,0 +1,453 @@
+// Package runner is the agent loop: it asks the model, runs the tools it
+// calls, and repeats until the model gives a final answer. It writes
+// everything that happens to an event sink and never touches the store:
+// the fast path hands it a sink that persists, the child runner a sink
+// that writes JSON lines to the parent.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"agent/event"
+	"agent/llm"
+	"agent/prompts"
+	"agent/tools"
+)
+
+// Sink receives the events of a run. Emit must not return before the event
+// is durable where durability matters: the runner relies on tool.started
+// being persisted before the tool runs.
+type Sink interface {
+	Emit(ctx context.Context, e event.Event) error
+}
+
+// Statuses and reasons a run ends with.
+const (
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+
+	ReasonCompleted     = "completed"
+	ReasonMaxTurns      = "max_turns"
+	ReasonMaxIterations = "max_iterations"
+	ReasonToolLoop      = "repeated_tool_call"
+	ReasonContextBudget = "context_budget"
+)
+
+// Defaults.
+const (
+	DefaultMaxTurns      = 50
+	DefaultMaxIterations = 10
+	// A call identical to the previous ones is refused from this repeat on…
+	repeatRefuseAt = 3
+	// …and the iteration is stopped at this one.
+	repeatStopAt = 5
+)
+
+// Config is what one run of the loop needs.
+type Config struct {
+	Model     llm.Model
+	ModelName string
+	Tools     *tools.Set
+	Sink      Sink
+
+	MaxTurns      int    // per iteration; 0 means DefaultMaxTurns
+	Until         string // Ralph loop completion promise; empty means no loop
+	MaxIterations int    // with Until; 0 means DefaultMaxIterations
+	Instructions  string // AGENTS.md content, if any
+	// ContextBudget ends an iteration whose prompt grew past this many
+	// tokens; the next one starts fresh. 0 disables it. Only with Until.
+	ContextBudget int
+}
+
+// State is where a run stands, so a resumed run continues where it stopped.
+// The zero State starts a new run.
+type State struct {
+	Iteration int           // current Ralph iteration; 0 when not looping
+	History   []llm.Message // the current iteration's conversation, without the system prompt
+	Started   []string      // ids of tool calls that started but never completed
+	Turns     int           // model calls so far in the whole run
+	Usage     llm.Usage
+}
+
+// Result is how the loop ended.
+type Result struct {
+	Status string // StatusCompleted or StatusFailed
+	Text   string // the final assistant message
+	Reason string
+	Turns  int
+	Usage  llm.Usage
+}
+
+// ExitCode maps a result to the process exit code of DESIGN.md §2.
+func (r Result) ExitCode() int {
+	if r.Status == StatusCompleted {
+		return 0
+	}
+	return 1
+}
+
+type loop struct {
+	cfg    Config
+	prompt string
+	system string
+	state  State
+
+	lastCall string // signature of the previous tool call, for the loop guard
+	repeats  int
+}
+
+// Run drives the loop for prompt from state until the task completes, the
+// turn or iteration budget runs out, or ctx ends. A provider failure or a
+// cancelled ctx is returned as an error; the caller records it.
+func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, error) {
+	if cfg.MaxTurns <= 0 {
+		cfg.MaxTurns = DefaultMaxTurns
+	}
+	if cfg.Until != "" && cfg.MaxIterations <= 0 {
+		cfg.MaxIterations = DefaultMaxIterations
+	}
+	system, err := prompts.Render("system", prompts.System{
+		Tools:        cfg.Tools.Names(),
+		Instructions: cfg.Instructions,
+		Promise:      cfg.Until,
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	l := &loop{cfg: cfg, prompt: prompt, system: system, state: state}
+	return l.run(ctx)
+}
+
+func (l *loop) run(ctx context.Context) (Result, error) {
+	if l.cfg.Until == "" {
+		text, reason, err := l.iterate(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		if reason != ReasonCompleted {
+			return l.result(StatusFailed, text, reason), nil
+		}
+		return l.result(StatusCompleted, text, ReasonCompleted), nil
+	}
+
+	if l.state.Iteration == 0 {
+		l.state.Iteration = 1
+		l.state.History = nil
+		if err := l.emitIterationStarted(ctx); err != nil {
+			return Result{}, err
+		}
+	}
+	for {
+		text, reason, err := l.iterate(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		done := reason == ReasonCompleted && HasPromise(text, l.cfg.Until)
+		if reason == ReasonCompleted && !done {
+			reason = "final message without the completion promise"
+		}
+		if err := l.emit(ctx, event.New(event.IterationCompleted, event.IterationData{
+			Iteration: l.state.Iteration, MaxIterations: l.cfg.MaxIterations,
+			Promise: l.cfg.Until, Completed: done, Reason: reason,
+		})); err != nil {
+			return Result{}, err
+		}
+		if done {
+			return l.result(StatusCompleted, text, ReasonCompleted), nil
+		}
+		if l.state.Iteration >= l.cfg.MaxIterations {
+			return l.result(StatusFailed, text, ReasonMaxIterations), nil
+		}
+		l.state.Iteration++
+		l.state.History = nil
+		l.state.Started = nil
+		l.lastCall, l.repeats = "", 0
+		if err := l.emitIterationStarted(ctx); err != nil {
+			return Result{}, err
+		}
+		cont, err := prompts.Render("continuation", prompts.Continuation{
+			Objective: l.prompt, Iteration: l.state.Iteration, MaxIterations: l.cfg.MaxIterations,
+			Promise: l.cfg.Until, Reason: reason,
+		})
+		if err != nil {
+			return Result{}, err
+		}
+		if err := l.addUser(ctx, cont); err != nil {
+			return Result{}, err
+		}
+	}
+}
+
+func (l *loop) emitIterationStarted(ctx context.Context) error {
+	return l.emit(ctx, event.New(event.IterationStarted, event.IterationData{
+		Iteration: l.state.Iteration, MaxIterations: l.cfg.MaxIterations, Promise: l.cfg.Until,
+	}))
+}
+
+// iterate runs model turns until a final message or a budget ends the
+// iteration. It returns the last assistant text and why it stopped.
+func (l *loop) iterate(ctx context.Context) (string, string, error) {
+	if len(l.state.History) == 0 {
+		if err := l.addUser(ctx, l.prompt); err != nil {
+			return "", "", err
+		}
+	}
+	// A resumed conversation may end in the middle of a turn.
+	if last := l.state.History[len(l.state.History)-1]; last.Role == llm.RoleAssistant {
+		if len(last.ToolCalls) == 0 {
+			return last.Content, ReasonCompleted, nil
+		}
+		if reason, err := l.runCalls(ctx, last.ToolCalls); err != nil || reason != "" {
+			return last.Content, reason, err
+		}
+	}
+
+	turns := 0
+	for _, m := range l.state.History {
+		if m.Role == llm.RoleAssistant {
+			turns++
+		}
+	}
+	for {
+		if turns >= l.cfg.MaxTurns {
+			return l.lastAssistantText(), ReasonMaxTurns, nil
+		}
+		turns++
+		resp, err := l.ask(ctx)
+		if err != nil {
+			return "", "", err
+		}
+		if len(resp.Message.ToolCalls) == 0 {
+			return resp.Message.Content, ReasonCompleted, nil
+		}
+		if reason, err := l.runCalls(ctx, resp.Message.ToolCalls); err != nil || reason != "" {
+			return resp.Message.Content, reason, err
+		}
+		if l.overBudget(resp.Usage) {
+			return resp.Message.Content, ReasonContextBudget, nil
+		}
+	}
+}
+
+func (l *loop) overBudget(u llm.Usage) bool {
+	return l.cfg.Until != "" && l.cfg.ContextBudget > 0 && u.PromptTokens > l.cfg.ContextBudget
+}
+
+func (l *loop) lastAssistantText() string {
+	for i := len(l.state.History) - 1; i >= 0; i-- {
+		if m := l.state.History[i]; m.Role == llm.RoleAssistant && m.Content != "" {
+			return m.Content
+		}
+	}
+	return ""
+}
+
+func (l *loop) addUser(ctx context.Context, text string) error {
+	l.state.History = append(l.state.History, llm.Message{Role: llm.RoleUser, Content: text})
+	return l.emit(ctx, event.New(event.MessageCompleted, event.MessageData{
+		Role: string(llm.RoleUser), Text: text, Iteration: l.state.Iteration,
+	}))
+}
+
+// ask makes one model call and records the assistant message.
+func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
+	req := llm.Request{
+		Model:    l.cfg.ModelName,
+		Messages: append([]llm.Message{{Role: llm.RoleSystem, Content: l.system}}, l.state.History...),
+		Tools:    l.toolDefinitions(),
+	}
+	var deltaErr error
+	resp, err := l.cfg.Model.Stream(ctx, req, func(text string) {
+		if deltaErr == nil {
+			deltaErr = l.emit(ctx, event.New(event.MessageDelta, event.MessageDeltaData{Text: text}))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if deltaErr != nil {
+		return nil, deltaErr
+	}
+	l.state.Turns++
+	l.state.Usage.PromptTokens += resp.Usage.PromptTokens
+	l.state.Usage.CompletionTokens += resp.Usage.CompletionTokens
+	msg := resp.Message
+	msg.Role = llm.RoleAssistant
+	resp.Message = msg
+	l.state.History = append(l.state.History, msg)
+	usage := event.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens}
+	data := event.MessageData{
+		Role: string(llm.RoleAssistant), Text: msg.Content, Usage: &usage, Iteration: l.state.Iteration,
+	}
+	for _, c := range msg.ToolCalls {
+		data.ToolCalls = append(data.ToolCalls, event.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	return resp, l.emit(ctx, event.New(event.MessageCompleted, data))
+}
+
+func (l *loop) toolDefinitions() []llm.Tool {
+	defs := l.cfg.Tools.Definitions()
+	out := make([]llm.Tool, 0, len(defs))
+	for _, d := range defs {
+		out = append(out, llm.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters})
+	}
+	return out
+}
+
+// runCalls executes the calls of one assistant message that have no result
+// yet. A call that started before a crash is re-run only when read-only.
+// It returns a non-empty reason when the loop guard stops the iteration.
+func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, error) {
+	done := l.answered()
+	for _, call := range calls {
+		if done[call.ID] {
+			continue
+		}
+		if l.wasStarted(call.ID) && !l.cfg.Tools.ReadOnly(call.Name) {
+			res := tools.Result{IsError: true, Output: interruptedOutput(call.Name)}
+			if err := l.recordResult(ctx, call, res); err != nil {
+				return "", err
+			}
+			continue
+		}
+		repeats := l.countRepeat(call)
+		if repeats >= repeatStopAt {
+			return ReasonToolLoop, nil
+		}
+		if err := l.emit(ctx, event.New(event.ToolStarted, event.ToolStartedData{
+			CallID: call.ID, Name: call.Name, Args: argsJSON(call.Arguments),
+		})); err != nil {
+			return "", err
+		}
+		var res tools.Result
+		if repeats >= repeatRefuseAt {
+			res = tools.Result{IsError: true, Output: fmt.Sprintf(
+				"refused: this exact %s call was already made %d times in a row. Its result will not change; try a different approach.",
+				call.Name, repeats-1)}
+		} else {
+			res = l.cfg.Tools.Run(ctx, call.Name, call.Arguments)
+		}
+		// Cancelled mid-tool: leave the call without a result, as a crash
+		// would, so resume applies the same rule.
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		if err := l.recordResult(ctx, call, res); err != nil {
+			return "", err
+		}
+	}
+	l.state.Started = nil
+	return "", nil
+}
+
+func interruptedOutput(tool string) string {
+	return fmt.Sprintf("interrupted: this %s call started but the agent stopped before it finished, "+
+		"so its effects are unknown. Check the workspace before deciding whether to run it again.", tool)
+}
+
+func (l *loop) recordResult(ctx context.Context, call llm.ToolCall, res tools.Result) error {
+	l.state.History = append(l.state.History, llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: res.Output})
+	data := event.ToolCompletedData{CallID: call.ID, Name: call.Name, OK: !res.IsError, Output: res.Output, Truncated: res.Truncated}
+	if res.IsError {
+		data.Error = firstLine(res.Output)
+	}
+	if err := l.emit(ctx, event.New(event.ToolCompleted, data)); err != nil {
+		return err
+	}
+	for _, a := range res.Artifacts {
+		if err := l.emit(ctx, event.New(event.ArtifactCreated, event.ArtifactData{Path: a.Path, SHA256: a.SHA256, Bytes: a.Bytes})); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// answered returns the ids of calls that already have a result in the
+// current conversation.
+func (l *loop) answered() map[string]bool {
+	done := map[string]bool{}
+	for _, m := range l.state.History {
+		if m.Role == llm.RoleTool {
+			done[m.ToolCallID] = true
+		}
+	}
+	return done
+}
+
+func (l *loop) wasStarted(id string) bool {
+	for _, s := range l.state.Started {
+		if s == id {
+			return true
+		}
+	}
+	return false
+}
+
+// countRepeat returns how many times in a row this exact call has been made,
+// counting this one.
+func (l *loop) countRepeat(call llm.ToolCall) int {
+	sig := call.Name + "\x00" + canonicalJSON(call.Arguments)
+	if sig == l.lastCall {
+		l.repeats++
+	} else {
+		l.lastCall, l.repeats = sig, 1
+	}
+	return l.repeats
+}
+
+func canonicalJSON(s string) string {
+	var v any
+	if json.Unmarshal([]byte(s), &v) != nil {
+		return s
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// argsJSON makes arguments safe to embed in an event: invalid JSON from the
+// model is carried as a JSON string instead of breaking the stream.
+func argsJSON(s string) json.RawMessage {
+	if strings.TrimSpace(s) == "" {
+		return json.RawMessage("{}")
+	}
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+func (l *loop) emit(ctx context.Context, e event.Event) error {
+	if err := l.cfg.Sink.Emit(ctx, e); err != nil {
+		return fmt.Errorf("emit %s: %w", e.Type, err)
+	}
+	return nil
+}
+
+func (l *loop) result(status, text, reason string) Result {
+	return Result{Status: status, Text: text, Reason: reason, Turns: l.state.Turns, Usage: l.state.Usage}
+}
+
+// HasPromise reports whether text completes a Ralph iteration: the promise
+// must be a line of its own, bare or as <promise>PROMISE</promise>.
+func HasPromise(text, promise string) bool {
+	promise = strings.TrimSpace(promise)
+	if promise == "" {
+		return false
+	}
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == promise || line == "<promise>"+promise+"</promise>" {
+			return true
+		}
+	}
+	return false
+}

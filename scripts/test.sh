@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs every check CI runs: formatting, vet and the whole test suite with
+# the race detector. The first run compiles SQLite twice (normal and -race),
+# which takes a few minutes; later runs are cached.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+go vet ./...
+go test -race -count=1 -timeout 15m ./...

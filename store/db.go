@@ -1,0 +1,139 @@
+// Package store holds all SQL of agent: the SQLite database, its migrations,
+// run leases, and the event journal with the projections built from it.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+)
+
+// ErrNotFound is returned when a row asked for by id does not exist.
+var ErrNotFound = errors.New("not found")
+
+// DB is the agent database. It is safe for concurrent use, and several
+// processes may open the same file.
+type DB struct {
+	// Writes go through one connection whose every transaction is
+	// BEGIN IMMEDIATE, so writers in this process queue in Go rather than
+	// sleeping in SQLite's busy handler; other processes wait up to the
+	// busy timeout.
+	rw *sql.DB
+	// Reads use deferred transactions: in WAL mode they see a snapshot
+	// and never take the write lock, so a reader never stalls a run.
+	ro *sql.DB
+
+	// Now is the clock. Tests replace it to move leases through time.
+	Now func() time.Time
+	// OwnerDead reports whether a lease owner is provably gone, so its
+	// lease can be taken before it expires. Tests replace it.
+	OwnerDead func(owner string) bool
+}
+
+// busyTimeout is how long a write waits for another process's write.
+const busyTimeout = 5 * time.Second
+
+// Open opens (creating if needed) the database at path and brings its
+// schema up to date. It is cheap on an up-to-date database: connections
+// are opened lazily and only user_version is read.
+func Open(path string) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("open store: empty path")
+	}
+	// go-sqlite3 reads options after the first '?', so such a path
+	// would be cut short.
+	if strings.Contains(path, "?") {
+		return nil, fmt.Errorf("open store %s: path must not contain '?'", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=on&_synchronous=FULL", busyTimeout.Milliseconds())
+	rw, err := sql.Open("sqlite3", path+"?_journal_mode=WAL&_txlock=immediate&"+common)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	rw.SetMaxOpenConns(1)
+	// The read pool leaves journal_mode alone: the write pool sets WAL,
+	// which is persistent, before any read runs.
+	ro, err := sql.Open("sqlite3", path+"?_txlock=deferred&_query_only=on&"+common)
+	if err != nil {
+		rw.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	db := &DB{rw: rw, ro: ro, Now: time.Now, OwnerDead: ownerDead}
+	if err := db.migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// Close closes the database.
+func (db *DB) Close() error {
+	return errors.Join(db.rw.Close(), db.ro.Close())
+}
+
+// now returns the current time at the precision the database keeps, so a
+// value set on a struct equals the one read back.
+func (db *DB) now() time.Time {
+	return db.Now().UTC().Truncate(time.Microsecond)
+}
+
+// timeLayout is fixed-width, so comparing stored strings compares times.
+const timeLayout = "2006-01-02T15:04:05.000000Z"
+
+func formatTime(t time.Time) string {
+	return t.UTC().Format(timeLayout)
+}
+
+// nullTime stores the zero time as NULL.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return formatTime(t)
+}
+
+// nullString stores "" as NULL, for optional references and ids.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// timeValue scans a stored time; NULL or "" is the zero time.
+type timeValue struct{ t *time.Time }
+
+func (v timeValue) Scan(src any) error {
+	var s string
+	switch x := src.(type) {
+	case nil:
+		*v.t = time.Time{}
+		return nil
+	case string:
+		s = x
+	case []byte:
+		s = string(x)
+	default:
+		return fmt.Errorf("scan time: unexpected %T", src)
+	}
+	if s == "" {
+		*v.t = time.Time{}
+		return nil
+	}
+	t, err := time.Parse(timeLayout, s)
+	if err != nil {
+		return fmt.Errorf("scan time: %w", err)
+	}
+	*v.t = t
+	return nil
+}

@@ -1,0 +1,221 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"agent/event"
+)
+
+// NextSeq returns the seq the run's next event gets: max(seq)+1, or 1.
+func (db *DB) NextSeq(ctx context.Context, runID string) (int64, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("next seq of run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	next, err := nextSeq(ctx, tx, runID)
+	if err != nil {
+		return 0, fmt.Errorf("next seq of run %s: %w", runID, err)
+	}
+	return next, tx.Commit()
+}
+
+// AppendEvents persists events, which already carry RunID and Seq, and
+// applies their projections (messages, tool_calls, runs) in the same
+// transaction: the journal and the state built from it never disagree.
+func (db *DB) AppendEvents(ctx context.Context, evs []event.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("append events: %w", err)
+	}
+	defer tx.Rollback()
+	if err := appendEvents(ctx, tx, evs, db.now()); err != nil {
+		return fmt.Errorf("append events: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("append events: %w", err)
+	}
+	return nil
+}
+
+// ListEvents returns up to limit events of a run with seq > afterSeq, in
+// seq order; limit <= 0 means all.
+func (db *DB) ListEvents(ctx context.Context, runID string, afterSeq int64, limit int) ([]event.Event, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list events of run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	evs, err := listEvents(ctx, tx, runID, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events of run %s: %w", runID, err)
+	}
+	return evs, tx.Commit()
+}
+
+func nextSeq(ctx context.Context, tx *sql.Tx, runID string) (int64, error) {
+	var next int64
+	err := tx.QueryRowContext(ctx,
+		`SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE run_id = ?`, runID).Scan(&next)
+	return next, err
+}
+
+func appendEvents(ctx context.Context, tx *sql.Tx, evs []event.Event, now time.Time) error {
+	for _, e := range evs {
+		if e.RunID == "" || e.Seq <= 0 || e.Type == "" {
+			return fmt.Errorf("event %q seq %d of run %q: run id, seq and type are required", e.Type, e.Seq, e.RunID)
+		}
+		if e.TS.IsZero() {
+			e.TS = now
+		}
+		if err := insertEvent(ctx, tx, e); err != nil {
+			return fmt.Errorf("event %d of run %s: %w", e.Seq, e.RunID, err)
+		}
+		if err := project(ctx, tx, e, now); err != nil {
+			return fmt.Errorf("project %s %d of run %s: %w", e.Type, e.Seq, e.RunID, err)
+		}
+	}
+	return nil
+}
+
+func insertEvent(ctx context.Context, tx *sql.Tx, e event.Event) error {
+	var data, attempt any
+	if len(e.Data) > 0 {
+		data = string(e.Data)
+	}
+	if e.Attempt != 0 {
+		attempt = e.Attempt
+	}
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO events (run_id, session_id, seq, ts, type, phase_id, attempt, data)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.RunID, nullString(e.SessionID), e.Seq, formatTime(e.TS), e.Type,
+		nullString(e.PhaseID), attempt, data)
+	return err
+}
+
+func listEvents(ctx context.Context, tx *sql.Tx, runID string, afterSeq int64, limit int) ([]event.Event, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := tx.QueryContext(ctx, `
+		SELECT seq, ts, run_id, COALESCE(session_id, ''), COALESCE(phase_id, ''),
+			COALESCE(attempt, 0), type, COALESCE(data, '')
+		FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, runID, afterSeq, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var evs []event.Event
+	for rows.Next() {
+		e := event.Event{V: event.Version}
+		var data string
+		if err := rows.Scan(&e.Seq, timeValue{&e.TS}, &e.RunID, &e.SessionID, &e.PhaseID,
+			&e.Attempt, &e.Type, &data); err != nil {
+			return nil, err
+		}
+		if data != "" {
+			e.Data = json.RawMessage(data)
+		}
+		evs = append(evs, e)
+	}
+	return evs, rows.Err()
+}
+
+// project applies one event to the tables built from the journal. Data
+// that does not decode is skipped rather than failing: the event itself is
+// already stored, and losing it would be worse than a missing projection.
+func project(ctx context.Context, tx *sql.Tx, e event.Event, now time.Time) error {
+	switch e.Type {
+	case event.RunStarted:
+		err := setRunStatus(ctx, tx, e.RunID, StatusRunning, now)
+		if errors.Is(err, ErrNotFound) {
+			return nil // the foreign key on events already proved the run exists
+		}
+		return err
+
+	case event.MessageCompleted:
+		var d event.MessageData
+		if e.Decode(&d) != nil || (d.Role != "user" && d.Role != "assistant") {
+			return nil
+		}
+		if err := insertMessage(ctx, tx, Message{
+			RunID:     e.RunID,
+			Seq:       e.Seq,
+			Iteration: d.Iteration,
+			Role:      d.Role,
+			Content:   d.Text,
+			ToolCalls: d.ToolCalls,
+			CreatedAt: e.TS,
+		}); err != nil || d.Role != "assistant" {
+			return err
+		}
+		// Running totals, so a run resumed after a crash reports the
+		// turns and tokens it already spent.
+		var u event.Usage
+		if d.Usage != nil {
+			u = *d.Usage
+		}
+		_, err := tx.ExecContext(ctx, `
+			UPDATE runs SET turns = turns + 1, prompt_tokens = prompt_tokens + ?,
+				completion_tokens = completion_tokens + ?, updated_at = ?
+			WHERE id = ?`, u.PromptTokens, u.CompletionTokens, formatTime(now), e.RunID)
+		return err
+
+	case event.ToolStarted:
+		var d event.ToolStartedData
+		if e.Decode(&d) != nil || d.CallID == "" {
+			return nil
+		}
+		return startToolCall(ctx, tx, e.RunID, d, e.TS)
+
+	case event.ToolCompleted:
+		var d event.ToolCompletedData
+		if e.Decode(&d) != nil || d.CallID == "" {
+			return nil
+		}
+		if err := completeToolCall(ctx, tx, e.RunID, d, e.TS); err != nil {
+			return err
+		}
+		content := d.Output
+		if content == "" {
+			content = d.Error
+		}
+		return insertToolMessage(ctx, tx, e.RunID, e.Seq, d.CallID, content, e.TS)
+
+	case event.IterationStarted:
+		var d event.IterationData
+		if e.Decode(&d) != nil {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, `
+			UPDATE runs SET iteration_count = ?, max_iterations = ?, completion_promise = ?, updated_at = ?
+			WHERE id = ?`, d.Iteration, d.MaxIterations, d.Promise, formatTime(now), e.RunID)
+		return err
+
+	case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
+		// The status comes from the type, so even unreadable data still
+		// marks the run finished; the other fields stay zero then.
+		var d event.RunFinishedData
+		if e.Decode(&d) != nil {
+			d = event.RunFinishedData{}
+		}
+		_, err := tx.ExecContext(ctx, `
+			UPDATE runs SET status = ?, result = ?, reason = ?, exit_code = ?, turns = ?,
+				prompt_tokens = ?, completion_tokens = ?, finished_at = ?, updated_at = ?
+			WHERE id = ?`,
+			strings.TrimPrefix(e.Type, "run."), d.Result, d.Reason, d.ExitCode, d.Turns,
+			d.Usage.PromptTokens, d.Usage.CompletionTokens, formatTime(e.TS), formatTime(now), e.RunID)
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"agent/event"
+	"agent/llm"
+)
+
+// Message is one row of messages: a conversation message projected from a
+// message.completed or tool.completed event.
+type Message struct {
+	ID         int64
+	RunID      string
+	Seq        int64 // the event that produced it
+	Iteration  int   // Ralph loop iteration; 0 outside a loop
+	Role       string
+	Content    string
+	ToolCalls  []event.ToolCall // on assistant messages, as the event carried them
+	ToolCallID string           // on tool messages
+	CreatedAt  time.Time
+}
+
+// Messages returns every message of a run, all iterations, in order.
+func (db *DB) Messages(ctx context.Context, runID string) ([]Message, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("messages of run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	ms, err := listMessages(ctx, tx, runID, -1)
+	if err != nil {
+		return nil, fmt.Errorf("messages of run %s: %w", runID, err)
+	}
+	return ms, tx.Commit()
+}
+
+// Conversation returns the messages of the run's current iteration, ready
+// to send to the model again when the run resumes.
+func (db *DB) Conversation(ctx context.Context, runID string) ([]llm.Message, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("conversation of run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	var iteration int
+	err = tx.QueryRowContext(ctx, `SELECT iteration_count FROM runs WHERE id = ?`, runID).Scan(&iteration)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("conversation of run %s: %w", runID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("conversation of run %s: %w", runID, err)
+	}
+	ms, err := listMessages(ctx, tx, runID, iteration)
+	if err != nil {
+		return nil, fmt.Errorf("conversation of run %s: %w", runID, err)
+	}
+	conv := make([]llm.Message, 0, len(ms))
+	for _, m := range ms {
+		conv = append(conv, llm.Message{
+			Role:       llm.Role(m.Role),
+			Content:    m.Content,
+			ToolCalls:  toLLMToolCalls(m.ToolCalls),
+			ToolCallID: m.ToolCallID,
+		})
+	}
+	return conv, tx.Commit()
+}
+
+func insertMessage(ctx context.Context, tx *sql.Tx, m Message) error {
+	var toolCalls any
+	if len(m.ToolCalls) > 0 {
+		raw, err := json.Marshal(m.ToolCalls)
+		if err != nil {
+			return err
+		}
+		toolCalls = string(raw)
+	}
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO messages (run_id, seq, iteration, role, content, tool_calls_json, tool_call_id, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.RunID, m.Seq, m.Iteration, m.Role, m.Content, toolCalls, nullString(m.ToolCallID), formatTime(m.CreatedAt))
+	return err
+}
+
+// insertToolMessage adds a tool result to the run's current iteration;
+// tool.completed carries no iteration of its own.
+func insertToolMessage(ctx context.Context, tx *sql.Tx, runID string, seq int64, callID, content string, at time.Time) error {
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO messages (run_id, seq, iteration, role, content, tool_call_id, created_at)
+		SELECT id, ?, iteration_count, 'tool', ?, ?, ? FROM runs WHERE id = ?`,
+		seq, content, callID, formatTime(at), runID)
+	return err
+}
+
+// listMessages returns a run's messages in order: those of one iteration,
+// or all of them when iteration < 0.
+func listMessages(ctx context.Context, tx *sql.Tx, runID string, iteration int) ([]Message, error) {
+	rows, err := tx.QueryContext(ctx, `
+		SELECT id, run_id, seq, iteration, role, content, COALESCE(tool_calls_json, ''),
+			COALESCE(tool_call_id, ''), created_at
+		FROM messages WHERE run_id = ? AND (? < 0 OR iteration = ?) ORDER BY id`,
+		runID, iteration, iteration)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ms []Message
+	for rows.Next() {
+		var m Message
+		var toolCalls string
+		if err := rows.Scan(&m.ID, &m.RunID, &m.Seq, &m.Iteration, &m.Role, &m.Content,
+			&toolCalls, &m.ToolCallID, timeValue{&m.CreatedAt}); err != nil {
+			return nil, err
+		}
+		if toolCalls != "" {
+			if err := json.Unmarshal([]byte(toolCalls), &m.ToolCalls); err != nil {
+				return nil, fmt.Errorf("message %d tool calls: %w", m.ID, err)
+			}
+		}
+		ms = append(ms, m)
+	}
+	return ms, rows.Err()
+}
+
+// toLLMToolCalls converts stored tool calls for the model.
+func toLLMToolCalls(calls []event.ToolCall) []llm.ToolCall {
+	if len(calls) == 0 {
+		return nil
+	}
+	out := make([]llm.ToolCall, len(calls))
+	for i, c := range calls {
+		out[i] = llm.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
+	}
+	return out
+}

@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Migrations are numbered NNNN_name.sql, applied in order and never edited
+// once shipped. PRAGMA user_version records how many have been applied.
+//
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// loadMigrations returns the embedded migrations, checking they are
+// numbered 1, 2, 3… with no gaps.
+func loadMigrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var ms []migration
+	for i, name := range names {
+		base := strings.TrimPrefix(name, "migrations/")
+		num, _, _ := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if err != nil || v != i+1 {
+			return nil, fmt.Errorf("migration %s: want number %04d", base, i+1)
+		}
+		body, err := migrationFS.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: base, sql: string(body)})
+	}
+	return ms, nil
+}
+
+// migrate applies the migrations this database has not seen yet.
+func (db *DB) migrate(ctx context.Context) error {
+	ms, err := loadMigrations()
+	if err != nil {
+		return err
+	}
+	var current int
+	if err := db.rw.QueryRowContext(ctx, "PRAGMA user_version").Scan(&current); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if current > len(ms) {
+		return fmt.Errorf("schema version %d is newer than this binary supports (%d): upgrade agent", current, len(ms))
+	}
+	for _, m := range ms[current:] {
+		if err := db.applyMigration(ctx, m); err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
+
+// applyMigration runs one migration and bumps user_version in the same
+// transaction, so a failed migration leaves no trace.
+func (db *DB) applyMigration(ctx context.Context, m migration) error {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+
+	// Another process may have applied it while we waited for the lock.
+	var current int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&current); err != nil {
+		return err
+	}
+	if current >= m.version {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,299 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"agent/event"
+)
+
+// Run kinds.
+const (
+	KindRun     = "run"
+	KindHarness = "harness"
+)
+
+// Run statuses.
+const (
+	StatusRunning     = "running"
+	StatusCompleted   = "completed"
+	StatusFailed      = "failed"
+	StatusInterrupted = "interrupted"
+	StatusCancelled   = "cancelled"
+)
+
+// ErrAmbiguous is returned when a run id prefix matches more than one run.
+var ErrAmbiguous = errors.New("ambiguous")
+
+// minPrefix is the shortest id prefix GetRun will try to expand.
+const minPrefix = 4
+
+// Run is one row of runs: an agent run (fast path) or a harness run.
+type Run struct {
+	ID        string
+	Kind      string // KindRun or KindHarness
+	SessionID string
+	Status    string
+	Prompt    string
+	Workspace string
+	Model     string
+	Config    json.RawMessage // opaque settings the caller needs to resume
+
+	Result   string
+	Reason   string
+	ExitCode int
+	Turns    int
+	Usage    event.Usage
+
+	IterationCount    int
+	MaxIterations     int
+	CompletionPromise string
+
+	LeaseOwner       string
+	LeaseExpiresAt   time.Time
+	LeaseHeartbeatAt time.Time
+
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	FinishedAt time.Time
+}
+
+// CreateRun inserts r with status running and, if leaseOwner is not empty,
+// the lease held by leaseOwner for ttl. It sets r's status, lease and times.
+func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time.Duration) error {
+	if r.ID == "" {
+		return errors.New("create run: empty id")
+	}
+	if r.Kind == "" {
+		r.Kind = KindRun
+	}
+	now := db.now()
+	r.Status = StatusRunning
+	r.CreatedAt, r.UpdatedAt, r.FinishedAt = now, now, time.Time{}
+	r.LeaseOwner, r.LeaseExpiresAt, r.LeaseHeartbeatAt = "", time.Time{}, time.Time{}
+	if leaseOwner != "" {
+		r.LeaseOwner, r.LeaseExpiresAt, r.LeaseHeartbeatAt = leaseOwner, now.Add(ttl), now
+	}
+
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	defer tx.Rollback()
+	if err := insertRun(ctx, tx, r); err != nil {
+		return fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// GetRun returns the run with this id, or the one run whose id starts with
+// it (at least 4 characters), as git does with commit hashes.
+func (db *DB) GetRun(ctx context.Context, id string) (*Run, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	r, err := getRun(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	return r, tx.Commit()
+}
+
+// ListRuns returns up to limit runs, newest first; limit <= 0 means all.
+func (db *DB) ListRuns(ctx context.Context, limit int) ([]Run, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	defer tx.Rollback()
+	runs, err := listRuns(ctx, tx, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return runs, tx.Commit()
+}
+
+// SetRunStatus sets a run's status. Going back to running (a resume)
+// clears the outcome of the previous attempt.
+func (db *DB) SetRunStatus(ctx context.Context, id, status string) error {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("set run %s status: %w", id, err)
+	}
+	defer tx.Rollback()
+	if err := setRunStatus(ctx, tx, id, status, db.now()); err != nil {
+		return fmt.Errorf("set run %s status: %w", id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("set run %s status: %w", id, err)
+	}
+	return nil
+}
+
+func validStatus(s string) bool {
+	switch s {
+	case StatusRunning, StatusCompleted, StatusFailed, StatusInterrupted, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+func insertRun(ctx context.Context, tx *sql.Tx, r *Run) error {
+	var config any
+	if len(r.Config) > 0 {
+		config = string(r.Config)
+	}
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO runs (
+			id, kind, session_id, status, prompt, workspace, model, config_json,
+			result, reason, exit_code, turns, prompt_tokens, completion_tokens,
+			iteration_count, max_iterations, completion_promise,
+			lease_owner, lease_expires_at, lease_heartbeat_at,
+			created_at, updated_at, finished_at
+		) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.Kind, nullString(r.SessionID), r.Status, r.Prompt, r.Workspace, r.Model, config,
+		r.Result, r.Reason, r.ExitCode, r.Turns, r.Usage.PromptTokens, r.Usage.CompletionTokens,
+		r.IterationCount, r.MaxIterations, r.CompletionPromise,
+		nullString(r.LeaseOwner), nullTime(r.LeaseExpiresAt), nullTime(r.LeaseHeartbeatAt),
+		formatTime(r.CreatedAt), formatTime(r.UpdatedAt), nullTime(r.FinishedAt),
+	)
+	return err
+}
+
+const runColumns = `
+	id, kind, COALESCE(session_id, ''), status, prompt, workspace, model, COALESCE(config_json, ''),
+	result, reason, exit_code, turns, prompt_tokens, completion_tokens,
+	iteration_count, max_iterations, completion_promise,
+	COALESCE(lease_owner, ''), lease_expires_at, lease_heartbeat_at,
+	created_at, updated_at, finished_at`
+
+func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
+	var r Run
+	var config string
+	err := row.Scan(
+		&r.ID, &r.Kind, &r.SessionID, &r.Status, &r.Prompt, &r.Workspace, &r.Model, &config,
+		&r.Result, &r.Reason, &r.ExitCode, &r.Turns, &r.Usage.PromptTokens, &r.Usage.CompletionTokens,
+		&r.IterationCount, &r.MaxIterations, &r.CompletionPromise,
+		&r.LeaseOwner, timeValue{&r.LeaseExpiresAt}, timeValue{&r.LeaseHeartbeatAt},
+		timeValue{&r.CreatedAt}, timeValue{&r.UpdatedAt}, timeValue{&r.FinishedAt},
+	)
+	if err != nil {
+		return nil, err
+	}
+	if config != "" {
+		r.Config = json.RawMessage(config)
+	}
+	return &r, nil
+}
+
+// getRun resolves id exactly, then as a prefix.
+func getRun(ctx context.Context, tx *sql.Tx, id string) (*Run, error) {
+	r, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	if err == nil {
+		return r, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	if len(id) < minPrefix {
+		return nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+
+	// substr, not LIKE: ids are matched literally and case-sensitively.
+	rows, err := tx.QueryContext(ctx,
+		`SELECT `+runColumns+` FROM runs WHERE substr(id, 1, length(?)) = ? ORDER BY id LIMIT 6`, id, id)
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	defer rows.Close()
+	var matches []*Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("get run %s: %w", id, err)
+		}
+		matches = append(matches, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	switch len(matches) {
+	case 0:
+		return nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	case 1:
+		return matches[0], nil
+	}
+	ids := make([]string, 0, len(matches))
+	for i, m := range matches {
+		if i == 5 {
+			ids = append(ids, "…")
+			break
+		}
+		ids = append(ids, m.ID)
+	}
+	return nil, fmt.Errorf("run id prefix %s is %w: matches %s", id, ErrAmbiguous, strings.Join(ids, ", "))
+}
+
+func listRuns(ctx context.Context, tx *sql.Tx, limit int) ([]Run, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := tx.QueryContext(ctx,
+		`SELECT `+runColumns+` FROM runs ORDER BY created_at DESC, id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var runs []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, *r)
+	}
+	return runs, rows.Err()
+}
+
+func setRunStatus(ctx context.Context, tx *sql.Tx, id, status string, now time.Time) error {
+	if !validStatus(status) {
+		return fmt.Errorf("invalid run status %q", status)
+	}
+	var res sql.Result
+	var err error
+	if status == StatusRunning {
+		res, err = tx.ExecContext(ctx, `
+			UPDATE runs SET status = ?, result = '', reason = '', exit_code = 0,
+				finished_at = NULL, updated_at = ?
+			WHERE id = ?`, status, formatTime(now), id)
+	} else {
+		res, err = tx.ExecContext(ctx,
+			`UPDATE runs SET status = ?, updated_at = ? WHERE id = ?`, status, formatTime(now), id)
+	}
+	if err != nil {
+		return err
+	}
+	return oneRow(res)
+}
+
+// oneRow turns an UPDATE that touched no row into ErrNotFound.
+func oneRow(res sql.Result) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestBash(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    map[string]any
+		want    string
+		isErr   bool
+		opts    Options
+		timeout time.Duration // the call must return within this
+	}{
+		{name: "stdout", args: map[string]any{"command": "echo hello"}, want: "hello\n"},
+		{name: "stderr combined in order", args: map[string]any{"command": "echo out; echo err >&2; echo out2"},
+			want: "out\nerr\nout2\n"},
+		{name: "runs in the workspace root", args: map[string]any{"command": "pwd -P"}, want: "ROOT\n"},
+		{name: "no output", args: map[string]any{"command": "true"}, want: "(no output)"},
+		{name: "stdin is empty", args: map[string]any{"command": "cat; echo done"}, want: "done\n", timeout: 5 * time.Second},
+		{name: "environment inherited", args: map[string]any{"command": `test -n "$PATH" && echo ok`}, want: "ok\n"},
+		{name: "exit status", args: map[string]any{"command": "echo failing; exit 3"}, want: "failing\nexit status 3", isErr: true},
+		{name: "exit status without output", args: map[string]any{"command": "exit 1"}, want: "exit status 1", isErr: true},
+		{name: "signal", args: map[string]any{"command": "kill -TERM $$"}, want: "terminated by signal terminated", isErr: true},
+		{name: "timeout", args: map[string]any{"command": "echo started; sleep 30", "timeout_s": 0.3},
+			want: "started\ncommand timed out after 0.3s; the process group was killed", isErr: true, timeout: 5 * time.Second},
+		{name: "default timeout from options", opts: Options{BashTimeout: 300 * time.Millisecond}, args: map[string]any{"command": "sleep 30"},
+			want: "command timed out after 0.3s; the process group was killed", isErr: true, timeout: 5 * time.Second},
+		{name: "timeout too long", args: map[string]any{"command": "true", "timeout_s": 601}, want: "timeout_s must be at most 600, not 601", isErr: true},
+		{name: "timeout not positive", args: map[string]any{"command": "true", "timeout_s": -1}, want: "timeout_s must be more than 0, not -1", isErr: true},
+		{name: "empty command", args: map[string]any{"command": "  "}, want: "command is empty", isErr: true},
+		{name: "missing command", args: map[string]any{}, want: `invalid arguments for bash: missing required argument "command"`, isErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, root := newTestSet(t, tt.opts, nil)
+			limit := tt.timeout
+			if limit == 0 {
+				limit = 10 * time.Second
+			}
+			start := time.Now()
+			res := call(t, s, "bash", tt.args)
+			if d := time.Since(start); d > limit {
+				t.Fatalf("took %v, want under %v", d, limit)
+			}
+			want := strings.ReplaceAll(tt.want, "ROOT", root)
+			if res.IsError != tt.isErr {
+				t.Fatalf("IsError = %v, output %q", res.IsError, res.Output)
+			}
+			if res.Output != want {
+				t.Fatalf("output = %q, want %q", res.Output, want)
+			}
+		})
+	}
+}
+
+func TestBashTruncation(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestSet(t, Options{MaxOutput: 2000}, nil)
+	res := call(t, s, "bash", map[string]any{"command": "seq 1 100000; exit 2"})
+	if !res.Truncated || !res.IsError {
+		t.Fatalf("Truncated=%v IsError=%v", res.Truncated, res.IsError)
+	}
+	if len(res.Output) > 2000 {
+		t.Fatalf("output is %d bytes, over the budget", len(res.Output))
+	}
+	if !strings.HasPrefix(res.Output, "1\n2\n3\n") || !strings.HasSuffix(res.Output, "\n99999\n100000\nexit status 2") {
+		t.Fatalf("head or tail missing:\n%s", res.Output)
+	}
+	// seq 1 100000 prints 588895 bytes.
+	if !strings.Contains(res.Output, "… [truncated ") || !strings.Contains(res.Output, "; showing first ") {
+		t.Fatalf("no truncation note:\n%s", res.Output)
+	}
+	head, rest, _ := strings.Cut(res.Output, "\n… [truncated ")
+	dropped, _, _ := strings.Cut(rest, " ")
+	n, err := strconv.Atoi(dropped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := rest[strings.Index(rest, "] …\n")+len("] …\n"):]
+	tail = strings.TrimSuffix(tail, "exit status 2")
+	if got := len(head) + n + len(tail); got != 588895 {
+		t.Fatalf("kept %d + dropped %d + kept %d = %d, want 588895", len(head), n, len(tail), got)
+	}
+}
+
+// processGone reports whether pid no longer runs. Zombies count as gone:
+// the test's PID 1 may not reap orphans.
+func processGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return os.IsNotExist(err)
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && fields[0] == "Z"
+}
+
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for !processGone(pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("process %d survived", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	pid, err := strconv.Atoi(strings.TrimSpace(readString(t, path)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func TestBashTimeoutKillsGrandchildren(t *testing.T) {
+	t.Parallel()
+	s, root := newTestSet(t, Options{}, nil)
+	start := time.Now()
+	res := call(t, s, "bash", map[string]any{"command": "sleep 100 & echo $! > pid; wait", "timeout_s": 1})
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	if !res.IsError || res.Output != "command timed out after 1s; the process group was killed" {
+		t.Fatalf("result = %+v", res)
+	}
+	waitGone(t, readPid(t, filepath.Join(root, "pid")))
+}
+
+func TestBashCancelKillsGroup(t *testing.T) {
+	t.Parallel()
+	s, root := newTestSet(t, Options{}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	start := time.Now()
+	res := s.Run(ctx, "bash", `{"command":"sleep 100 & echo $! > pid; wait"}`)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	if !res.IsError || res.Output != "command cancelled; the process group was killed" {
+		t.Fatalf("result = %+v", res)
+	}
+	waitGone(t, readPid(t, filepath.Join(root, "pid")))
+}
+
+// A background process that keeps the output pipe open must not hold the
+// call past the wait delay.
+func TestBashBackgroundHoldingPipe(t *testing.T) {
+	t.Parallel()
+	_, root := newTestSet(t, Options{}, nil)
+	ws, err := NewWorkspace(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := &bashTool{timeout: 10 * time.Second, maxOutput: 1000, waitDelay: 200 * time.Millisecond}
+	start := time.Now()
+	res := tool.Run(context.Background(), ws, json.RawMessage(`{"command":"sleep 30 & echo $! > bgpid; echo started"}`))
+	t.Cleanup(func() { syscall.Kill(readPid(t, filepath.Join(root, "bgpid")), syscall.SIGKILL) })
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("took %v", d)
+	}
+	if res.IsError || !strings.HasPrefix(res.Output, "started\n") || !strings.Contains(res.Output, "background processes") {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+func TestHeadTail(t *testing.T) {
+	t.Parallel()
+	b := &headTail{limit: 4}
+	for _, s := range []string{"ab", "cdef", "ghijklmnop", "qr", "st"} {
+		b.Write([]byte(s))
+	}
+	got, total := b.snapshot()
+	if got != "abcdqrst" || total != 20 {
+		t.Fatalf("snapshot = %q, %d", got, total)
+	}
+}

@@ -1,0 +1,163 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// maxSymlinks bounds symlink expansion while resolving one path, like the
+// kernel's ELOOP limit, so a link cycle ends in an error instead of a hang.
+const maxSymlinks = 40
+
+// Workspace is the directory the model's file tools are confined to.
+type Workspace struct {
+	root string // absolute, clean, symlinks resolved
+}
+
+// OutsideError reports a path that resolves outside the workspace.
+type OutsideError struct {
+	Path     string // as the model gave it
+	Resolved string // where it leads
+	Symlink  bool   // a symlink on the way led out
+}
+
+func (e *OutsideError) Error() string {
+	if e.Symlink {
+		return fmt.Sprintf("path %q is outside the workspace (a symlink leads to %q)", e.Path, e.Resolved)
+	}
+	return fmt.Sprintf("path %q is outside the workspace", e.Path)
+}
+
+// NewWorkspace returns the workspace rooted at dir, which must be an
+// existing directory. The root is made absolute with symlinks resolved so
+// that containment checks compare real paths.
+func NewWorkspace(dir string) (*Workspace, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	root, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	fi, err := os.Stat(root)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("workspace %s: not a directory", dir)
+	}
+	return &Workspace{root: root}, nil
+}
+
+// Root returns the absolute, symlink-free workspace directory.
+func (w *Workspace) Root() string { return w.root }
+
+// Resolve maps a path argument to a real absolute path inside the workspace
+// and its workspace-relative slash form ("." for the root). Relative paths
+// start at the root; absolute paths are accepted only when they lead inside.
+//
+// Every existing component is checked with Lstat and symlinks are expanded
+// as the kernel would (including dangling ones, whose target is checked even
+// though it does not exist), so the returned path contains no symlinks in
+// its existing part and callers must operate on it, not on the argument.
+// Components that do not exist yet are taken literally. A check-then-use
+// race remains possible; it is not a defence against a hostile process in
+// the workspace (the bash tool is not confined at all), only against the
+// model reaching outside through the file tools.
+func (w *Workspace) Resolve(path string) (abs string, rel string, err error) {
+	if path == "" {
+		return "", "", errors.New("path is empty")
+	}
+	if strings.IndexByte(path, 0) >= 0 {
+		return "", "", fmt.Errorf("path %q contains a NUL byte", path)
+	}
+	start := w.root
+	if filepath.IsAbs(path) {
+		start = string(filepath.Separator)
+	}
+	resolved, viaLink, err := resolvePath(start, path)
+	if err != nil {
+		return "", "", fmt.Errorf("path %q: %w", path, err)
+	}
+	if !w.contains(resolved) {
+		return "", "", &OutsideError{Path: path, Resolved: resolved, Symlink: viaLink}
+	}
+	r, err := filepath.Rel(w.root, resolved)
+	if err != nil {
+		return "", "", fmt.Errorf("path %q: %w", path, err)
+	}
+	return resolved, filepath.ToSlash(r), nil
+}
+
+// contains reports whether the real absolute path p is the root or below it.
+func (w *Workspace) contains(p string) bool {
+	if w.root == string(filepath.Separator) {
+		return true
+	}
+	return p == w.root || strings.HasPrefix(p, w.root+string(filepath.Separator))
+}
+
+// resolvePath walks path component by component from the symlink-free
+// directory start. ".." is applied to the already resolved prefix, which is
+// what the kernel does, so "link/.." means the parent of the link's target.
+// It reports whether any symlink was followed.
+func resolvePath(start, path string) (string, bool, error) {
+	cur := start
+	pending := splitPath(path)
+	links := 0
+	viaLink := false
+	for len(pending) > 0 {
+		c := pending[0]
+		pending = pending[1:]
+		if c == ".." {
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		fi, err := os.Lstat(next)
+		if err != nil {
+			// Not there (yet): the rest is taken literally, which is safe
+			// because nothing below a missing component can be a symlink.
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+				cur = next
+				continue
+			}
+			return "", viaLink, err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		links++
+		if links > maxSymlinks {
+			return "", viaLink, errors.New("too many levels of symbolic links")
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", viaLink, err
+		}
+		viaLink = true
+		if filepath.IsAbs(target) {
+			cur = string(filepath.Separator)
+		}
+		pending = append(splitPath(target), pending...)
+	}
+	return cur, viaLink, nil
+}
+
+// splitPath splits a path into its components, dropping empty ones and ".".
+func splitPath(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, string(filepath.Separator)) {
+		if c != "" && c != "." {
+			out = append(out, c)
+		}
+	}
+	return out
+}
