@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"encoding/json"
+	"fmt"
 	"os"
+	"strings"
 	"path/filepath"
 	"testing"
 	"time"
@@ -30,11 +34,23 @@ func TestScripts(t *testing.T) {
 			env.Setenv("OPENAI_API_KEY", "")
 			env.Setenv("OPENAI_BASE_URL", "")
 			env.Setenv("AGENT_MODEL", "")
+			// agent-code runs agent and appends "exit N" to stderr, so
+			// scripts can assert the exact exit code.
+			bin := filepath.Join(env.WorkDir, ".bin")
+			if err := os.MkdirAll(bin, 0o755); err != nil {
+				return err
+			}
+			wrapper := "#!/bin/sh\nagent \"$@\"\necho \"exit $?\" >&2\n"
+			if err := os.WriteFile(filepath.Join(bin, "agent-code"), []byte(wrapper), 0o755); err != nil {
+				return err
+			}
+			env.Setenv("PATH", bin+string(filepath.ListSeparator)+env.Getenv("PATH"))
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"fakemodel": cmdFakeModel,
 			"waitfile":  cmdWaitFile,
+			"modelreqs": cmdModelRequests,
 		},
 	})
 }
@@ -73,4 +89,54 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ts.Fatalf("%s did not appear within 10s", args[0])
+}
+
+// cmdModelRequests writes one readable file per logged model request,
+// req/1.txt, req/2.txt, …, so scripts can cmp what the model was sent:
+//
+//	modelreqs
+//
+// Each file has a "tools:" line, then one line per message, "role: text"
+// with newlines shown as \n, tool calls as [name args] and tool results
+// as "tool: output".
+func cmdModelRequests(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 0 {
+		ts.Fatalf("usage: modelreqs")
+	}
+	f, err := os.Open(ts.MkAbs("requests.jsonl"))
+	ts.Check(err)
+	defer f.Close()
+	ts.Check(os.MkdirAll(ts.MkAbs("req"), 0o755))
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 64<<20)
+	for n := 1; sc.Scan(); n++ {
+		var req struct {
+			Messages []struct {
+				Role      string `json:"role"`
+				Content   string `json:"content"`
+				ToolCalls []struct {
+					Function struct{ Name, Arguments string } `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"messages"`
+			Tools []struct {
+				Function struct{ Name string } `json:"function"`
+			} `json:"tools"`
+		}
+		ts.Check(json.Unmarshal(sc.Bytes(), &req))
+		var b strings.Builder
+		var names []string
+		for _, t := range req.Tools {
+			names = append(names, t.Function.Name)
+		}
+		fmt.Fprintf(&b, "tools: %s\n", strings.Join(names, ","))
+		for _, m := range req.Messages {
+			line := m.Role + ": " + strings.ReplaceAll(m.Content, "\n", `\n`)
+			for _, c := range m.ToolCalls {
+				line += " [" + c.Function.Name + " " + c.Function.Arguments + "]"
+			}
+			b.WriteString(line + "\n")
+		}
+		ts.Check(os.WriteFile(ts.MkAbs(fmt.Sprintf("req/%d.txt", n)), []byte(b.String()), 0o644))
+	}
+	ts.Check(sc.Err())
 }

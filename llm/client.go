@@ -22,6 +22,10 @@ type Config struct {
 	BaseURL     string        // e.g. https://api.openai.com/v1; required
 	APIKey      string        // sent as a Bearer token when non-empty
 	MaxAttempts int           // total attempts per call; default 5
+	// IdleTimeout fails an attempt (retryably) when the server sends
+	// nothing for this long, before or during the stream; default 5m,
+	// generous because local models can take minutes for a first token.
+	IdleTimeout time.Duration
 	BackoffBase time.Duration // first retry delay before jitter; default 500ms
 	BackoffCap  time.Duration // largest backoff before jitter; default 30s
 	HTTPClient  *http.Client  // default: a client without an overall timeout, as streams run long
@@ -56,6 +60,9 @@ func New(cfg Config) (*Client, error) {
 	cfg.BaseURL = base
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = 5
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 5 * time.Minute
 	}
 	if cfg.BackoffBase <= 0 {
 		cfg.BackoffBase = 500 * time.Millisecond
@@ -123,8 +130,8 @@ func (c *Client) retry(ctx context.Context, try func() (*Response, error)) (*Res
 		if !errors.As(err, &e) {
 			return nil, err
 		}
-		e.Attempts = attempt
 		if !e.Retryable || attempt >= c.cfg.MaxAttempts {
+			e.Attempts = attempt // only the final error says how many were made
 			return nil, e
 		}
 		delay := c.backoff(attempt, e.RetryAfter)
@@ -142,6 +149,38 @@ func (c *Client) retry(ctx context.Context, try func() (*Response, error)) (*Res
 
 // attempt makes one HTTP request and reads the reply, streamed or not.
 func (c *Client) attempt(ctx context.Context, body []byte, stream bool, onText func(string)) (*Response, error) {
+	// A server that accepts the request and then goes silent would hang the
+	// run forever; the watchdog turns silence into a retryable error.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watchdog := time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(errIdle) })
+	defer watchdog.Stop()
+	resp, err := c.exchange(ctx, body, stream, onText, watchdog)
+	if err != nil && errors.Is(context.Cause(ctx), errIdle) {
+		return nil, &Error{Kind: KindTruncated, Retryable: true, Err: err,
+			Message: fmt.Sprintf("no data from the model for %s", c.cfg.IdleTimeout)}
+	}
+	return resp, err
+}
+
+var errIdle = errors.New("model stream idle")
+
+// idleReader pushes the watchdog back on every read that returns data.
+type idleReader struct {
+	r        io.Reader
+	watchdog *time.Timer
+	idle     time.Duration
+}
+
+func (r idleReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.watchdog.Reset(r.idle)
+	}
+	return n, err
+}
+
+func (c *Client) exchange(ctx context.Context, body []byte, stream bool, onText func(string), watchdog *time.Timer) (*Response, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build model request: %w", err)
@@ -176,7 +215,7 @@ func (c *Client) attempt(ctx context.Context, body []byte, stream bool, onText f
 		}
 		return r, err
 	}
-	return readStream(resp.Body, onText)
+	return readStream(idleReader{r: resp.Body, watchdog: watchdog, idle: c.cfg.IdleTimeout}, onText)
 }
 
 // wireRequest is go-openai's request with the messages replaced: its

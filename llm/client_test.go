@@ -761,3 +761,29 @@ func TestNewValidatesBaseURL(t *testing.T) {
 		}
 	}
 }
+
+func TestIdleStreamIsRetried(t *testing.T) {
+	t.Parallel()
+	for _, first := range []llmtest.Turn{
+		{DelayMS: 2000, Text: "late"}, // silent before the headers
+		{Hang: true, Text: "stalls"},  // silent in the middle of the stream
+	} {
+		srv := llmtest.NewServer(t, llmtest.Script{Turns: []llmtest.Turn{first, {Text: "fresh"}}})
+		var retries []llm.RetryInfo
+		c, _ := newClient(t, srv.URL(), func(cfg *llm.Config) {
+			cfg.IdleTimeout = 100 * time.Millisecond
+			cfg.OnRetry = func(ri llm.RetryInfo) { retries = append(retries, ri) }
+		})
+		resp, err := c.Stream(context.Background(), llm.Request{Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}, nil)
+		if err != nil {
+			t.Fatalf("Stream after an idle attempt: %v", err)
+		}
+		if resp.Message.Content != "fresh" {
+			t.Errorf("content = %q, want the second turn's", resp.Message.Content)
+		}
+		var e *llm.Error
+		if len(retries) != 1 || !errors.As(retries[0].Err, &e) || e.Kind != llm.KindTruncated || !strings.Contains(e.Error(), "no data from the model") {
+			t.Errorf("retries = %+v, want one truncated 'no data' retry", retries)
+		}
+	}
+}

@@ -1,0 +1,383 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"agent/event"
+	"agent/llm/llmtest"
+)
+
+// e2e runs the real agent binary (the test binary, installed in PATH by
+// TestMain) as separate processes against a scripted fake model.
+type e2e struct {
+	t         *testing.T
+	home      string
+	workspace string
+	srv       *llmtest.Server
+}
+
+func newE2E(t *testing.T, turns ...llmtest.Turn) *e2e {
+	t.Helper()
+	dir := t.TempDir()
+	e := &e2e{
+		t:         t,
+		home:      filepath.Join(dir, "home"),
+		workspace: filepath.Join(dir, "ws"),
+		srv:       llmtest.NewServer(t, llmtest.Script{Turns: turns}),
+	}
+	if err := os.MkdirAll(e.workspace, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *e2e) command(args ...string) *exec.Cmd {
+	cmd := exec.Command("agent", args...)
+	cmd.Dir = e.workspace
+	cmd.Env = append(os.Environ(),
+		"AGENT_HOME="+e.home,
+		"OPENAI_BASE_URL="+e.srv.URL(),
+		"OPENAI_API_KEY=",
+		"AGENT_MODEL=test-model",
+	)
+	return cmd
+}
+
+// result of a finished command.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (e *e2e) run(args ...string) result {
+	e.t.Helper()
+	cmd := e.command(args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		e.t.Fatalf("agent %v: %v", args, err)
+	}
+	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+// background is an agent process whose --json events are read as they come.
+type background struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	events []event.Event
+	stderr bytes.Buffer
+	done   chan struct{}
+}
+
+func (e *e2e) start(args ...string) *background {
+	e.t.Helper()
+	cmd := e.command(args...)
+	b := &background{cmd: cmd, done: make(chan struct{})}
+	cmd.Stderr = &b.stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() {
+		defer close(b.done)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, event.MaxLine)
+		for sc.Scan() {
+			var ev event.Event
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				b.mu.Lock()
+				b.events = append(b.events, ev)
+				b.mu.Unlock()
+			}
+		}
+	}()
+	e.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-b.done
+		_ = cmd.Wait()
+	})
+	return b
+}
+
+// waitEvent waits until an event of type typ has been printed.
+func (b *background) waitEvent(t *testing.T, typ string) event.Event {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		b.mu.Lock()
+		for _, ev := range b.events {
+			if ev.Type == typ {
+				b.mu.Unlock()
+				return ev
+			}
+		}
+		b.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no %s event within 15s; stderr: %s", typ, b.stderr.String())
+	return event.Event{}
+}
+
+// kill9 kills the process the hard way and waits for it to be gone.
+func (b *background) kill9(t *testing.T) {
+	t.Helper()
+	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-b.done
+	_ = b.cmd.Wait()
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func call(name, args string) llmtest.Call {
+	return llmtest.Call{Name: name, Arguments: json.RawMessage(args)}
+}
+
+// decodeEvents parses a --json stdout and checks the stream contract: only
+// JSON lines, v 1, one run id, seq strictly increasing, a terminal last line.
+func decodeEvents(t *testing.T, stdout string) []event.Event {
+	t.Helper()
+	var evs []event.Event
+	dec := event.NewDecoder(strings.NewReader(stdout))
+	for {
+		ev, err := dec.Decode()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("stdout is not a pure event stream: %v", err)
+		}
+		if ev.V != 1 || ev.RunID == "" || ev.TS.IsZero() {
+			t.Fatalf("bad envelope: %+v", ev)
+		}
+		if n := len(evs); n > 0 && (ev.Seq <= evs[n-1].Seq || ev.RunID != evs[n-1].RunID) {
+			t.Fatalf("seq %d after %d (run %s after %s)", ev.Seq, evs[n-1].Seq, ev.RunID, evs[n-1].RunID)
+		}
+		evs = append(evs, ev)
+	}
+	if len(evs) == 0 || !event.IsTerminal(evs[len(evs)-1].Type) {
+		t.Fatalf("stream does not end with a terminal event:\n%s", stdout)
+	}
+	return evs
+}
+
+func lastFinished(t *testing.T, evs []event.Event) event.RunFinishedData {
+	t.Helper()
+	var d event.RunFinishedData
+	if err := evs[len(evs)-1].Decode(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// TestCrashDuringToolThenResume kills the agent with SIGKILL while a bash
+// call runs. Resume must not repeat the finished call, must not re-run the
+// interrupted non-read-only call, must tell the model, and must finish.
+func TestCrashDuringToolThenResume(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{call("bash", `{"command":"echo ran >> count.txt"}`)}},
+		llmtest.Turn{Text: "Now the long step.", ToolCalls: []llmtest.Call{call("bash", `{"command":"echo $$ > started; sleep 30"}`)}},
+		llmtest.Turn{Text: "The long step was interrupted; the count is right, so I am done."},
+	)
+	b := e.start("run", "--json", "count, then wait")
+	runID := b.waitEvent(t, event.RunStarted).RunID
+	started := filepath.Join(e.workspace, "started")
+	waitFor(t, "the second bash call to start", func() bool {
+		data, err := os.ReadFile(started)
+		return err == nil && strings.HasSuffix(string(data), "\n")
+	})
+	b.kill9(t)
+	// The tool's own process group survives its parent; clean it up.
+	if data, err := os.ReadFile(started); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+
+	res := e.run("resume", runID, "--json")
+	if res.code != 0 {
+		t.Fatalf("resume exit %d: %s", res.code, res.stderr)
+	}
+	evs := decodeEvents(t, res.stdout)
+	if evs[0].Type != event.RunStarted || evs[0].Seq <= 1 {
+		t.Errorf("resumed stream starts with %s seq %d; want run.started continuing the run's seq", evs[0].Type, evs[0].Seq)
+	}
+	if fin := lastFinished(t, evs); fin.Status != "completed" || fin.Turns != 3 {
+		t.Errorf("final = %+v, want completed after 3 turns in all", fin)
+	}
+	if n := countLines(t, filepath.Join(e.workspace, "count.txt")); n != 1 {
+		t.Errorf("count.txt has %d lines: the finished bash call ran again", n)
+	}
+	for _, ev := range evs {
+		if ev.Type == event.ToolStarted {
+			t.Errorf("resume ran a tool: %s", ev.Data)
+		}
+	}
+
+	// The model was asked once more, with the interrupted result in place.
+	reqs := e.srv.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("model got %d requests, want 3", len(reqs))
+	}
+	last := reqs[2].LastMessage()
+	if last.Role != "tool" || !strings.HasPrefix(last.Content, "interrupted:") {
+		t.Errorf("last message of the resumed request = %+v, want an interrupted tool result", last)
+	}
+
+	// The stored transcript is whole.
+	show := e.run("runs", "show", runID, "--json")
+	var v runView
+	if err := json.Unmarshal([]byte(show.stdout), &v); err != nil {
+		t.Fatalf("runs show --json: %v\n%s", err, show.stdout)
+	}
+	var roles []string
+	for _, m := range v.Messages {
+		roles = append(roles, m.Role)
+	}
+	if got := strings.Join(roles, ","); got != "user,assistant,tool,assistant,tool,assistant" {
+		t.Errorf("transcript roles = %s", got)
+	}
+	if v.Status != "completed" || v.Turns != 3 {
+		t.Errorf("stored run: status %s turns %d", v.Status, v.Turns)
+	}
+}
+
+// TestCrashDuringModelCallThenResume kills the agent while the model is
+// streaming. Resume asks the model again with the same conversation.
+func TestCrashDuringModelCallThenResume(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{call("write_file", `{"path":"a.txt","content":"a"}`)}},
+		llmtest.Turn{Text: "I am thinking about", Hang: true},
+		llmtest.Turn{Text: "Done."},
+	)
+	b := e.start("run", "--json", "write a")
+	runID := b.waitEvent(t, event.RunStarted).RunID
+	b.waitEvent(t, event.ToolCompleted)
+	waitFor(t, "the second model call", func() bool { return e.srv.RequestCount() == 2 })
+	b.kill9(t)
+
+	res := e.run("resume", runID, "--json")
+	if res.code != 0 {
+		t.Fatalf("resume exit %d: %s", res.code, res.stderr)
+	}
+	evs := decodeEvents(t, res.stdout)
+	if fin := lastFinished(t, evs); fin.Result != "Done." {
+		t.Errorf("result = %q", fin.Result)
+	}
+	reqs := e.srv.Requests()
+	if len(reqs) != 3 {
+		t.Fatalf("model got %d requests, want 3", len(reqs))
+	}
+	before, after := reqs[1].Messages(), reqs[2].Messages()
+	if !equalJSON(t, before, after) {
+		t.Errorf("resumed request differs from the interrupted one:\n%+v\n%+v", before, after)
+	}
+	for _, ev := range evs {
+		if ev.Type == event.ToolStarted {
+			t.Errorf("resume ran a tool again: %s", ev.Data)
+		}
+	}
+}
+
+func equalJSON(t *testing.T, a, b any) bool {
+	t.Helper()
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	return bytes.Equal(x, y)
+}
+
+// TestLeaseAndInterrupt: a second process cannot drive a live run (exit 4,
+// naming the holder); Ctrl-C saves the run as interrupted (exit 130); resume
+// then finishes it.
+func TestLeaseAndInterrupt(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		llmtest.Turn{Text: "Let me think", Hang: true},
+		llmtest.Turn{Text: "Finished after the interruption."},
+	)
+	b := e.start("run", "--json", "think hard")
+	runID := b.waitEvent(t, event.RunStarted).RunID
+	waitFor(t, "the model call", func() bool { return e.srv.RequestCount() == 1 })
+
+	busy := e.run("resume", runID[:8])
+	if busy.code != 4 {
+		t.Fatalf("resume of a live run: exit %d, want 4; stderr: %s", busy.code, busy.stderr)
+	}
+	holder := "/" + strconv.Itoa(b.cmd.Process.Pid) + "/"
+	if !strings.Contains(busy.stderr, "lease held by") || !strings.Contains(busy.stderr, holder) {
+		t.Errorf("busy message does not name the holder %q: %s", holder, busy.stderr)
+	}
+	if strings.Count(strings.TrimSpace(busy.stderr), "\n") != 0 {
+		t.Errorf("busy message is not one line: %q", busy.stderr)
+	}
+
+	if err := b.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	<-b.done
+	err := b.cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 130 {
+		t.Fatalf("after SIGINT: %v, want exit 130", err)
+	}
+	if ev := b.waitEvent(t, event.RunInterrupted); ev.RunID != runID {
+		t.Errorf("interrupted event for run %s", ev.RunID)
+	}
+
+	res := e.run("resume", runID, "--json")
+	if res.code != 0 {
+		t.Fatalf("resume exit %d: %s", res.code, res.stderr)
+	}
+	if fin := lastFinished(t, decodeEvents(t, res.stdout)); fin.Result != "Finished after the interruption." {
+		t.Errorf("result = %q", fin.Result)
+	}
+	again := e.run("resume", runID)
+	if again.code != 4 || !strings.Contains(again.stderr, "already completed") {
+		t.Errorf("resume of a completed run: exit %d %q, want 4 'already completed'", again.code, again.stderr)
+	}
+}
