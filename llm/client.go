@@ -19,9 +19,9 @@ import (
 
 // Config configures a Client. Zero fields take the defaults noted.
 type Config struct {
-	BaseURL     string        // e.g. https://api.openai.com/v1; required
-	APIKey      string        // sent as a Bearer token when non-empty
-	MaxAttempts int           // total attempts per call; default 5
+	BaseURL     string // e.g. https://api.openai.com/v1; required
+	APIKey      string // sent as a Bearer token when non-empty
+	MaxAttempts int    // total attempts per call; default 5
 	// IdleTimeout fails an attempt (retryably) when the server sends
 	// nothing for this long, before or during the stream; default 5m,
 	// generous because local models can take minutes for a first token.
