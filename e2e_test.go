@@ -381,3 +381,42 @@ func TestLeaseAndInterrupt(t *testing.T) {
 		t.Errorf("resume of a completed run: exit %d %q, want 4 'already completed'", again.code, again.stderr)
 	}
 }
+
+// TestExampleCassette runs the README's offline example: the shipped
+// cassette replays against a fresh workspace with no key and no network.
+func TestExampleCassette(t *testing.T) {
+	t.Parallel()
+	prompt, err := os.ReadFile("examples/hello.prompt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cassette, err := filepath.Abs("examples/hello.cassette.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newE2E(t)
+	cmd := e.command("run", "--json", "--replay", cassette, strings.TrimSpace(string(prompt)))
+	cmd.Env = append(cmd.Env, "OPENAI_BASE_URL=https://api.openai.com/v1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("example run: %v (if prompts or tools changed, re-record with scripts/record-example.sh)", err)
+	}
+	if fin := lastFinished(t, decodeEvents(t, string(out))); fin.Status != "completed" || fin.Turns != 3 {
+		t.Errorf("final = %+v", fin)
+	}
+	got, err := os.ReadFile(filepath.Join(e.workspace, "hello.txt"))
+	if err != nil || !strings.HasPrefix(string(got), "Hello from agent!") {
+		t.Errorf("hello.txt = %q, %v", got, err)
+	}
+	if e.srv.RequestCount() != 0 {
+		t.Errorf("replay made %d model requests", e.srv.RequestCount())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	res := newE2E(t).run("version")
+	if res.code != 0 || !strings.HasPrefix(res.stdout, "agent ") || !strings.Contains(res.stdout, "(commit ") {
+		t.Errorf("version: exit %d %q", res.code, res.stdout)
+	}
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds bin/agent and runs the shipped example offline: the model's side
+# is replayed from examples/hello.cassette.jsonl, so no API key or network
+# is needed. The workspace is a fresh temporary directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/build.sh
+ws=$(mktemp -d)
+export AGENT_HOME=${AGENT_HOME:-$ws/.agent-home}
+set -x
+bin/agent run --replay examples/hello.cassette.jsonl --workspace "$ws" "$(cat examples/hello.prompt)"
+cat "$ws/hello.txt"
