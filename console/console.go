@@ -175,7 +175,11 @@ func Summary(tool string, args json.RawMessage) string {
 	if json.Unmarshal(args, &m) != nil {
 		return ""
 	}
-	for _, k := range []string{"path", "command", "pattern", "to", "channel"} {
+	keys := []string{"path", "command", "pattern", "to", "channel"}
+	if tool == "grep" {
+		keys = []string{"pattern"}
+	}
+	for _, k := range keys {
 		if s, ok := m[k].(string); ok && s != "" {
 			return clip(s, 80)
 		}

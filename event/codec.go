@@ -97,7 +97,11 @@ func (d *Decoder) readLine() ([]byte, bool, error) {
 	tooLong := false
 	for {
 		chunk, err := d.r.ReadSlice('\n')
-		if len(buf)+len(chunk) > MaxLine {
+		n := len(chunk)
+		if err == nil {
+			n-- // the newline ends the line but is not part of it
+		}
+		if len(buf)+n > MaxLine {
 			tooLong = true
 			if len(buf) < 256 {
 				buf = append(buf, chunk[:min(len(chunk), 256)]...)

@@ -97,6 +97,21 @@ type loop struct {
 
 	lastCall string // signature of the previous tool call, for the loop guard
 	repeats  int
+
+	lastReason string // why the previous Ralph iteration ended, if known
+}
+
+// openingPrompt is the first user message of an iteration: the prompt
+// itself, or in later Ralph iterations the continuation prompt. A run
+// resumed at the start of a later iteration gets the continuation too.
+func (l *loop) openingPrompt() (string, error) {
+	if l.cfg.Until == "" || l.state.Iteration <= 1 {
+		return l.prompt, nil
+	}
+	return prompts.Render("continuation", prompts.Continuation{
+		Objective: l.prompt, Iteration: l.state.Iteration, MaxIterations: l.cfg.MaxIterations,
+		Promise: l.cfg.Until, Reason: l.lastReason,
+	})
 }
 
 // Run drives the loop for prompt from state until the task completes, the
@@ -165,17 +180,8 @@ func (l *loop) run(ctx context.Context) (Result, error) {
 		l.state.History = nil
 		l.state.Started = nil
 		l.lastCall, l.repeats = "", 0
+		l.lastReason = reason
 		if err := l.emitIterationStarted(ctx); err != nil {
-			return Result{}, err
-		}
-		cont, err := prompts.Render("continuation", prompts.Continuation{
-			Objective: l.prompt, Iteration: l.state.Iteration, MaxIterations: l.cfg.MaxIterations,
-			Promise: l.cfg.Until, Reason: reason,
-		})
-		if err != nil {
-			return Result{}, err
-		}
-		if err := l.addUser(ctx, cont); err != nil {
 			return Result{}, err
 		}
 	}
@@ -191,15 +197,21 @@ func (l *loop) emitIterationStarted(ctx context.Context) error {
 // iteration. It returns the last assistant text and why it stopped.
 func (l *loop) iterate(ctx context.Context) (string, string, error) {
 	if len(l.state.History) == 0 {
-		if err := l.addUser(ctx, l.prompt); err != nil {
+		opening, err := l.openingPrompt()
+		if err != nil {
+			return "", "", err
+		}
+		if err := l.addUser(ctx, opening); err != nil {
 			return "", "", err
 		}
 	}
-	// A resumed conversation may end in the middle of a turn.
-	if last := l.state.History[len(l.state.History)-1]; last.Role == llm.RoleAssistant {
-		if len(last.ToolCalls) == 0 {
-			return last.Content, ReasonCompleted, nil
-		}
+	// A resumed conversation may end in the middle of a turn: after a
+	// final answer, or after an assistant message followed by only some
+	// of its tool results.
+	if last := l.state.History[len(l.state.History)-1]; last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0 {
+		return last.Content, ReasonCompleted, nil
+	}
+	if last, ok := l.pendingTurn(); ok {
 		if reason, err := l.runCalls(ctx, last.ToolCalls); err != nil || reason != "" {
 			return last.Content, reason, err
 		}
@@ -230,6 +242,22 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 			return resp.Message.Content, ReasonContextBudget, nil
 		}
 	}
+}
+
+// pendingTurn returns the last assistant message when it has tool calls
+// and nothing but tool results follow it, so some calls may lack a result.
+func (l *loop) pendingTurn() (llm.Message, bool) {
+	for i := len(l.state.History) - 1; i >= 0; i-- {
+		switch m := l.state.History[i]; m.Role {
+		case llm.RoleTool:
+			continue
+		case llm.RoleAssistant:
+			return m, len(m.ToolCalls) > 0
+		default:
+			return llm.Message{}, false
+		}
+	}
+	return llm.Message{}, false
 }
 
 func (l *loop) overBudget(u llm.Usage) bool {
@@ -315,6 +343,13 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 		}
 		repeats := l.countRepeat(call)
 		if repeats >= repeatStopAt {
+			// Answer the call so the conversation stays well formed
+			// if the run is resumed.
+			res := tools.Result{IsError: true, Output: fmt.Sprintf(
+				"stopped: this exact %s call was made %d times in a row.", call.Name, repeats)}
+			if err := l.recordResult(ctx, call, res); err != nil {
+				return "", err
+			}
 			return ReasonToolLoop, nil
 		}
 		if err := l.emit(ctx, event.New(event.ToolStarted, event.ToolStartedData{
@@ -445,7 +480,12 @@ func HasPromise(text, promise string) bool {
 	}
 	for _, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
-		if line == promise || line == "<promise>"+promise+"</promise>" {
+		if inner, ok := strings.CutPrefix(line, "<promise>"); ok {
+			if inner, ok = strings.CutSuffix(inner, "</promise>"); ok {
+				line = strings.TrimSpace(inner)
+			}
+		}
+		if line == promise {
 			return true
 		}
 	}

@@ -449,8 +449,9 @@ func TestRunLoopGuard(t *testing.T) {
 				isRefused := slices.Contains(tt.refused, n)
 				switch {
 				case tt.wantRes.Reason == runner.ReasonToolLoop && n == tt.wantRes.Turns:
-					if ok || slices.Contains(startedIDs(t, sink), id) {
-						t.Errorf("call %d, which stopped the loop, was started: %+v", n, r)
+					// Never run, but answered, so a resumed conversation is well formed.
+					if slices.Contains(startedIDs(t, sink), id) || !ok || r.OK || !strings.HasPrefix(r.Output, "stopped:") {
+						t.Errorf("call %d, which stopped the loop: started or not answered 'stopped': %+v", n, r)
 					}
 				case !ok:
 					t.Errorf("call %d has no result", n)
@@ -752,84 +753,95 @@ func TestRunContextBudget(t *testing.T) {
 
 func TestRunResumeMidTurn(t *testing.T) {
 	t.Parallel()
-	set, root := newTools(t)
-	if err := os.WriteFile(filepath.Join(root, "r.txt"), []byte("contents of r\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	model := replies(t, final("resumed and finished"))
-	sink := &recSink{}
-	state := runner.State{
-		History: []llm.Message{
-			{Role: llm.RoleUser, Content: "do it"},
-			{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{
-				tc("done", "write_file", `{"path":"done.txt","content":"x"}`),
-				tc("read", "read_file", `{"path":"r.txt"}`),
-				tc("sh", "bash", bashArgs("echo ran >> sh.txt")),
-				tc("write", "write_file", `{"path":"w.txt","content":"x"}`),
-				tc("fresh", "bash", bashArgs("echo ran > fresh.txt")),
-			}},
-			{Role: llm.RoleTool, ToolCallID: "done", Content: "wrote 1 bytes to done.txt"},
-		},
-		Started: []string{"read", "sh", "write"},
-		Turns:   1,
-		Usage:   llm.Usage{PromptTokens: 7, CompletionTokens: 3},
-	}
-	res, err := runner.Run(context.Background(), runner.Config{Model: model, Tools: set, Sink: sink}, "do it", state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := runner.Result{Status: runner.StatusCompleted, Text: "resumed and finished", Reason: runner.ReasonCompleted,
-		Turns: 2, Usage: llm.Usage{PromptTokens: 17, CompletionTokens: 4}}
-	if res != want {
-		t.Errorf("result = %+v, want %+v", res, want)
-	}
+	// The run stopped while running the calls of one assistant message:
+	// "done" finished (in one variant), "read", "sh" and "write" had
+	// started, "fresh" had not.
+	for _, doneFinished := range []bool{true, false} {
+		t.Run(fmt.Sprint("first call finished=", doneFinished), func(t *testing.T) {
+			t.Parallel()
+			set, root := newTools(t)
+			if err := os.WriteFile(filepath.Join(root, "r.txt"), []byte("contents of r\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			model := replies(t, final("resumed and finished"))
+			sink := &recSink{}
+			history := []llm.Message{
+				{Role: llm.RoleUser, Content: "do it"},
+				{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{
+					tc("done", "write_file", `{"path":"done.txt","content":"x"}`),
+					tc("read", "read_file", `{"path":"r.txt"}`),
+					tc("sh", "bash", bashArgs("echo ran >> sh.txt")),
+					tc("write", "write_file", `{"path":"w.txt","content":"x"}`),
+					tc("fresh", "bash", bashArgs("echo ran > fresh.txt")),
+				}},
+			}
+			if doneFinished {
+				history = append(history, llm.Message{Role: llm.RoleTool, ToolCallID: "done", Content: "wrote 1 bytes to done.txt"})
+			}
+			state := runner.State{
+				History: history,
+				Started: []string{"read", "sh", "write"},
+				Turns:   1,
+				Usage:   llm.Usage{PromptTokens: 7, CompletionTokens: 3},
+			}
+			res, err := runner.Run(context.Background(), runner.Config{Model: model, Tools: set, Sink: sink}, "do it", state)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := runner.Result{Status: runner.StatusCompleted, Text: "resumed and finished", Reason: runner.ReasonCompleted,
+				Turns: 2, Usage: llm.Usage{PromptTokens: 17, CompletionTokens: 4}}
+			if res != want {
+				t.Errorf("result = %+v, want %+v", res, want)
+			}
 
-	// What ran, as the workspace shows it.
-	for file, ran := range map[string]bool{"done.txt": false, "sh.txt": false, "w.txt": false, "fresh.txt": true} {
-		if got := fileExists(filepath.Join(root, file)); got != ran {
-			t.Errorf("%s exists = %v, want %v", file, got, ran)
-		}
-	}
+			// What ran, as the workspace shows it.
+			for file, ran := range map[string]bool{"done.txt": !doneFinished, "sh.txt": false, "w.txt": false, "fresh.txt": true} {
+				if got := fileExists(filepath.Join(root, file)); got != ran {
+					t.Errorf("%s exists = %v, want %v", file, got, ran)
+				}
+			}
 
-	results := toolResults(t, sink)
-	if _, ok := results["done"]; ok {
-		t.Error("the call that already had a result got another")
-	}
-	if r := results["read"]; !r.OK || !strings.Contains(r.Output, "contents of r") {
-		t.Errorf("read-only call was not re-run: %+v", r)
-	}
-	for _, id := range []string{"sh", "write"} {
-		if r := results[id]; r.OK || !strings.HasPrefix(r.Output, "interrupted") {
-			t.Errorf("result of interrupted %s = %+v, want an error starting with \"interrupted\"", id, r)
-		}
-	}
-	if r := results["fresh"]; !r.OK {
-		t.Errorf("call without a result was not run: %+v", r)
-	}
-	for _, id := range startedIDs(t, sink) {
-		if id == "done" || id == "sh" || id == "write" {
-			t.Errorf("tool.started for %s, which must not run again", id)
-		}
-	}
-	// No new user message: the prompt is already in the history.
-	for _, e := range sink.Of(event.MessageCompleted) {
-		if d := decode[event.MessageData](t, e); d.Role == "user" {
-			t.Errorf("resume re-sent the prompt: %+v", d)
-		}
-	}
+			results := toolResults(t, sink)
+			if r, ok := results["done"]; ok == doneFinished || (ok && !r.OK) {
+				t.Errorf("result of done = %+v (emitted %v), want one only if it had none", r, ok)
+			}
+			if r := results["read"]; !r.OK || !strings.Contains(r.Output, "contents of r") {
+				t.Errorf("read-only call was not re-run: %+v", r)
+			}
+			for _, id := range []string{"sh", "write"} {
+				if r := results[id]; r.OK || !strings.HasPrefix(r.Output, "interrupted") {
+					t.Errorf("result of interrupted %s = %+v, want an error starting with \"interrupted\"", id, r)
+				}
+			}
+			if r := results["fresh"]; !r.OK {
+				t.Errorf("call without a result was not run: %+v", r)
+			}
+			for _, id := range startedIDs(t, sink) {
+				if id == "sh" || id == "write" || (id == "done" && doneFinished) {
+					t.Errorf("tool.started for %s, which must not run again", id)
+				}
+			}
+			// No new user message: the prompt is already in the history.
+			for _, e := range sink.Of(event.MessageCompleted) {
+				if d := decode[event.MessageData](t, e); d.Role == "user" {
+					t.Errorf("resume re-sent the prompt: %+v", d)
+				}
+			}
 
-	reqs := model.Requests()
-	if len(reqs) != 1 {
-		t.Fatalf("model calls = %d, want 1", len(reqs))
-	}
-	var answered []string
-	for _, m := range reqs[0].Messages {
-		if m.Role == llm.RoleTool {
-			answered = append(answered, m.ToolCallID)
-		}
-	}
-	if want := []string{"done", "read", "sh", "write", "fresh"}; !slices.Equal(answered, want) {
-		t.Errorf("tool results sent to the model = %v, want every call answered once, in order: %v", answered, want)
+			reqs := model.Requests()
+			if len(reqs) != 1 {
+				t.Fatalf("model calls = %d, want 1", len(reqs))
+			}
+			var answered []string
+			for _, m := range reqs[0].Messages {
+				if m.Role == llm.RoleTool {
+					answered = append(answered, m.ToolCallID)
+				}
+			}
+			if want := []string{"done", "read", "sh", "write", "fresh"}; !slices.Equal(answered, want) {
+				t.Errorf("tool results sent to the model = %v, want every call answered once, in order: %v", answered, want)
+			}
+		})
 	}
 }
 
@@ -942,6 +954,7 @@ func TestHasPromise(t *testing.T) {
 		{"done", "DONE", false},
 		{"NOT DONE", "DONE", false},
 		{"<promise>DONE</promise> soon", "DONE", false},
+		{"<promise> DONE </promise>", "DONE", true},
 		{"", "DONE", false},
 		{"anything", "", false},
 		{"", "", false},
@@ -951,5 +964,26 @@ func TestHasPromise(t *testing.T) {
 		if got := runner.HasPromise(tt.text, tt.promise); got != tt.want {
 			t.Errorf("HasPromise(%q, %q) = %v, want %v", tt.text, tt.promise, got, tt.want)
 		}
+	}
+}
+
+// A Ralph run resumed right after iteration.started of a later iteration
+// (empty history) opens with the continuation prompt, not the original.
+func TestRunRalphResumeAtIterationStart(t *testing.T) {
+	t.Parallel()
+	model, srv := newClient(t, llmtest.Turn{Text: "Checked the files.\nDONE"})
+	set, _ := newTools(t)
+	res, err := runner.Run(context.Background(), runner.Config{
+		Model: model, Tools: set, Sink: &recSink{}, Until: "DONE", MaxIterations: 3,
+	}, "build it", runner.State{Iteration: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != runner.StatusCompleted {
+		t.Fatalf("result = %+v", res)
+	}
+	msgs := srv.Requests()[0].Messages()
+	if len(msgs) != 2 || !strings.Contains(msgs[1].Content, "iteration 2 of 3") || !strings.Contains(msgs[1].Content, "build it") {
+		t.Errorf("first request after resume = %+v, want system + continuation for iteration 2", msgs)
 	}
 }
