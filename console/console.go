@@ -146,12 +146,19 @@ func (p *Printer) finish(e event.Event) {
 	took := (time.Duration(d.DurationMS) * time.Millisecond).Round(time.Millisecond)
 	switch e.Type {
 	case event.RunCompleted:
-		fmt.Fprintf(p.err, "done in %s · %d turns · %d tokens · run %s\n", took, d.Turns, tokens, e.RunID)
+		fmt.Fprintf(p.err, "done in %s · %s · %d tokens · run %s\n", took, plural(d.Turns, "turn"), tokens, e.RunID)
 	case event.RunInterrupted:
 		fmt.Fprintf(p.err, "interrupted after %s; continue with: agent resume %s\n", took, e.RunID)
 	default:
-		fmt.Fprintf(p.err, "%s: %s (run %s, %d turns, exit %d)\n", statusWord(e.Type), d.Reason, e.RunID, d.Turns, d.ExitCode)
+		fmt.Fprintf(p.err, "%s: %s (run %s, %s, exit %d)\n", statusWord(e.Type), d.Reason, e.RunID, plural(d.Turns, "turn"), d.ExitCode)
 	}
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func statusWord(t string) string {

@@ -195,7 +195,7 @@ func TestPrinterDiagnostics(t *testing.T) {
 		{
 			name:    "cancelled",
 			events:  []event.Event{ev(event.RunCancelled, event.RunFinishedData{Status: "cancelled", Reason: "cancelled", Turns: 1, ExitCode: 130})},
-			wantErr: "cancelled: cancelled (run run-42, 1 turns, exit 130)\n",
+			wantErr: "cancelled: cancelled (run run-42, 1 turn, exit 130)\n",
 		},
 		{
 			name:    "interrupted after partial text",
