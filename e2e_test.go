@@ -420,3 +420,29 @@ func TestVersion(t *testing.T) {
 		t.Errorf("version: exit %d %q", res.code, res.stdout)
 	}
 }
+
+// TestEventsFollow: `runs events --follow` on a live run prints events as
+// they are persisted and stops after the run's last event.
+func TestEventsFollow(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{call("bash", `{"command":"sleep 0.3"}`)}},
+		llmtest.Turn{Text: "slowly done", ChunkDelayMS: 100},
+	)
+	b := e.start("run", "--json", "go slowly")
+	runID := b.waitEvent(t, event.RunStarted).RunID
+	res := e.run("runs", "events", runID, "--follow", "--json")
+	if res.code != 0 {
+		t.Fatalf("follow: exit %d %s", res.code, res.stderr)
+	}
+	evs := decodeEvents(t, res.stdout)
+	if evs[0].Seq != 1 || evs[len(evs)-1].Type != event.RunCompleted {
+		t.Errorf("follow printed seq %d..%s", evs[0].Seq, evs[len(evs)-1].Type)
+	}
+	<-b.done
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.events) != len(evs) {
+		t.Errorf("follow printed %d events, the run printed %d", len(evs), len(b.events))
+	}
+}
