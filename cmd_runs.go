@@ -63,6 +63,23 @@ func openStore() (*store.DB, error) {
 	return store.Open(config.DBPath(settings.Home))
 }
 
+// openRun opens the store and finds the run named by the only argument.
+func openRun(c *cli.Context, command string) (*store.DB, *store.Run, error) {
+	if c.Args().Len() != 1 {
+		return nil, nil, usageErrorf("%s needs exactly one RUN_ID; see 'agent runs list'", command)
+	}
+	db, err := openStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := db.GetRun(c.Context, c.Args().First())
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, r, nil
+}
+
 // runView is the JSON shape of a run for scripts.
 type runView struct {
 	ID                string          `json:"id"`
@@ -164,18 +181,11 @@ func runsListAction(c *cli.Context) error {
 }
 
 func runsShowAction(c *cli.Context) error {
-	if c.Args().Len() != 1 {
-		return usageErrorf("runs show needs exactly one RUN_ID")
-	}
-	db, err := openStore()
+	db, r, err := openRun(c, "runs show")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	r, err := db.GetRun(c.Context, c.Args().First())
-	if err != nil {
-		return err
-	}
 	msgs, err := db.Messages(c.Context, r.ID)
 	if err != nil {
 		return err
@@ -259,18 +269,11 @@ func printRun(w io.Writer, v runView) {
 }
 
 func runsEventsAction(c *cli.Context) error {
-	if c.Args().Len() != 1 {
-		return usageErrorf("runs events needs exactly one RUN_ID")
-	}
-	db, err := openStore()
+	db, r, err := openRun(c, "runs events")
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	r, err := db.GetRun(c.Context, c.Args().First())
-	if err != nil {
-		return err
-	}
 	after := c.Int64("after-seq")
 	enc := event.NewEncoder(c.App.Writer)
 	for {
