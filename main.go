@@ -145,7 +145,7 @@ func exitCode(err error) int {
 		return 3
 	case errors.As(err, &leased), errors.Is(err, errNotResumable):
 		return 4
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrAmbiguous):
 		return 2
 	case errors.Is(err, context.Canceled):
 		return 130
