@@ -111,3 +111,67 @@ type RetryData struct {
 type WarningData struct {
 	Message string `json:"message"`
 }
+
+// RunnerResultData is the last event of an `agent runner` child.
+type RunnerResultData struct {
+	Status string `json:"status"` // completed or failed
+	Output string `json:"output"`
+	Reason string `json:"reason,omitempty"`
+	Turns  int    `json:"turns"`
+	Usage  Usage  `json:"usage"`
+}
+
+// EffectIntentData announces a side effect the child wants to start; it
+// waits for the parent's ack before acting.
+type EffectIntentData struct {
+	ID   string          `json:"id"`
+	Tool string          `json:"tool"`
+	Key  string          `json:"key"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// LearningData is something worth knowing in later phases.
+type LearningData struct {
+	Text string `json:"text"`
+}
+
+// ApproachData is an approach that failed, kept as a guardrail.
+type ApproachData struct {
+	Approach string `json:"approach"`
+	Why      string `json:"why"`
+}
+
+// PlanData carries a plan (mission.json) as JSON.
+type PlanData struct {
+	Plan json.RawMessage `json:"plan"`
+	Path string          `json:"path,omitempty"`
+}
+
+// PhaseData describes a phase transition. The event's PhaseID and
+// Attempt say which phase and attempt.
+type PhaseData struct {
+	Title string `json:"title,omitempty"`
+	// Status is how the attempt ended: passed, failed, crashed, timeout,
+	// interrupted or cancelled.
+	Status     string   `json:"status,omitempty"`
+	Output     string   `json:"output,omitempty"` // the phase's final message, for later phases
+	Reason     string   `json:"reason,omitempty"`
+	WillRetry  bool     `json:"will_retry,omitempty"`
+	Reasons    []string `json:"reasons,omitempty"`
+	DurationMS int64    `json:"duration_ms,omitempty"`
+	Usage      *Usage   `json:"usage,omitempty"`
+}
+
+// VerificationData is the findings of one verification (DESIGN.md §4).
+type VerificationData struct {
+	VerificationID        string   `json:"verification_id"`
+	TaskID                string   `json:"task_id"`
+	TaskType              string   `json:"task_type"`
+	EvidenceType          string   `json:"evidence_type"`
+	EvidenceRefs          []string `json:"evidence_refs"`
+	VerifierVersion       string   `json:"verifier_version"`
+	VerificationTimestamp string   `json:"verification_timestamp"`
+	Status                string   `json:"status"` // pass, fail or warn
+	Notes                 []string `json:"notes"`
+	Path                  string   `json:"path,omitempty"`
+}

@@ -58,8 +58,13 @@ type Config struct {
 	MaxIterations int    // with Until; 0 means DefaultMaxIterations
 	Instructions  string // AGENTS.md content, if any
 	// ContextBudget ends an iteration whose prompt grew past this many
-	// tokens; the next one starts fresh. 0 disables it. Only with Until.
+	// tokens; the next one starts fresh with the continuation prompt.
+	// 0 disables it.
 	ContextBudget int
+	// RequireTool names a tool that must end the loop (a result with
+	// Stop, like submit_plan). A plain final message gets a reminder,
+	// at most twice, and then fails the run.
+	RequireTool string
 }
 
 // State is where a run stands, so a resumed run continues where it stopped.
@@ -99,13 +104,20 @@ type loop struct {
 	repeats  int
 
 	lastReason string // why the previous Ralph iteration ended, if known
+
+	stopped *tools.Result // the result of a tool call that ended the loop
+	nudges  int           // reminders sent for RequireTool
 }
+
+// looping reports whether the run is a series of fresh-context iterations:
+// a Ralph loop, or a context budget that may start a fresh one.
+func (l *loop) looping() bool { return l.cfg.Until != "" || l.cfg.ContextBudget > 0 }
 
 // openingPrompt is the first user message of an iteration: the prompt
 // itself, or in later Ralph iterations the continuation prompt. A run
 // resumed at the start of a later iteration gets the continuation too.
 func (l *loop) openingPrompt() (string, error) {
-	if l.cfg.Until == "" || l.state.Iteration <= 1 {
+	if !l.looping() || l.state.Iteration <= 1 {
 		return l.prompt, nil
 	}
 	return prompts.Render("continuation", prompts.Continuation{
@@ -121,7 +133,7 @@ func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, e
 	if cfg.MaxTurns <= 0 {
 		cfg.MaxTurns = DefaultMaxTurns
 	}
-	if cfg.Until != "" && cfg.MaxIterations <= 0 {
+	if (cfg.Until != "" || cfg.ContextBudget > 0) && cfg.MaxIterations <= 0 {
 		cfg.MaxIterations = DefaultMaxIterations
 	}
 	system, err := prompts.Render("system", prompts.System{
@@ -137,7 +149,7 @@ func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, e
 }
 
 func (l *loop) run(ctx context.Context) (Result, error) {
-	if l.cfg.Until == "" {
+	if !l.looping() {
 		text, reason, err := l.iterate(ctx)
 		if err != nil {
 			return Result{}, err
@@ -160,7 +172,7 @@ func (l *loop) run(ctx context.Context) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		done := reason == ReasonCompleted && HasPromise(text, l.cfg.Until)
+		done := reason == ReasonCompleted && (l.cfg.Until == "" || HasPromise(text, l.cfg.Until))
 		if reason == ReasonCompleted && !done {
 			reason = "final message without the completion promise"
 		}
@@ -213,7 +225,7 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 	}
 	if last, ok := l.pendingTurn(); ok {
 		if reason, err := l.runCalls(ctx, last.ToolCalls); err != nil || reason != "" {
-			return last.Content, reason, err
+			return l.endedBy(last.Content, reason, err)
 		}
 	}
 
@@ -233,10 +245,22 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 			return "", "", err
 		}
 		if len(resp.Message.ToolCalls) == 0 {
-			return resp.Message.Content, ReasonCompleted, nil
+			if l.cfg.RequireTool == "" {
+				return resp.Message.Content, ReasonCompleted, nil
+			}
+			if l.nudges >= 2 {
+				return resp.Message.Content, "finished without calling " + l.cfg.RequireTool, nil
+			}
+			l.nudges++
+			if err := l.addUser(ctx, fmt.Sprintf(
+				"You have not called %s. A plain reply does not count: call the %s tool now.",
+				l.cfg.RequireTool, l.cfg.RequireTool)); err != nil {
+				return "", "", err
+			}
+			continue
 		}
 		if reason, err := l.runCalls(ctx, resp.Message.ToolCalls); err != nil || reason != "" {
-			return resp.Message.Content, reason, err
+			return l.endedBy(resp.Message.Content, reason, err)
 		}
 		if l.overBudget(resp.Usage) {
 			return resp.Message.Content, ReasonContextBudget, nil
@@ -260,8 +284,23 @@ func (l *loop) pendingTurn() (llm.Message, bool) {
 	return llm.Message{}, false
 }
 
+// endedBy turns the way runCalls ended an iteration into its text and
+// reason: a tool that stops the loop supplies the final text itself.
+func (l *loop) endedBy(text, reason string, err error) (string, string, error) {
+	if err != nil || reason != reasonStopped {
+		return text, reason, err
+	}
+	if l.stopped.IsError {
+		return l.stopped.Output, firstLine(l.stopped.Output), nil
+	}
+	return l.stopped.Output, ReasonCompleted, nil
+}
+
+// reasonStopped is internal: a tool result asked to end the loop.
+const reasonStopped = "stopped by tool"
+
 func (l *loop) overBudget(u llm.Usage) bool {
-	return l.cfg.Until != "" && l.cfg.ContextBudget > 0 && u.PromptTokens > l.cfg.ContextBudget
+	return l.cfg.ContextBudget > 0 && u.PromptTokens > l.cfg.ContextBudget
 }
 
 func (l *loop) lastAssistantText() string {
@@ -373,6 +412,10 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 		if err := l.recordResult(ctx, call, res); err != nil {
 			return "", err
 		}
+		if res.Stop {
+			l.stopped = &res
+			return reasonStopped, nil
+		}
 	}
 	l.state.Started = nil
 	return "", nil
@@ -394,6 +437,11 @@ func (l *loop) recordResult(ctx context.Context, call llm.ToolCall, res tools.Re
 	}
 	for _, a := range res.Artifacts {
 		if err := l.emit(ctx, event.New(event.ArtifactCreated, event.ArtifactData{Path: a.Path, SHA256: a.SHA256, Bytes: a.Bytes})); err != nil {
+			return err
+		}
+	}
+	for _, e := range res.Events {
+		if err := l.emit(ctx, e); err != nil {
 			return err
 		}
 	}

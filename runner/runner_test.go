@@ -703,7 +703,7 @@ func TestRunContextBudget(t *testing.T) {
 	}{
 		{"over budget starts a fresh iteration", "DONE", 1500, 2, 2},
 		{"under budget keeps going", "DONE", 500, 2, 1},
-		{"ignored without a loop", "", 1500, 2, 0},
+		{"over budget without a promise also starts fresh", "", 1500, 2, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -985,5 +985,76 @@ func TestRunRalphResumeAtIterationStart(t *testing.T) {
 	msgs := srv.Requests()[0].Messages()
 	if len(msgs) != 2 || !strings.Contains(msgs[1].Content, "iteration 2 of 3") || !strings.Contains(msgs[1].Content, "build it") {
 		t.Errorf("first request after resume = %+v, want system + continuation for iteration 2", msgs)
+	}
+}
+
+// The planner's shape: a tool result with Stop ends the loop with its
+// output; a plain final message gets reminders first; tool events follow
+// the tool's result.
+func TestRunStopToolAndRequireTool(t *testing.T) {
+	t.Parallel()
+	validPlan := json.RawMessage(`{"objective":"o","phases":[{"id":"a","instructions":"do","evidence":{"type":"none"}}]}`)
+	badPlan := func(n int) json.RawMessage { // distinct, so the loop guard stays out of it
+		return json.RawMessage(fmt.Sprintf(`{"objective":"o%d","phases":[]}`, n))
+	}
+	tests := []struct {
+		name       string
+		turns      []llmtest.Turn
+		wantStatus string
+		wantText   string
+		wantReason string
+		wantCalls  int
+	}{
+		{"valid plan ends the loop", []llmtest.Turn{
+			{ToolCalls: []llmtest.Call{{Name: "record_learning", Arguments: json.RawMessage(`{"text":"a fact"}`)}}},
+			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: validPlan}}},
+		}, runner.StatusCompleted, "plan accepted: a", runner.ReasonCompleted, 2},
+		{"plain replies get two reminders", []llmtest.Turn{
+			{Text: "Here is my plan: …"},
+			{Text: "Still prose."},
+			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: validPlan}}},
+		}, runner.StatusCompleted, "plan accepted: a", runner.ReasonCompleted, 3},
+		{"three plain replies fail", []llmtest.Turn{
+			{Text: "one"}, {Text: "two"}, {Text: "three"},
+		}, runner.StatusFailed, "three", "finished without calling submit_plan", 3},
+		{"three invalid plans fail", []llmtest.Turn{
+			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: badPlan(1)}}},
+			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: badPlan(2)}}},
+			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: badPlan(3)}}},
+		}, runner.StatusFailed, "", "the planner submitted 3 invalid plans", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			model, srv := newClient(t, tt.turns...)
+			ws, err := tools.NewWorkspace(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			set, err := tools.NewSet(ws, tools.Options{Allow: []string{"list_files", "record_learning", "submit_plan"}},
+				append(tools.RecordTools(), tools.NewSubmitPlan())...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sink := &recSink{}
+			res, err := runner.Run(context.Background(), runner.Config{
+				Model: model, Tools: set, Sink: sink, RequireTool: tools.SubmitPlanName,
+			}, "plan it", runner.State{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != tt.wantStatus || !strings.HasPrefix(res.Reason, tt.wantReason) || (tt.wantText != "" && res.Text != tt.wantText) {
+				t.Errorf("result = %+v, want %s %q %q", res, tt.wantStatus, tt.wantReason, tt.wantText)
+			}
+			if srv.RequestCount() != tt.wantCalls {
+				t.Errorf("model calls = %d, want %d", srv.RequestCount(), tt.wantCalls)
+			}
+			if tt.name == "valid plan ends the loop" {
+				types := strings.Join(sink.Types(), ",")
+				if !strings.Contains(types, "tool.completed,learning.recorded") {
+					t.Errorf("learning.recorded does not follow its tool result: %s", types)
+				}
+			}
+		})
 	}
 }

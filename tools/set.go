@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"agent/event"
 )
 
 // Definition describes a tool to the model.
@@ -36,6 +38,12 @@ type Result struct {
 	IsError   bool
 	Truncated bool
 	Artifacts []Artifact // files this call wrote (write_file, edit_file)
+	// Events are recorded right after the call's result, e.g. the
+	// learning.recorded of record_learning.
+	Events []event.Event
+	// Stop ends the agent loop after this call; Output becomes the final
+	// message, or the failure reason when IsError (submit_plan).
+	Stop bool
 }
 
 // Tool is one tool the model can call.

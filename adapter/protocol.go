@@ -1,0 +1,74 @@
+// Package adapter is the bridge to a child `agent runner` process: it
+// starts the child with a PhaseSpec on stdin, reads its JSON-lines events
+// from stdout, answers side-effect intents, enforces timeouts and
+// heartbeats, and returns what the attempt produced (DESIGN.md §6).
+package adapter
+
+import "agent/event"
+
+// PhaseSpec is line 1 of the child's stdin. Secrets are not in it; they
+// travel in the environment.
+type PhaseSpec struct {
+	RunID     string `json:"run_id"`
+	SessionID string `json:"session_id,omitempty"`
+	PhaseID   string `json:"phase_id"`
+	Attempt   int    `json:"attempt"`
+	Workspace string `json:"workspace"`
+
+	// Mode is ModePhase for a plan phase, ModePlan for the planner, or
+	// ModeRun for a whole fast-path run in a child (the gateway).
+	Mode string `json:"mode"`
+
+	Model Model `json:"model"`
+
+	System string   `json:"system,omitempty"` // extra system instructions, e.g. AGENTS.md
+	Prompt string   `json:"prompt"`           // the rendered phase context: the first user message
+	Tools  []string `json:"tools"`            // allowed tools; empty means the mode's default set
+
+	MaxTurns      int    `json:"max_turns,omitempty"`
+	Until         string `json:"until,omitempty"`
+	MaxIterations int    `json:"max_iterations,omitempty"`
+	ContextBudget int    `json:"context_budget,omitempty"`
+
+	// Receipts already recorded for this phase, so a retried attempt
+	// never repeats a side effect.
+	Receipts []event.ReceiptData `json:"receipts,omitempty"`
+
+	HeartbeatMS int `json:"heartbeat_ms,omitempty"`
+}
+
+// Modes of a child.
+const (
+	ModePhase = "phase"
+	ModePlan  = "plan"
+	ModeRun   = "run"
+)
+
+// Model is the model settings of a child.
+type Model struct {
+	Name        string `json:"name"`
+	BaseURL     string `json:"base_url"`
+	MaxAttempts int    `json:"max_attempts,omitempty"`
+	// Record and Replay are cassette paths; Scope keeps this child's
+	// exchanges apart from other children's in a shared cassette.
+	Record string `json:"record,omitempty"`
+	Replay string `json:"replay,omitempty"`
+	Scope  string `json:"scope,omitempty"`
+}
+
+// Control is a later line on the child's stdin.
+type Control struct {
+	Type string `json:"type"` // ControlAck or ControlCancel
+	// For acks: the intent id, whether to proceed, and the receipt when
+	// the effect already happened.
+	ID      string             `json:"id,omitempty"`
+	Proceed bool               `json:"proceed,omitempty"`
+	Receipt *event.ReceiptData `json:"receipt,omitempty"`
+	Reason  string             `json:"reason,omitempty"`
+}
+
+// Control message types.
+const (
+	ControlAck    = "ack"
+	ControlCancel = "cancel"
+)
