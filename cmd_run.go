@@ -460,7 +460,7 @@ func buildModel(c *cli.Context, cfg runConfig, apiKey string, sink runner.Sink) 
 			return nil, nil, usageErrorf("--replay: %v", err)
 		}
 		defer f.Close()
-		if model, err = llm.NewReplayer(f); err != nil {
+		if model, err = llm.NewReplayer(f, ""); err != nil {
 			return nil, nil, usageErrorf("--replay %s: %v", path, err)
 		}
 	} else {
@@ -485,7 +485,7 @@ func buildModel(c *cli.Context, cfg runConfig, apiKey string, sink runner.Sink) 
 			return nil, nil, usageErrorf("--record: %v", err)
 		}
 		closers = append(closers, func() { f.Close() })
-		model = llm.NewRecorder(model, f)
+		model = llm.NewRecorder(model, f, "")
 	}
 	return model, closeAll, nil
 }

@@ -15,6 +15,7 @@ import (
 
 // exchange is one cassette line: a request and the response it got.
 type exchange struct {
+	Scope    string    `json:"scope,omitempty"`
 	Request  Request   `json:"request"`
 	Response *Response `json:"response"`
 }
@@ -22,14 +23,17 @@ type exchange struct {
 // NewRecorder returns a Model that forwards to m and appends each
 // successful exchange to w as one JSON line {"request":…,"response":…}.
 // Failed calls are not recorded, so a cassette replays a clean run.
-func NewRecorder(m Model, w io.Writer) Model {
-	return &recorder{m: m, w: w}
+// Scope tags the lines, so several processes (the harness's phases) can
+// share one cassette and each replays only its own exchanges.
+func NewRecorder(m Model, w io.Writer, scope string) Model {
+	return &recorder{m: m, w: w, scope: scope}
 }
 
 type recorder struct {
-	m  Model
-	mu sync.Mutex // serializes writes so lines never interleave
-	w  io.Writer
+	m     Model
+	mu    sync.Mutex // serializes writes so lines never interleave
+	w     io.Writer
+	scope string
 }
 
 func (r *recorder) Stream(ctx context.Context, req Request, onText func(string)) (*Response, error) {
@@ -37,7 +41,7 @@ func (r *recorder) Stream(ctx context.Context, req Request, onText func(string))
 	if err != nil {
 		return nil, err
 	}
-	line, err := json.Marshal(exchange{Request: req, Response: resp})
+	line, err := json.Marshal(exchange{Scope: r.scope, Request: req, Response: resp})
 	if err != nil {
 		return nil, fmt.Errorf("record model exchange: %w", err)
 	}
@@ -55,7 +59,8 @@ func (r *recorder) Stream(ctx context.Context, req Request, onText func(string))
 // that answers calls in order without any network. Each incoming request
 // must equal the recorded one, except for the model name; otherwise the
 // call fails with an *Error of KindReplay naming the first difference.
-func NewReplayer(r io.Reader) (Model, error) {
+// Only the exchanges recorded with the same scope are used.
+func NewReplayer(r io.Reader, scope string) (Model, error) {
 	br := bufio.NewReader(r)
 	var exs []exchange
 	for n := 1; ; n++ {
@@ -68,7 +73,9 @@ func NewReplayer(r io.Reader) (Model, error) {
 			if ex.Response == nil {
 				return nil, fmt.Errorf("replay cassette line %d: no response", n)
 			}
-			exs = append(exs, ex)
+			if ex.Scope == scope {
+				exs = append(exs, ex)
+			}
 		}
 		if err == io.EOF {
 			break

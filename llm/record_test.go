@@ -36,7 +36,7 @@ func record(t *testing.T) ([]byte, []*llm.Response) {
 	}})
 	c, _ := newClient(t, srv.URL(), nil)
 	var cassette bytes.Buffer
-	rec := llm.NewRecorder(c, &cassette)
+	rec := llm.NewRecorder(c, &cassette, "")
 	var resps []*llm.Response
 	for _, req := range conversation() {
 		resp, err := rec.Stream(context.Background(), req, nil)
@@ -59,7 +59,7 @@ func TestRecordReplayRoundTrip(t *testing.T) {
 		t.Fatalf("cassette line is not {request, response}: %v\n%s", err, cassette)
 	}
 
-	rp, err := llm.NewReplayer(bytes.NewReader(cassette))
+	rp, err := llm.NewReplayer(bytes.NewReader(cassette), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestReplayMismatchNamesThePath(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			rp, err := llm.NewReplayer(bytes.NewReader(cassette))
+			rp, err := llm.NewReplayer(bytes.NewReader(cassette), "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,11 +152,11 @@ func TestReplayerRejectsMalformedCassette(t *testing.T) {
 	t.Parallel()
 	cassette, _ := record(t)
 	bad := append(append([]byte(nil), cassette...), []byte("\n{not json\n")...)
-	_, err := llm.NewReplayer(bytes.NewReader(bad))
+	_, err := llm.NewReplayer(bytes.NewReader(bad), "")
 	if err == nil || !strings.Contains(err.Error(), "line 4") {
 		t.Errorf("err = %v, want it to name line 4", err)
 	}
-	_, err = llm.NewReplayer(strings.NewReader(`{"request":{"model":"m","messages":[]}}` + "\n"))
+	_, err = llm.NewReplayer(strings.NewReader(`{"request":{"model":"m","messages":[]}}`+"\n"), "")
 	if err == nil || !strings.Contains(err.Error(), "line 1: no response") {
 		t.Errorf("err = %v, want line 1: no response", err)
 	}
@@ -167,7 +167,7 @@ func TestRecorderSkipsFailures(t *testing.T) {
 	srv := llmtest.NewServer(t, llmtest.Script{Turns: []llmtest.Turn{{Status: 400}}})
 	c, _ := newClient(t, srv.URL(), nil)
 	var cassette bytes.Buffer
-	if _, err := llm.NewRecorder(c, &cassette).Stream(context.Background(), simpleRequest, nil); err == nil {
+	if _, err := llm.NewRecorder(c, &cassette, "").Stream(context.Background(), simpleRequest, nil); err == nil {
 		t.Fatal("want an error")
 	}
 	if cassette.Len() != 0 {
@@ -178,7 +178,7 @@ func TestRecorderSkipsFailures(t *testing.T) {
 func TestReplayHonoursCancellation(t *testing.T) {
 	t.Parallel()
 	cassette, _ := record(t)
-	rp, err := llm.NewReplayer(bytes.NewReader(cassette))
+	rp, err := llm.NewReplayer(bytes.NewReader(cassette), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,5 +186,30 @@ func TestReplayHonoursCancellation(t *testing.T) {
 	cancel()
 	if _, err := rp.Stream(ctx, conversation()[0], nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
+	}
+}
+
+// Scopes let several processes share one cassette: each replays only the
+// exchanges recorded under its own scope, in order.
+func TestReplayScopes(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t, llmtest.Script{Turns: []llmtest.Turn{{Text: "for a"}, {Text: "for b"}}})
+	c, _ := newClient(t, srv.URL(), nil)
+	var cassette bytes.Buffer
+	for _, scope := range []string{"phase-a", "phase-b"} {
+		if _, err := llm.NewRecorder(c, &cassette, scope).Stream(context.Background(), simpleRequest, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rp, err := llm.NewReplayer(bytes.NewReader(cassette.Bytes()), "phase-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rp.Stream(context.Background(), simpleRequest, nil)
+	if err != nil || resp.Message.Content != "for b" {
+		t.Fatalf("phase-b replay = %+v, %v", resp, err)
+	}
+	if _, err := rp.Stream(context.Background(), simpleRequest, nil); err == nil {
+		t.Error("phase-b replayed phase-a's exchange")
 	}
 }
