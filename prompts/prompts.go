@@ -41,3 +41,35 @@ type Continuation struct {
 	Promise       string
 	Reason        string // why the previous iteration ended, if known
 }
+
+// Planner is the data of the planner's first message.
+type Planner struct {
+	Request string
+	Tools   []string // read-only tools the planner may use first
+}
+
+// Phase is the data of a phase attempt's first message: everything the
+// fresh context needs and nothing else.
+type Phase struct {
+	Objective    string
+	Phase        PhaseInfo
+	Attempt      int
+	MaxAttempts  int
+	Checks       []string // how the phase will be verified, in words
+	Dependencies []Dependency
+	Learnings    []string
+	Guardrails   []string // failed approaches and verification notes of earlier attempts
+	Receipts     []string // side effects already done in this phase
+}
+
+// PhaseInfo is the phase as the plan states it.
+type PhaseInfo struct {
+	ID, Title, Instructions string
+}
+
+// Dependency is a finished phase this one builds on.
+type Dependency struct {
+	ID, Title string
+	Output    string
+	Artifacts []string
+}

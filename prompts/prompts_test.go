@@ -57,3 +57,40 @@ func TestRenderUnknown(t *testing.T) {
 		t.Fatal("want error for unknown template")
 	}
 }
+
+func TestRenderPhase(t *testing.T) {
+	t.Parallel()
+	got, err := Render("phase", Phase{
+		Objective: "Market report", Phase: PhaseInfo{ID: "write", Title: "Write it", Instructions: "Write report.md."},
+		Attempt: 2, MaxAttempts: 3, Checks: []string{"file report.md exists and is not empty"},
+		Dependencies: []Dependency{{ID: "gather", Title: "Gather", Output: "Found 3 sources.", Artifacts: []string{"sources.md"}}},
+		Learnings:    []string{"gather: sources are in sources.md"},
+		Guardrails:   []string{"verification failed: report.md is missing"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"Market report", "write — Write it", "Attempt 2 of 3", "Write report.md.", "- file report.md exists",
+		"## gather — Gather", "Files: sources.md", "Found 3 sources.", "- gather: sources are in sources.md",
+		"GUARDRAILS", "- verification failed: report.md is missing"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("missing %q in:\n%s", w, got)
+		}
+	}
+	if strings.Contains(got, "Side effects already done") {
+		t.Errorf("empty receipts section rendered:\n%s", got)
+	}
+}
+
+func TestRenderPlanner(t *testing.T) {
+	t.Parallel()
+	got, err := Render("planner", Planner{Request: "Build a CLI", Tools: []string{"read_file", "list_files"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"Build a CLI", "submit_plan", "read_file, list_files", "programmatic"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("missing %q in:\n%s", w, got)
+		}
+	}
+}
