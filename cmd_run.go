@@ -12,12 +12,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/urfave/cli/v2"
 
+	"agent/adapter"
 	"agent/config"
 	"agent/console"
 	"agent/event"
@@ -131,7 +133,11 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
-	if err := checkModelAccess(c, cfg.BaseURL, settings.APIKey); err != nil {
+	model, err := modelSettings(c, cfg.Model, cfg.BaseURL, cfg.ModelAttempts)
+	if err != nil {
+		return err
+	}
+	if err := checkModelAccess(model, settings.APIKey); err != nil {
 		return err
 	}
 
@@ -149,7 +155,7 @@ func runAction(c *cli.Context) error {
 	if err := db.CreateRun(c.Context, r, owner, leaseTTL()); err != nil {
 		return err
 	}
-	return drive(c, db, r, owner, cfg, set, settings.APIKey, runner.State{}, false)
+	return drive(c, db, r, owner, cfg, model, set, settings.APIKey, runner.State{}, false)
 }
 
 func resumeAction(c *cli.Context) error {
@@ -169,11 +175,11 @@ func resumeAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if r.Kind != "run" {
-		return fmt.Errorf("run %s is a %s run: %w", r.ID, r.Kind, errNotResumable)
-	}
 	if r.Status == "completed" || r.Status == "cancelled" {
 		return fmt.Errorf("run %s is already %s: %w", r.ID, r.Status, errNotResumable)
+	}
+	if r.Kind == store.KindHarness {
+		return resumeHarness(c, db, r, settings.APIKey)
 	}
 	var cfg runConfig
 	if err := json.Unmarshal(r.Config, &cfg); err != nil {
@@ -194,7 +200,11 @@ func resumeAction(c *cli.Context) error {
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
-	if err := checkModelAccess(c, cfg.BaseURL, settings.APIKey); err != nil {
+	model, err := modelSettings(c, cfg.Model, cfg.BaseURL, cfg.ModelAttempts)
+	if err != nil {
+		return err
+	}
+	if err := checkModelAccess(model, settings.APIKey); err != nil {
 		return err
 	}
 	owner := store.NewLeaseOwner()
@@ -209,7 +219,7 @@ func resumeAction(c *cli.Context) error {
 	if err := db.SetRunStatus(c.Context, r.ID, "running"); err != nil {
 		return err
 	}
-	return drive(c, db, r, owner, cfg, set, settings.APIKey, state, true)
+	return drive(c, db, r, owner, cfg, model, set, settings.APIKey, state, true)
 }
 
 // loadState rebuilds where a run stood from the store.
@@ -238,37 +248,19 @@ func loadState(ctx context.Context, db *store.DB, r *store.Run) (runner.State, e
 
 // drive runs the loop for a run this process holds the lease of, and
 // records how it ended. It returns an *exitError for any non-zero ending.
-func drive(c *cli.Context, db *store.DB, r *store.Run, owner string, cfg runConfig, set *tools.Set, apiKey string, state runner.State, resumed bool) error {
-	began := time.Now()
-	ctx, cancel := context.WithCancelCause(c.Context)
-	defer cancel(nil)
-	stopSignals := cancelOnSignal(ctx, cancel)
-	defer stopSignals()
-	if d := c.Duration("timeout"); d > 0 {
-		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, d, fmt.Errorf("timed out after %s: %w", d, errTimeout))
-		defer stop()
-	}
-	defer db.ReleaseLease(context.WithoutCancel(ctx), r.ID, owner) //nolint:errcheck // best effort; the lease expires anyway
-	stopHeartbeat := keepLease(ctx, cancel, db, r.ID, owner)
-	defer stopHeartbeat()
-
-	journal, err := db.Journal(ctx, r.ID, r.SessionID)
+func drive(c *cli.Context, db *store.DB, r *store.Run, owner string, cfg runConfig, ms adapter.Model, set *tools.Set, apiKey string, state runner.State, resumed bool) error {
+	d, err := startDriving(c, db, r, owner, false)
 	if err != nil {
 		return err
 	}
-	jsonOut := c.Bool("json")
-	sink := newRunSink(journal, c.App.Writer, c.App.ErrWriter, jsonOut)
-	defer sink.close()
-
-	model, closeModel, err := buildModel(c, cfg, apiKey, sink)
+	defer d.close()
+	model, closeModel, err := openModel(ms, apiKey, d.sink)
 	if err != nil {
 		return err
 	}
 	defer closeModel()
 
-	persist := context.WithoutCancel(ctx)
-	if err := sink.Emit(persist, event.New(event.RunStarted, event.RunStartedData{
+	if err := d.sink.Emit(d.persist, event.New(event.RunStarted, event.RunStartedData{
 		Prompt: r.Prompt, Model: cfg.Model, Workspace: r.Workspace, Tools: set.Names(),
 		Resumed: resumed, Until: cfg.Until, MaxIterations: cfg.MaxIterations,
 	})); err != nil {
@@ -276,33 +268,20 @@ func drive(c *cli.Context, db *store.DB, r *store.Run, owner string, cfg runConf
 	}
 	instructions, warn := readInstructions(r.Workspace)
 	if warn != "" {
-		_ = sink.Emit(persist, event.New(event.Warning, event.WarningData{Message: warn}))
+		_ = d.sink.Emit(d.persist, event.New(event.Warning, event.WarningData{Message: warn}))
 	}
-	res, runErr := runner.Run(ctx, runner.Config{
-		Model: model, ModelName: cfg.Model, Tools: set, Sink: sink,
+	res, runErr := runner.Run(d.ctx, runner.Config{
+		Model: model, ModelName: cfg.Model, Tools: set, Sink: d.sink,
 		MaxTurns: cfg.MaxTurns, Until: cfg.Until, MaxIterations: cfg.MaxIterations,
 		Instructions: instructions,
 	}, r.Prompt, state)
 
-	typ, fin := finalEvent(ctx, res, runErr)
-	fin.DurationMS = time.Since(began).Milliseconds()
+	typ, fin := finalEvent(d.ctx, res, runErr)
 	if runErr != nil {
 		// The loop stopped early; the totals so far are in the store.
-		if cur, err := db.GetRun(persist, r.ID); err == nil {
-			fin.Turns, fin.Usage = cur.Turns, cur.Usage
-		}
+		fin.Turns, fin.Usage = d.totals()
 	}
-	if err := sink.Emit(persist, event.New(typ, fin)); err != nil {
-		return err
-	}
-	if fin.ExitCode == 0 {
-		return nil
-	}
-	msg := ""
-	if jsonOut {
-		msg = fin.Reason // the human printer already said it
-	}
-	return &exitError{code: fin.ExitCode, msg: msg}
+	return d.finish(typ, fin)
 }
 
 var (
@@ -407,46 +386,78 @@ func leaseTTL() time.Duration {
 	return 30 * time.Second
 }
 
-// runSink persists each event, then shows it.
-type runSink struct {
-	journal *store.Journal
-	enc     *event.Encoder
-	printer *console.Printer
+// display shows persisted events: the JSON-lines stream, the fast path's
+// printer or the harness's phase board.
+type display interface {
+	Print(event.Event)
+	Close()
 }
 
-func newRunSink(j *store.Journal, stdout, stderr io.Writer, jsonOut bool) *runSink {
-	s := &runSink{journal: j}
-	if jsonOut {
-		s.enc = event.NewEncoder(stdout)
-		return s
+// jsonDisplay is --json: every event as one line on stdout.
+type jsonDisplay struct{ enc *event.Encoder }
+
+func (d jsonDisplay) Print(e event.Event) { _ = d.enc.Encode(e) }
+func (d jsonDisplay) Close()              {}
+
+// newDisplay picks the display for a command's output flags.
+func newDisplay(c *cli.Context, harness bool) display {
+	out, errw := c.App.Writer, c.App.ErrWriter
+	if c.Bool("json") {
+		return jsonDisplay{enc: event.NewEncoder(out)}
 	}
-	f, isFile := stderr.(*os.File)
-	s.printer = console.NewPrinter(stdout, stderr, isFile && console.IsTerminal(f))
-	return s
+	if harness {
+		f, isFile := out.(*os.File)
+		return console.NewBoard(out, errw, isFile && console.IsTerminal(f))
+	}
+	f, isFile := errw.(*os.File)
+	return console.NewPrinter(out, errw, isFile && console.IsTerminal(f))
+}
+
+// runSink persists each event, then shows it. It is safe for concurrent
+// use: harness phases run in parallel.
+type runSink struct {
+	mu      sync.Mutex // shown in seq order, even from parallel phases
+	journal *store.Journal
+	show    display
 }
 
 func (s *runSink) Emit(ctx context.Context, e event.Event) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	e, err := s.journal.Append(ctx, e)
 	if err != nil {
 		return err
 	}
-	if s.enc != nil {
-		return s.enc.Encode(e)
-	}
-	s.printer.Print(e)
+	s.show.Print(e)
 	return nil
 }
 
 func (s *runSink) close() {
 	_ = s.journal.Flush(context.Background())
-	if s.printer != nil {
-		s.printer.Close()
-	}
+	s.show.Close()
 }
 
-// buildModel makes the model client, wrapped for --record or replaced by
+// modelSettings gathers the model flags of run, resume and harness.
+func modelSettings(c *cli.Context, name, baseURL string, attempts int) (adapter.Model, error) {
+	m := adapter.Model{Name: name, BaseURL: baseURL, MaxAttempts: attempts}
+	for _, f := range []struct {
+		flag string
+		dst  *string
+	}{{"record", &m.Record}, {"replay", &m.Replay}} {
+		if path := c.String(f.flag); path != "" {
+			abs, err := filepath.Abs(path)
+			if err != nil {
+				return m, usageErrorf("--%s: %v", f.flag, err)
+			}
+			*f.dst = abs
+		}
+	}
+	return m, nil
+}
+
+// openModel makes the model client, wrapped for --record or replaced by
 // --replay. Retries become retry events.
-func buildModel(c *cli.Context, cfg runConfig, apiKey string, sink runner.Sink) (llm.Model, func(), error) {
+func openModel(m adapter.Model, apiKey string, sink runner.Sink) (llm.Model, func(), error) {
 	var model llm.Model
 	closers := []func(){}
 	closeAll := func() {
@@ -454,18 +465,18 @@ func buildModel(c *cli.Context, cfg runConfig, apiKey string, sink runner.Sink) 
 			f()
 		}
 	}
-	if path := c.String("replay"); path != "" {
+	if path := m.Replay; path != "" {
 		f, err := os.Open(path)
 		if err != nil {
 			return nil, nil, usageErrorf("--replay: %v", err)
 		}
 		defer f.Close()
-		if model, err = llm.NewReplayer(f, ""); err != nil {
+		if model, err = llm.NewReplayer(f, m.Scope); err != nil {
 			return nil, nil, usageErrorf("--replay %s: %v", path, err)
 		}
 	} else {
 		client, err := llm.New(llm.Config{
-			BaseURL: cfg.BaseURL, APIKey: apiKey, MaxAttempts: cfg.ModelAttempts,
+			BaseURL: m.BaseURL, APIKey: apiKey, MaxAttempts: m.MaxAttempts,
 			OnRetry: func(ri llm.RetryInfo) {
 				_ = sink.Emit(context.Background(), event.New(event.Retry, event.RetryData{
 					Attempt: ri.Attempt, MaxAttempts: ri.MaxAttempts, DelayMS: ri.Delay.Milliseconds(),
@@ -479,29 +490,29 @@ func buildModel(c *cli.Context, cfg runConfig, apiKey string, sink runner.Sink) 
 		}
 		model = client
 	}
-	if path := c.String("record"); path != "" {
+	if path := m.Record; path != "" {
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
 			return nil, nil, usageErrorf("--record: %v", err)
 		}
 		closers = append(closers, func() { f.Close() })
-		model = llm.NewRecorder(model, f, "")
+		model = llm.NewRecorder(model, f, m.Scope)
 	}
 	return model, closeAll, nil
 }
 
 // checkModelAccess fails early, before any state is written or request
 // made, when the model cannot possibly be reached.
-func checkModelAccess(c *cli.Context, baseURL, apiKey string) error {
-	if path := c.String("replay"); path != "" {
-		if _, err := os.Stat(path); err != nil {
+func checkModelAccess(m adapter.Model, apiKey string) error {
+	if m.Replay != "" {
+		if _, err := os.Stat(m.Replay); err != nil {
 			return usageErrorf("--replay: %v", err)
 		}
 		return nil
 	}
-	u, err := url.Parse(baseURL)
+	u, err := url.Parse(m.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usageErrorf("invalid base URL %q: want http(s)://host[:port]/v1", baseURL)
+		return usageErrorf("invalid base URL %q: want http(s)://host[:port]/v1", m.BaseURL)
 	}
 	if apiKey == "" && !isLoopback(u.Hostname()) {
 		return usageErrorf("OPENAI_API_KEY is not set; export it, point --base-url at a local server, or use --replay FILE")

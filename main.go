@@ -65,9 +65,11 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		OnUsageError: onUsageError,
 		Commands: []*cli.Command{
 			runCommand(),
+			harnessCommand(),
 			resumeCommand(),
 			runsCommand(),
 			versionCommand(),
+			runnerCommand(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.Args().Len() > 0 {

@@ -4,7 +4,12 @@
 // heartbeats, and returns what the attempt produced (DESIGN.md §6).
 package adapter
 
-import "agent/event"
+import (
+	"fmt"
+	"path/filepath"
+
+	"agent/event"
+)
 
 // PhaseSpec is line 1 of the child's stdin. Secrets are not in it; they
 // travel in the environment.
@@ -72,3 +77,36 @@ const (
 	ControlAck    = "ack"
 	ControlCancel = "cancel"
 )
+
+// SpecError names the PhaseSpec field that is missing or invalid.
+type SpecError struct {
+	Field   string // the JSON name, e.g. "run_id"
+	Problem string
+}
+
+func (e *SpecError) Error() string { return "phase spec: " + e.Field + " " + e.Problem }
+
+// Validate checks the fields a child cannot run without. Both ends call
+// it: the parent before starting a child, the child in ReadSpec.
+func (s PhaseSpec) Validate() error {
+	switch {
+	case s.RunID == "":
+		return &SpecError{Field: "run_id", Problem: "is required"}
+	case s.PhaseID == "":
+		return &SpecError{Field: "phase_id", Problem: "is required"}
+	case s.Attempt < 1:
+		return &SpecError{Field: "attempt", Problem: fmt.Sprintf("must be at least 1, got %d", s.Attempt)}
+	case s.Workspace == "":
+		return &SpecError{Field: "workspace", Problem: "is required"}
+	case !filepath.IsAbs(s.Workspace):
+		return &SpecError{Field: "workspace", Problem: fmt.Sprintf("must be an absolute path, got %q", s.Workspace)}
+	}
+	switch s.Mode {
+	case ModePhase, ModePlan, ModeRun:
+		return nil
+	case "":
+		return &SpecError{Field: "mode", Problem: "is required (phase, plan or run)"}
+	default:
+		return &SpecError{Field: "mode", Problem: fmt.Sprintf("%q is unknown (want phase, plan or run)", s.Mode)}
+	}
+}

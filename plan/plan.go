@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -80,7 +82,7 @@ func Parse(data []byte) (*Plan, error) {
 	dec.DisallowUnknownFields()
 	var p Plan
 	if err := dec.Decode(&p); err != nil {
-		return nil, &Error{Msg: jsonProblem(err)}
+		return nil, decodeError(data, err)
 	}
 	if dec.More() {
 		return nil, &Error{Msg: "trailing data after the plan object"}
@@ -91,16 +93,66 @@ func Parse(data []byte) (*Plan, error) {
 	return &p, nil
 }
 
-func jsonProblem(err error) string {
+// decodeError turns a JSON decoding error into an *Error naming the field.
+// encoding/json reports neither which phase holds an unknown field nor the
+// index of a mistyped one ("phases.max_attempts"), so the phases are decoded
+// again one by one to find the first that fails.
+func decodeError(data []byte, err error) *Error {
+	var raw struct {
+		Phases []json.RawMessage `json:"phases"`
+	}
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) && json.Unmarshal(data, &raw) == nil {
+		for i, r := range raw.Phases {
+			dec := json.NewDecoder(bytes.NewReader(r))
+			dec.DisallowUnknownFields()
+			var ph Phase
+			if perr := dec.Decode(&ph); perr != nil {
+				field, msg := jsonProblem(perr)
+				if field == "" {
+					field = fmt.Sprintf("phases[%d]", i)
+				} else {
+					field = fmt.Sprintf("phases[%d].%s", i, field)
+				}
+				return &Error{Field: field, Msg: msg}
+			}
+		}
+	}
+	field, msg := jsonProblem(err)
+	return &Error{Field: field, Msg: msg}
+}
+
+// jsonProblem splits a decoding error into the field it is about, if
+// known, and a message without Go type names.
+func jsonProblem(err error) (field, msg string) {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
+	case errors.Is(err, io.EOF):
+		return "", "the input is empty"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "", "not valid JSON: the input ends too early"
 	case errors.As(err, &syn):
-		return fmt.Sprintf("not valid JSON at byte %d: %v", syn.Offset, err)
+		return "", fmt.Sprintf("not valid JSON at byte %d: %v", syn.Offset, err)
 	case errors.As(err, &typ):
-		return fmt.Sprintf("%s: must be %s, not %s", typ.Field, typ.Type, typ.Value)
+		return typ.Field, fmt.Sprintf("must be %s, not %s", jsonKind(typ.Type.Kind()), typ.Value)
 	}
-	return strings.TrimPrefix(err.Error(), "json: ")
+	return "", strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonKind names a Go kind the way JSON would.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int64:
+		return "an integer"
+	case reflect.Slice:
+		return "a list"
+	case reflect.Struct:
+		return "an object"
+	}
+	return k.String()
 }
 
 // Validate checks the plan and fills in defaults: version 1, max_attempts
@@ -207,6 +259,11 @@ func (e *Evidence) validate(field string) error {
 	for i, a := range e.Artifacts {
 		if strings.TrimSpace(a) == "" {
 			return &Error{Field: fmt.Sprintf("%s.artifacts[%d]", field, i), Msg: "is empty"}
+		}
+	}
+	for i, r := range e.Receipts {
+		if strings.TrimSpace(r) == "" {
+			return &Error{Field: fmt.Sprintf("%s.receipts[%d]", field, i), Msg: "is empty"}
 		}
 	}
 	return nil

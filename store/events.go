@@ -27,8 +27,10 @@ func (db *DB) NextSeq(ctx context.Context, runID string) (int64, error) {
 }
 
 // AppendEvents persists events, which already carry RunID and Seq, and
-// applies their projections (messages, tool_calls, runs) in the same
-// transaction: the journal and the state built from it never disagree.
+// applies their projections (run state: messages, tool_calls, runs; plan
+// state: plans, phases, phase_attempts, artifacts, receipts, guardrails,
+// learnings, verifications) in the same transaction: the journal and the
+// state built from it never disagree, even after a kill -9.
 func (db *DB) AppendEvents(ctx context.Context, evs []event.Event) error {
 	if len(evs) == 0 {
 		return nil
@@ -216,6 +218,63 @@ func project(ctx context.Context, tx *sql.Tx, e event.Event, now time.Time) erro
 			strings.TrimPrefix(e.Type, "run."), d.Result, d.Reason, d.ExitCode, d.Turns,
 			d.Usage.PromptTokens, d.Usage.CompletionTokens, formatTime(e.TS), formatTime(now), e.RunID)
 		return err
+
+	case event.PlanCreated:
+		var d event.PlanData
+		if e.Decode(&d) != nil {
+			return nil
+		}
+		return createPlan(ctx, tx, e.RunID, d.Plan, e.TS, now)
+
+	case event.PhaseStarted, event.PhaseCompleted, event.PhaseFailed:
+		// The envelope names the phase and attempt; without them there is
+		// no row to update.
+		var d event.PhaseData
+		if e.PhaseID == "" || e.Attempt <= 0 || (len(e.Data) > 0 && e.Decode(&d) != nil) {
+			return nil
+		}
+		switch e.Type {
+		case event.PhaseStarted:
+			return startPhase(ctx, tx, e, now)
+		case event.PhaseCompleted:
+			return completePhase(ctx, tx, e, d, now)
+		}
+		return failPhase(ctx, tx, e, d, now)
+
+	case event.ArtifactCreated:
+		var d event.ArtifactData
+		if e.Decode(&d) != nil || d.Path == "" {
+			return nil
+		}
+		return insertArtifact(ctx, tx, e, d)
+
+	case event.LearningRecorded:
+		var d event.LearningData
+		if e.Decode(&d) != nil {
+			return nil
+		}
+		return insertLearning(ctx, tx, e, d)
+
+	case event.ApproachFailed:
+		var d event.ApproachData
+		if e.Decode(&d) != nil {
+			return nil
+		}
+		return insertGuardrail(ctx, tx, e, GuardrailFailedApproach, approachText(d))
+
+	case event.VerificationCompleted:
+		var d event.VerificationData
+		if e.Decode(&d) != nil {
+			return nil
+		}
+		return insertVerification(ctx, tx, e, d)
+
+	case event.ReceiptRecorded:
+		var d event.ReceiptData
+		if e.Decode(&d) != nil || d.Key == "" {
+			return nil
+		}
+		return recordReceipt(ctx, tx, e, d, now)
 	}
 	return nil
 }

@@ -3,14 +3,10 @@ package tools
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -93,69 +89,23 @@ func (t *bashTool) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 		timeout = time.Duration(s * float64(time.Second))
 	}
 
-	shell := "bash"
-	if _, err := exec.LookPath(shell); err != nil {
-		shell = "sh"
-	}
-	tctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(tctx, shell, "-c", a.Command)
-	cmd.Dir = ws.Root()
-	// Own process group, so that one signal reaches every process the
-	// command started, including backgrounded grandchildren.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error {
-		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		if errors.Is(err, syscall.ESRCH) {
-			return os.ErrProcessDone
-		}
-		return err
-	}
-	// A grandchild that keeps the pipe open must not hang the call forever.
-	cmd.WaitDelay = t.waitDelay
-	if cmd.WaitDelay <= 0 {
-		cmd.WaitDelay = bashWaitDelay
-	}
 	maxOut := t.maxOutput
 	if maxOut <= 0 {
 		maxOut = DefaultMaxOutput
 	}
-	out := &headTail{limit: maxOut}
-	cmd.Stdout = out // the same writer for both keeps their interleaving
-	cmd.Stderr = out
-
-	err := cmd.Run()
-	st := cmd.ProcessState
-
-	var status string
-	isErr := true
-	switch {
-	case st == nil:
-		return errorf("start %s: %v", shell, err)
-	case tctx.Err() != nil && !st.Success() && ctx.Err() != nil:
-		status = "command cancelled; the process group was killed"
-	case tctx.Err() != nil && !st.Success():
-		status = fmt.Sprintf("command timed out after %s; the process group was killed", fmtSeconds(timeout))
-	case !st.Success():
-		wst, _ := st.Sys().(syscall.WaitStatus)
-		if wst.Signaled() {
-			status = fmt.Sprintf("terminated by signal %v", wst.Signal())
-		} else {
-			status = fmt.Sprintf("exit status %d", st.ExitCode())
-		}
-	case errors.Is(err, exec.ErrWaitDelay):
-		isErr = false
-		status = "[the command exited but left background processes holding its output; output after that was not captured]"
-	default:
-		isErr = false
+	r := runShell(ctx, ws.Root(), a.Command, timeout, t.waitDelay, maxOut)
+	if r.state == nil {
+		return errorf("start %s: %v", r.shell, r.err)
 	}
+	status := r.status()
+	// Leftover background processes get a status note but are not a failure.
+	isErr := !r.state.Success()
 
-	text, total := out.snapshot()
 	reserve := 0
 	if status != "" {
 		reserve = len(status) + 1
 	}
-	body, cut := truncateTotal(text, total, maxOut-reserve)
+	body, cut := truncateTotal(r.text, r.total, maxOut-reserve)
 	if status != "" {
 		if body != "" && !strings.HasSuffix(body, "\n") {
 			body += "\n"

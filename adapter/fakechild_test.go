@@ -1,0 +1,239 @@
+package adapter
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"agent/event"
+)
+
+// The test binary is its own fake runner: Run re-executes it with
+// argv[0] "agent", and ADAPTER_FAKE_CHILD names the behaviour.
+const (
+	envBehaviour = "ADAPTER_FAKE_CHILD"
+	envDir       = "ADAPTER_FAKE_DIR" // where a behaviour leaves files for the test
+)
+
+func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == "agent" && os.Getenv(envBehaviour) != "" {
+		os.Exit(fakeChild(os.Getenv(envBehaviour)))
+	}
+	os.Exit(m.Run())
+}
+
+type fake struct {
+	in  *bufio.Reader
+	enc *event.Encoder
+	dir string
+}
+
+var fakeChildren = map[string]func(f *fake) int{
+	"normal":      fakeNormal,
+	"fail":        fakeFail,
+	"malformed":   fakeMalformed,
+	"crash":       fakeCrash,
+	"sigkill":     fakeSigkill,
+	"hang":        fakeHang,
+	"sleeper":     fakeSleeper,
+	"heartbeats":  fakeHeartbeats,
+	"ignore-term": fakeIgnoreTerm,
+	"cancel":      fakeCancel,
+	"intent":      fakeIntent,
+	"chatty":      fakeChatty,
+}
+
+func fakeChild(name string) int {
+	run, ok := fakeChildren[name]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "unknown fake child %q\n", name)
+		return 99
+	}
+	return run(&fake{in: bufio.NewReader(os.Stdin), enc: event.NewEncoder(os.Stdout), dir: os.Getenv(envDir)})
+}
+
+func (f *fake) spec() PhaseSpec {
+	spec, err := ReadSpec(f.in)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(98)
+	}
+	return spec
+}
+
+func (f *fake) emit(typ string, data any) {
+	if err := f.enc.Encode(event.New(typ, data)); err != nil {
+		os.Exit(97)
+	}
+}
+
+func (f *fake) result(status, output, reason string) {
+	f.emit(event.RunnerResult, event.RunnerResultData{Status: status, Output: output, Reason: reason,
+		Turns: 3, Usage: event.Usage{PromptTokens: 100, CompletionTokens: 20}})
+}
+
+func (f *fake) say(text string) {
+	f.emit(event.MessageCompleted, event.MessageData{Role: "assistant", Text: text})
+}
+
+func fakeNormal(f *fake) int {
+	spec := f.spec()
+	cwd, _ := os.Getwd()
+	fmt.Fprintln(os.Stderr, "runner log: starting")
+	f.say(fmt.Sprintf("prompt=%s cwd=%s heartbeat_ms=%d", spec.Prompt, cwd, spec.HeartbeatMS))
+	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "write_file"})
+	f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c1", OK: true, Output: "wrote a.md"})
+	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "a.md", SHA256: "v1", Bytes: 1})
+	f.emit(event.Heartbeat, nil)
+	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c2", Name: "bash"})
+	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "b.md", SHA256: "b", Bytes: 2})
+	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c3", Name: "write_file"})
+	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "a.md", SHA256: "v2", Bytes: 3})
+	f.emit(event.LearningRecorded, event.LearningData{Text: "the API pages results"})
+	f.emit(event.ApproachFailed, event.ApproachData{Approach: "scraping", Why: "blocked"})
+	// A child that sets seq is overruled: the parent assigns it.
+	e := event.New(event.ReceiptRecorded, event.ReceiptData{Type: "email_sent", Key: "k1"})
+	e.Seq = 42
+	_ = f.enc.Encode(e)
+	f.result(StatusCompleted, "all done", "")
+	return 0
+}
+
+func fakeFail(f *fake) int {
+	f.spec()
+	f.result("failed", "gave up", "max turns reached")
+	return 1
+}
+
+func fakeMalformed(f *fake) int {
+	f.spec()
+	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "before"})
+	w := bufio.NewWriter(os.Stdout)
+	w.WriteString("garbage, not json\n")
+	w.WriteString(`{"v":1,"data":{"no":"type"}}` + "\n")
+	w.WriteString(strings.Repeat("x", event.MaxLine+1) + "\n")
+	w.Flush()
+	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c2", Name: "after"})
+	f.result(StatusCompleted, "survived", "")
+	return 0
+}
+
+func fakeCrash(f *fake) int {
+	f.spec()
+	for i := range 200 {
+		fmt.Fprintf(os.Stderr, "noise line %03d\n", i)
+	}
+	fmt.Fprintln(os.Stderr, "panic: boom")
+	return 3
+}
+
+func fakeSigkill(f *fake) int {
+	f.spec()
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	time.Sleep(time.Minute)
+	return 0
+}
+
+// fakeHang starts two grandchildren — one in its process group, one in a
+// group of its own, both holding its stdout — and goes silent.
+func fakeHang(f *fake) int {
+	f.spec()
+	var pids []string
+	for _, ownGroup := range []bool{false, true} {
+		exe, _ := os.Executable()
+		cmd := exec.Command(exe)
+		cmd.Args[0] = "agent"
+		cmd.Env = append(os.Environ(), envBehaviour+"=sleeper")
+		cmd.Stdout = os.Stdout
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: ownGroup}
+		if err := cmd.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		pids = append(pids, fmt.Sprint(cmd.Process.Pid))
+	}
+	os.WriteFile(filepath.Join(f.dir, "pids"), []byte(strings.Join(pids, " ")), 0o644)
+	f.say("started the sleepers")
+	time.Sleep(time.Hour)
+	return 0
+}
+
+func fakeSleeper(*fake) int {
+	signal.Ignore(syscall.SIGTERM) // only SIGKILL gets rid of it
+	time.Sleep(time.Minute)
+	return 0
+}
+
+func fakeHeartbeats(f *fake) int {
+	spec := f.spec()
+	for range 8 {
+		time.Sleep(time.Duration(spec.HeartbeatMS) * time.Millisecond)
+		f.emit(event.Heartbeat, nil)
+	}
+	f.result(StatusCompleted, "slow but alive", "")
+	return 0
+}
+
+func fakeIgnoreTerm(f *fake) int {
+	signal.Ignore(syscall.SIGTERM)
+	f.spec()
+	for {
+		time.Sleep(50 * time.Millisecond)
+		f.emit(event.Heartbeat, nil)
+	}
+}
+
+// fakeCancel waits for the parent's cancel line and leaves it in a file.
+func fakeCancel(f *fake) int {
+	signal.Ignore(syscall.SIGTERM) // so only the cancel line can end it
+	f.spec()
+	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "ready"})
+	for {
+		line, err := f.in.ReadString('\n')
+		if err != nil {
+			os.WriteFile(filepath.Join(f.dir, "control"), []byte("EOF"), 0o644)
+			return 1
+		}
+		if strings.Contains(line, `"cancel"`) {
+			os.WriteFile(filepath.Join(f.dir, "control"), []byte(line), 0o644)
+			f.result("failed", "", "cancelled")
+			return 0
+		}
+	}
+}
+
+// fakeIntent asks before two side effects and reports each answer.
+func fakeIntent(f *fake) int {
+	f.spec()
+	intents := &Intents{}
+	go WatchControls(f.in, intents.Ack, intents.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, id := range []string{"i1", "i2"} {
+		f.emit(event.EffectIntent, event.EffectIntentData{ID: id, Tool: "send_email", Key: "key-" + id})
+		c, err := intents.Wait(ctx, id)
+		receipt := ""
+		if c.Receipt != nil {
+			receipt = c.Receipt.Key
+		}
+		f.say(fmt.Sprintf("%s type=%s proceed=%v receipt=%s err=%v", id, c.Type, c.Proceed, receipt, err))
+	}
+	f.result(StatusCompleted, "asked twice", "")
+	return 0
+}
+
+func fakeChatty(f *fake) int {
+	f.spec()
+	for {
+		f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c", Name: "bash"})
+		time.Sleep(50 * time.Millisecond)
+	}
+}

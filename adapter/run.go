@@ -1,0 +1,470 @@
+package adapter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"agent/event"
+)
+
+// How an attempt ended: Result.Status.
+const (
+	StatusCompleted = "completed" // the runner reported success
+	StatusFailed    = "failed"    // the runner reported failure
+	StatusCrashed   = "crashed"   // no runner.result: the child died, or went silent and was killed
+	StatusTimeout   = "timeout"   // Config.Timeout elapsed before a runner.result
+	StatusCancelled = "cancelled" // ctx was cancelled, or OnEvent failed, before a runner.result
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout          = 30 * time.Minute
+	DefaultGrace            = 10 * time.Second
+	DefaultHeartbeatTimeout = 2 * time.Minute
+)
+
+// stderrTail is how much of the child's stderr a crash Reason quotes.
+const stderrTail = 2 << 10
+
+// maxWaitDelay bounds how long Run waits, after the child exits, for a
+// grandchild that still holds the child's stdout or stderr.
+const maxWaitDelay = 2 * time.Second
+
+// Config says how to run one child. The zero value runs this binary as
+// `agent runner` in spec.Workspace with the defaults above.
+type Config struct {
+	Exe  string   // default: os.Executable()
+	Args []string // default: []string{"runner"}; argv[0] is always "agent"
+	Env  []string // default: os.Environ(); secrets travel here, never in the spec
+	Dir  string   // working directory; default: spec.Workspace
+
+	// LogPath receives the child's stderr, appended; parent directories
+	// are created. Empty: stderr is kept only for the crash Reason.
+	LogPath string
+
+	Timeout time.Duration // the whole attempt; default 30m
+	Grace   time.Duration // SIGTERM to SIGKILL; default 10s
+	// HeartbeatTimeout: no line at all from the child for this long means
+	// it hung; default 2m. When spec.HeartbeatMS is 0, Run asks the child
+	// to beat four times per HeartbeatTimeout.
+	HeartbeatTimeout time.Duration
+
+	// OnEvent receives every event worth keeping, in arrival order, from
+	// one goroutine. An error stops the attempt: the child is killed and
+	// Run returns the error.
+	OnEvent func(event.Event) error
+	// OnIntent answers an effect.intent; the caller persists the intent
+	// before returning. Its Type and ID are filled in by Run. Nil means
+	// always proceed.
+	OnIntent func(event.EffectIntentData) Control
+}
+
+// Result is what one attempt produced.
+type Result struct {
+	Status string // one of the Status constants
+	Output string // the runner's final text
+	// Reason says why, for anything but completed. For crashed it ends
+	// with the tail of the child's stderr.
+	Reason string
+	Turns  int
+	Usage  event.Usage
+
+	Artifacts        []event.ArtifactData // last write of a path wins, in order of first appearance
+	Receipts         []event.ReceiptData
+	Learnings        []string
+	FailedApproaches []event.ApproachData
+	ToolsUsed        []string // distinct tool names, in first-use order
+
+	ExitCode int // the child's exit code; -1 if a signal killed it
+	Warnings int // malformed or oversized lines on the child's stdout
+}
+
+// Run starts a child, feeds it spec, forwards its events and waits for it.
+//
+// Run returns an error only when no attempt was made (an invalid spec or
+// config, the log file or the process could not be opened or started, ctx
+// already done) or when OnEvent failed; in that last case the Result is
+// returned too. Everything the child does — crash, hang, timeout — is a
+// Result with a nil error. So is a cancelled ctx: the child gets a cancel
+// line and SIGTERM, the Result says "cancelled", and the caller checks
+// ctx.Err() to tell a Ctrl-C from a failed attempt.
+//
+// Stopping (timeout, hang, cancel, OnEvent error) signals the child's
+// process group and the groups of its descendants, so tools that run in a
+// group of their own stop too. Once the child has exited, whatever is left
+// in those groups is killed: nothing outlives its attempt.
+func Run(ctx context.Context, cfg Config, spec PhaseSpec) (*Result, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	cfg, err := cfg.withDefaults(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("runner not started: %w", err)
+	}
+	if spec.HeartbeatMS == 0 {
+		spec.HeartbeatMS = max(1, int(cfg.HeartbeatTimeout/4/time.Millisecond))
+	}
+	specLine, err := json.Marshal(spec)
+	if err != nil {
+		return nil, fmt.Errorf("encode phase spec: %w", err)
+	}
+	stderr, err := openStderrLog(cfg.LogPath, stderrTail)
+	if err != nil {
+		return nil, err
+	}
+	defer stderr.Close()
+
+	a := &attempt{cfg: cfg, spec: spec, artifactAt: map[string]int{}, toolSeen: map[string]bool{}}
+	return a.run(ctx, append(specLine, '\n'), stderr)
+}
+
+func (c Config) withDefaults(spec PhaseSpec) (Config, error) {
+	if c.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return c, fmt.Errorf("find the agent binary: %w", err)
+		}
+		c.Exe = exe
+	}
+	if c.Args == nil {
+		c.Args = []string{"runner"}
+	}
+	if c.Env == nil {
+		c.Env = os.Environ()
+	}
+	if c.Dir == "" {
+		c.Dir = spec.Workspace
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Grace <= 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.HeartbeatTimeout <= 0 {
+		c.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	return c, nil
+}
+
+// attempt is the state of one Run. Only Run's goroutine touches it.
+type attempt struct {
+	cfg  Config
+	spec PhaseSpec
+	res  Result
+
+	artifactAt map[string]int // path -> index in res.Artifacts
+	toolSeen   map[string]bool
+
+	gotResult bool
+	// stopping is set once Run has asked the child to stop; stopStatus
+	// and stopReason are the verdict when that came before a runner.result.
+	stopping               bool
+	stopStatus, stopReason string
+	kill                   <-chan time.Time // fires Grace after stopping
+	eventErr               error            // OnEvent failed: forward nothing more
+
+	ctl   *controlWriter
+	procs *processTree
+}
+
+// decoded is one line of the child's stdout: an event or a *LineError.
+type decoded struct {
+	ev  event.Event
+	bad *event.LineError
+}
+
+func (a *attempt) run(ctx context.Context, specLine []byte, stderr *stderrLog) (*Result, error) {
+	// The child's stdout is copied by os/exec into an io.Pipe that we
+	// decode. That lets cmd.WaitDelay bound the wait for a grandchild that
+	// holds stdout open, and Wait returns only once every byte is read.
+	pr, pw := io.Pipe()
+	cmd := exec.Command(a.cfg.Exe, a.cfg.Args...)
+	cmd.Args[0] = "agent"
+	cmd.Env = a.cfg.Env
+	cmd.Dir = a.cfg.Dir
+	cmd.Stdout = pw
+	cmd.Stderr = stderr
+	cmd.WaitDelay = min(a.cfg.Grace, maxWaitDelay)
+	// Its own process group, so stopping it stops the tools it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		pw.Close()
+		pr.Close()
+		return nil, fmt.Errorf("runner stdin: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		pr.Close()
+		return nil, fmt.Errorf("start runner %s: %w", a.cfg.Exe, err)
+	}
+	a.procs = newProcessTree(cmd.Process.Pid)
+	a.ctl = newControlWriter(stdin)
+	a.ctl.send(specLine)
+
+	waited := make(chan error, 1)
+	go func() {
+		err := cmd.Wait()
+		a.procs.exited.Store(true)
+		pw.Close() // the decoder sees EOF after the last line
+		waited <- err
+	}()
+
+	// The reader never blocks the copy for long: this loop drains lines
+	// until the channel closes, whatever else happens.
+	lines := make(chan decoded, 16)
+	go readLines(pr, lines)
+
+	heartbeat := time.NewTimer(a.cfg.HeartbeatTimeout)
+	defer heartbeat.Stop()
+	timeout := time.NewTimer(a.cfg.Timeout)
+	defer timeout.Stop()
+	done := ctx.Done()
+	for lines != nil {
+		select {
+		case d, ok := <-lines:
+			if !ok {
+				lines = nil
+				continue
+			}
+			heartbeat.Reset(a.cfg.HeartbeatTimeout)
+			a.handle(d)
+		case <-heartbeat.C:
+			a.stop(StatusCrashed, fmt.Sprintf("no output or heartbeat from the runner for %v", a.cfg.HeartbeatTimeout))
+		case <-timeout.C:
+			a.stop(StatusTimeout, fmt.Sprintf("phase timed out after %v", a.cfg.Timeout))
+		case <-done:
+			done = nil
+			a.stop(StatusCancelled, fmt.Sprintf("cancelled: %v", context.Cause(ctx)))
+		case <-a.kill:
+			a.kill = nil
+			a.procs.signal(syscall.SIGKILL)
+		}
+	}
+	waitErr := <-waited
+	// Whatever is left in the attempt's process groups is an orphan now.
+	a.procs.signal(syscall.SIGKILL)
+	a.ctl.close()
+	a.finish(cmd.ProcessState, waitErr, stderr.Tail())
+	return &a.res, a.eventErr
+}
+
+// readLines decodes the child's stdout until EOF.
+func readLines(r io.Reader, out chan<- decoded) {
+	defer close(out)
+	dec := event.NewDecoder(r)
+	for {
+		ev, err := dec.Decode()
+		var bad *event.LineError
+		switch {
+		case err == nil:
+			out <- decoded{ev: ev}
+		case errors.As(err, &bad):
+			out <- decoded{bad: bad}
+		default:
+			return // io.EOF: Wait has returned and closed the pipe
+		}
+	}
+}
+
+// stop asks the child to stop: a cancel line, SIGTERM to its process
+// groups now and SIGKILL after Grace. A verdict only counts when no
+// runner.result came first; it is then final.
+func (a *attempt) stop(status, reason string) {
+	if a.stopping {
+		return
+	}
+	a.stopping = true
+	if !a.gotResult {
+		a.stopStatus, a.stopReason = status, reason
+	}
+	a.sendControl(Control{Type: ControlCancel, Reason: reason})
+	a.procs.signal(syscall.SIGTERM)
+	a.kill = time.After(a.cfg.Grace)
+}
+
+func (a *attempt) handle(d decoded) {
+	if d.bad != nil {
+		a.warn(fmt.Sprintf("runner output line %d: %v (%q)", d.bad.Line, d.bad.Err, d.bad.Text))
+		return
+	}
+	e := a.fill(d.ev)
+	switch e.Type {
+	case event.Heartbeat:
+		// Only feeds the watchdog, which every line resets.
+	case event.RunnerResult:
+		a.result(e)
+	case event.EffectIntent:
+		a.intent(e)
+	default:
+		a.fold(e)
+		a.forward(e)
+	}
+}
+
+// fill stamps an event with what the child may leave out. Seq is the
+// persisting process's to assign, never the child's.
+func (a *attempt) fill(e event.Event) event.Event {
+	e.Seq = 0
+	if e.V == 0 {
+		e.V = event.Version
+	}
+	if e.TS.IsZero() {
+		e.TS = time.Now().UTC()
+	}
+	if e.RunID == "" {
+		e.RunID = a.spec.RunID
+	}
+	if e.SessionID == "" {
+		e.SessionID = a.spec.SessionID
+	}
+	if e.PhaseID == "" {
+		e.PhaseID = a.spec.PhaseID
+	}
+	if e.Attempt == 0 {
+		e.Attempt = a.spec.Attempt
+	}
+	return e
+}
+
+func (a *attempt) warn(msg string) {
+	a.res.Warnings++
+	a.forward(a.fill(event.New(event.Warning, event.WarningData{Message: msg})))
+}
+
+func (a *attempt) forward(e event.Event) {
+	if a.cfg.OnEvent == nil || a.eventErr != nil {
+		return
+	}
+	if err := a.cfg.OnEvent(e); err != nil {
+		a.eventErr = err
+		a.stop(StatusCancelled, fmt.Sprintf("stopped by the parent: %v", err))
+	}
+}
+
+func (a *attempt) result(e event.Event) {
+	var r event.RunnerResultData
+	if err := e.Decode(&r); err != nil {
+		a.warn(fmt.Sprintf("runner sent a malformed %s: %v", event.RunnerResult, err))
+		return
+	}
+	a.res.Output, a.res.Turns, a.res.Usage = r.Output, r.Turns, r.Usage
+	if a.stopStatus != "" {
+		return // the stop verdict came first and stands
+	}
+	a.gotResult = true
+	if r.Status == StatusCompleted {
+		a.res.Status, a.res.Reason = StatusCompleted, ""
+		return
+	}
+	a.res.Status, a.res.Reason = StatusFailed, r.Reason
+	if a.res.Reason == "" {
+		a.res.Reason = fmt.Sprintf("runner reported status %q", r.Status)
+	}
+}
+
+// intent answers an effect.intent on the child's stdin. Once the attempt
+// is stopping no new side effect may start, so the answer is no.
+func (a *attempt) intent(e event.Event) {
+	var in event.EffectIntentData
+	if err := e.Decode(&in); err != nil || in.ID == "" {
+		a.warn(fmt.Sprintf("runner sent a malformed %s: %s", event.EffectIntent, e.Data))
+		return
+	}
+	c := Control{Proceed: true}
+	switch {
+	case a.stopping:
+		c = Control{Reason: "the attempt is stopping"}
+	case a.cfg.OnIntent != nil:
+		c = a.cfg.OnIntent(in)
+	}
+	c.Type, c.ID = ControlAck, in.ID
+	a.sendControl(c)
+}
+
+func (a *attempt) sendControl(c Control) {
+	line, err := json.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("marshal control: %v", err)) // plain struct: cannot fail
+	}
+	a.ctl.send(append(line, '\n'))
+}
+
+// fold keeps what the orchestrator needs from an event in the Result.
+// Data that does not decode is still forwarded, just not folded.
+func (a *attempt) fold(e event.Event) {
+	switch e.Type {
+	case event.ToolStarted:
+		var d event.ToolStartedData
+		if e.Decode(&d) == nil && d.Name != "" && !a.toolSeen[d.Name] {
+			a.toolSeen[d.Name] = true
+			a.res.ToolsUsed = append(a.res.ToolsUsed, d.Name)
+		}
+	case event.ArtifactCreated:
+		var d event.ArtifactData
+		if e.Decode(&d) != nil || d.Path == "" {
+			return
+		}
+		if i, ok := a.artifactAt[d.Path]; ok {
+			a.res.Artifacts[i] = d
+			return
+		}
+		a.artifactAt[d.Path] = len(a.res.Artifacts)
+		a.res.Artifacts = append(a.res.Artifacts, d)
+	case event.ReceiptRecorded:
+		var d event.ReceiptData
+		if e.Decode(&d) == nil {
+			a.res.Receipts = append(a.res.Receipts, d)
+		}
+	case event.LearningRecorded:
+		var d event.LearningData
+		if e.Decode(&d) == nil && d.Text != "" {
+			a.res.Learnings = append(a.res.Learnings, d.Text)
+		}
+	case event.ApproachFailed:
+		var d event.ApproachData
+		if e.Decode(&d) == nil {
+			a.res.FailedApproaches = append(a.res.FailedApproaches, d)
+		}
+	}
+}
+
+// finish settles Status and Reason once the child is gone.
+func (a *attempt) finish(ps *os.ProcessState, waitErr error, tail string) {
+	a.res.ExitCode = -1
+	if ps != nil {
+		a.res.ExitCode = ps.ExitCode()
+	}
+	switch {
+	case a.stopStatus != "":
+		a.res.Status, a.res.Reason = a.stopStatus, a.stopReason
+	case a.gotResult:
+		return
+	default:
+		a.res.Status, a.res.Reason = StatusCrashed, exitReason(ps, waitErr)
+	}
+	if a.res.Status == StatusCrashed && tail != "" {
+		a.res.Reason += ": " + tail
+	}
+}
+
+func exitReason(ps *os.ProcessState, waitErr error) string {
+	if ps == nil {
+		return fmt.Sprintf("runner vanished without a result: %v", waitErr)
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return fmt.Sprintf("runner killed (signal: %v) without a result", ws.Signal())
+	}
+	return fmt.Sprintf("runner exited with status %d without a result", ps.ExitCode())
+}

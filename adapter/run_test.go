@@ -1,0 +1,407 @@
+package adapter
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"agent/event"
+)
+
+// outcome is everything a caller of Run can observe.
+type outcome struct {
+	res     *Result
+	err     error
+	events  []event.Event
+	intents []event.EffectIntentData
+	elapsed time.Duration
+	ctx     context.Context
+	dir     string // the fake child's scratch dir
+	ws      string // the workspace
+	log     string // the stderr log's contents
+}
+
+type runCase struct {
+	name      string
+	behaviour string
+	config    func(*Config)                                        // optional tweaks on top of the test defaults
+	onEvent   func(e event.Event, cancel context.CancelFunc) error // optional, after the event is recorded
+	check     func(t *testing.T, o outcome)
+}
+
+var errBoom = errors.New("store is gone")
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	cases := []runCase{
+		{name: "normal", behaviour: "normal", check: checkNormal},
+		{
+			name: "reports failure", behaviour: "fail",
+			check: func(t *testing.T, o outcome) {
+				wantStatus(t, o, StatusFailed, 1)
+				if o.res.Reason != "max turns reached" || o.res.Output != "gave up" {
+					t.Errorf("reason %q, output %q: want the child's", o.res.Reason, o.res.Output)
+				}
+			},
+		},
+		{name: "malformed output", behaviour: "malformed", check: checkMalformed},
+		{name: "crash", behaviour: "crash", check: checkCrash},
+		{
+			name: "killed by a signal", behaviour: "sigkill",
+			check: func(t *testing.T, o outcome) {
+				wantStatus(t, o, StatusCrashed, -1)
+				if !strings.Contains(o.res.Reason, "signal: killed") {
+					t.Errorf("reason %q does not say signal: killed", o.res.Reason)
+				}
+			},
+		},
+		{
+			name: "hang kills the whole tree", behaviour: "hang",
+			config: func(c *Config) { c.HeartbeatTimeout, c.Grace = 300*time.Millisecond, 300*time.Millisecond },
+			check:  checkHang,
+		},
+		{
+			name: "heartbeats keep a slow child alive", behaviour: "heartbeats",
+			config: func(c *Config) { c.HeartbeatTimeout = 500 * time.Millisecond },
+			check: func(t *testing.T, o outcome) {
+				wantStatus(t, o, StatusCompleted, 0)
+				if o.elapsed < 500*time.Millisecond {
+					t.Errorf("took %v: shorter than the heartbeat timeout, proves nothing", o.elapsed)
+				}
+				if len(o.events) != 0 {
+					t.Errorf("heartbeats were forwarded: %v", types(o.events))
+				}
+			},
+		},
+		{
+			name: "timeout", behaviour: "ignore-term",
+			config: func(c *Config) { c.Timeout, c.Grace = 500*time.Millisecond, 300*time.Millisecond },
+			check: func(t *testing.T, o outcome) {
+				wantStatus(t, o, StatusTimeout, -1)
+				if o.res.Reason != "phase timed out after 500ms" {
+					t.Errorf("reason %q", o.res.Reason)
+				}
+				if o.elapsed < 800*time.Millisecond {
+					t.Errorf("took %v: SIGKILL came before the grace period", o.elapsed)
+				}
+			},
+		},
+		{
+			name: "ctx cancelled", behaviour: "cancel",
+			onEvent: func(e event.Event, cancel context.CancelFunc) error {
+				if e.Type == event.ToolStarted {
+					cancel() // Ctrl-C once the child is under way
+				}
+				return nil
+			},
+			check: func(t *testing.T, o outcome) {
+				wantStatus(t, o, StatusCancelled, 0)
+				if o.ctx.Err() == nil {
+					t.Error("ctx not cancelled")
+				}
+				line, _ := os.ReadFile(filepath.Join(o.dir, "control"))
+				if !strings.Contains(string(line), `"type":"cancel"`) {
+					t.Errorf("child read %q, want a cancel line", line)
+				}
+			},
+		},
+		{
+			name: "effect intent", behaviour: "intent",
+			config: func(c *Config) {
+				c.OnIntent = func(in event.EffectIntentData) Control {
+					if in.ID == "i2" { // already done in an earlier attempt
+						return Control{Receipt: &event.ReceiptData{Type: "email_sent", Key: in.Key}}
+					}
+					return Control{Proceed: true}
+				}
+			},
+			check: checkIntent,
+		},
+		{
+			name: "OnEvent error stops the child", behaviour: "chatty",
+			onEvent: func(event.Event, context.CancelFunc) error { return errBoom },
+			check: func(t *testing.T, o outcome) {
+				if !errors.Is(o.err, errBoom) {
+					t.Fatalf("Run error = %v, want %v", o.err, errBoom)
+				}
+				if o.res == nil || o.res.Status != StatusCancelled || o.res.ExitCode != -1 {
+					t.Fatalf("result %+v, want cancelled and killed", o.res)
+				}
+				if len(o.events) != 1 {
+					t.Errorf("OnEvent called %d times after failing", len(o.events)-1)
+				}
+				if o.elapsed > 1500*time.Millisecond {
+					t.Errorf("took %v to stop", o.elapsed)
+				}
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.check(t, runFake(t, tc))
+		})
+	}
+}
+
+func runFake(t *testing.T, tc runCase) outcome {
+	t.Helper()
+	o := outcome{dir: t.TempDir(), ws: t.TempDir()}
+	logPath := filepath.Join(o.ws, ".agent", "runs", "run-1", "logs", "gather-2.log")
+	spec := PhaseSpec{RunID: "run-1", SessionID: "sess-1", PhaseID: "gather", Attempt: 2,
+		Workspace: o.ws, Mode: ModePhase, Prompt: "find the sources"}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	o.ctx = ctx
+	cfg := Config{
+		Env:              childEnv(envBehaviour+"="+tc.behaviour, envDir+"="+o.dir),
+		LogPath:          logPath,
+		Timeout:          10 * time.Second,
+		Grace:            2 * time.Second,
+		HeartbeatTimeout: 5 * time.Second,
+		OnEvent: func(e event.Event) error {
+			o.events = append(o.events, e)
+			if tc.onEvent != nil {
+				return tc.onEvent(e, cancel)
+			}
+			return nil
+		},
+	}
+	if tc.config != nil {
+		tc.config(&cfg)
+	}
+	if onIntent := cfg.OnIntent; onIntent != nil {
+		cfg.OnIntent = func(in event.EffectIntentData) Control {
+			o.intents = append(o.intents, in)
+			return onIntent(in)
+		}
+	}
+	start := time.Now()
+	o.res, o.err = Run(ctx, cfg, spec)
+	o.elapsed = time.Since(start)
+	if o.err != nil && !errors.Is(o.err, errBoom) {
+		t.Fatalf("Run: %v", o.err)
+	}
+	log, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatalf("stderr log: %v", err)
+	}
+	o.log = string(log)
+	return o
+}
+
+// childEnv is the fake child's environment. A -race binary sleeps 1s at
+// exit by default, which would outlast the short heartbeat timeouts here.
+func childEnv(vars ...string) []string {
+	return append(append(os.Environ(), "GORACE=atexit_sleep_ms=0"), vars...)
+}
+
+func wantStatus(t *testing.T, o outcome, status string, exitCode int) {
+	t.Helper()
+	if o.res.Status != status || o.res.ExitCode != exitCode {
+		t.Fatalf("status %q exit %d (reason %q), want %q exit %d", o.res.Status, o.res.ExitCode, o.res.Reason, status, exitCode)
+	}
+}
+
+func types(events []event.Event) []string {
+	var ts []string
+	for _, e := range events {
+		ts = append(ts, e.Type)
+	}
+	return ts
+}
+
+func checkNormal(t *testing.T, o outcome) {
+	wantStatus(t, o, StatusCompleted, 0)
+	r := o.res
+	if r.Output != "all done" || r.Reason != "" || r.Turns != 3 || r.Usage != (event.Usage{PromptTokens: 100, CompletionTokens: 20}) || r.Warnings != 0 {
+		t.Errorf("result %+v", r)
+	}
+	wantArtifacts := []event.ArtifactData{{Path: "a.md", SHA256: "v2", Bytes: 3}, {Path: "b.md", SHA256: "b", Bytes: 2}}
+	if !reflect.DeepEqual(r.Artifacts, wantArtifacts) {
+		t.Errorf("artifacts %+v, want %+v", r.Artifacts, wantArtifacts)
+	}
+	if len(r.Receipts) != 1 || r.Receipts[0].Type != "email_sent" || r.Receipts[0].Key != "k1" {
+		t.Errorf("receipts %+v", r.Receipts)
+	}
+	if !reflect.DeepEqual(r.Learnings, []string{"the API pages results"}) {
+		t.Errorf("learnings %q", r.Learnings)
+	}
+	if !reflect.DeepEqual(r.FailedApproaches, []event.ApproachData{{Approach: "scraping", Why: "blocked"}}) {
+		t.Errorf("failed approaches %+v", r.FailedApproaches)
+	}
+	if !reflect.DeepEqual(r.ToolsUsed, []string{"write_file", "bash"}) {
+		t.Errorf("tools used %q", r.ToolsUsed)
+	}
+
+	wantTypes := []string{event.MessageCompleted, event.ToolStarted, event.ToolCompleted, event.ArtifactCreated,
+		event.ToolStarted, event.ArtifactCreated, event.ToolStarted, event.ArtifactCreated,
+		event.LearningRecorded, event.ApproachFailed, event.ReceiptRecorded}
+	if got := types(o.events); !reflect.DeepEqual(got, wantTypes) {
+		t.Fatalf("forwarded %q,\nwant %q", got, wantTypes)
+	}
+	for _, e := range o.events {
+		if e.RunID != "run-1" || e.SessionID != "sess-1" || e.PhaseID != "gather" || e.Attempt != 2 || e.Seq != 0 || e.V != 1 {
+			t.Errorf("%s not stamped from the spec: %+v", e.Type, e)
+		}
+	}
+	var first event.MessageData
+	if err := o.events[0].Decode(&first); err != nil {
+		t.Fatal(err)
+	}
+	// The spec reached the child, which ran in the workspace and was told
+	// to beat four times per heartbeat timeout.
+	if want := "prompt=find the sources cwd=" + o.ws + " heartbeat_ms=1250"; first.Text != want {
+		t.Errorf("child echoed %q, want %q", first.Text, want)
+	}
+	if !strings.Contains(o.log, "runner log: starting") {
+		t.Errorf("stderr log %q", o.log)
+	}
+}
+
+func checkMalformed(t *testing.T, o outcome) {
+	wantStatus(t, o, StatusCompleted, 0)
+	if o.res.Warnings != 3 {
+		t.Errorf("warnings = %d, want 3", o.res.Warnings)
+	}
+	want := []string{event.ToolStarted, event.Warning, event.Warning, event.Warning, event.ToolStarted}
+	if got := types(o.events); !reflect.DeepEqual(got, want) {
+		t.Fatalf("forwarded %q, want %q", got, want)
+	}
+	for i, wantMsg := range []string{"runner output line 2: invalid character", "runner output line 3: missing type", "runner output line 4: event line too long"} {
+		var w event.WarningData
+		if err := o.events[i+1].Decode(&w); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(w.Message, wantMsg) || len(w.Message) > 400 {
+			t.Errorf("warning %q, want a short message starting %q", w.Message, wantMsg)
+		}
+	}
+	if !reflect.DeepEqual(o.res.ToolsUsed, []string{"before", "after"}) {
+		t.Errorf("tools used %q", o.res.ToolsUsed)
+	}
+}
+
+func checkCrash(t *testing.T, o outcome) {
+	wantStatus(t, o, StatusCrashed, 3)
+	const prefix = "runner exited with status 3 without a result: "
+	reason := o.res.Reason
+	if !strings.HasPrefix(reason, prefix) || !strings.HasSuffix(reason, "noise line 199\npanic: boom") {
+		t.Fatalf("reason %q", reason)
+	}
+	tail := strings.TrimPrefix(reason, prefix)
+	if len(tail) > stderrTail || len(tail) < stderrTail/2 {
+		t.Errorf("stderr tail is %d bytes, want about %d", len(tail), stderrTail)
+	}
+	if first := strings.SplitN(tail, "\n", 2)[0]; !strings.HasPrefix(first, "noise line ") || len(first) != len("noise line 000") {
+		t.Errorf("tail starts mid-line: %q", first)
+	}
+	if !strings.Contains(o.log, "noise line 000\n") || !strings.Contains(o.log, "panic: boom") {
+		t.Errorf("the log lost stderr: %d bytes", len(o.log))
+	}
+}
+
+func checkHang(t *testing.T, o outcome) {
+	wantStatus(t, o, StatusCrashed, -1)
+	if !strings.HasPrefix(o.res.Reason, "no output or heartbeat from the runner for 300ms") {
+		t.Errorf("reason %q", o.res.Reason)
+	}
+	raw, err := os.ReadFile(filepath.Join(o.dir, "pids"))
+	if err != nil {
+		t.Fatalf("the child never started its grandchildren: %v", err)
+	}
+	for _, f := range strings.Fields(string(raw)) {
+		pid, _ := strconv.Atoi(f)
+		deadline := time.Now().Add(3 * time.Second)
+		for !processGone(pid) {
+			if time.Now().After(deadline) {
+				t.Errorf("grandchild %d still running", pid)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// processGone reports whether pid has exited; a zombie left for init to
+// reap counts as gone.
+func processGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && len(b) > i+2 && b[i+2] == 'Z'
+}
+
+func checkIntent(t *testing.T, o outcome) {
+	wantStatus(t, o, StatusCompleted, 0)
+	if len(o.intents) != 2 || o.intents[0].ID != "i1" || o.intents[0].Tool != "send_email" || o.intents[1].Key != "key-i2" {
+		t.Errorf("OnIntent saw %+v", o.intents)
+	}
+	var said []string
+	for _, e := range o.events {
+		if e.Type == event.EffectIntent {
+			t.Errorf("effect.intent was forwarded")
+		}
+		var m event.MessageData
+		if e.Type == event.MessageCompleted && e.Decode(&m) == nil {
+			said = append(said, m.Text)
+		}
+	}
+	want := []string{"i1 type=ack proceed=true receipt= err=<nil>", "i2 type=ack proceed=false receipt=key-i2 err=<nil>"}
+	if !reflect.DeepEqual(said, want) {
+		t.Errorf("child got %q,\nwant %q", said, want)
+	}
+}
+
+func TestRunRefusesWhatCannotStart(t *testing.T) {
+	t.Parallel()
+	good := PhaseSpec{RunID: "r", PhaseID: "p", Attempt: 1, Workspace: t.TempDir(), Mode: ModePhase}
+
+	bad := good
+	bad.Attempt = 0
+	var se *SpecError
+	if _, err := Run(context.Background(), Config{}, bad); !errors.As(err, &se) || se.Field != "attempt" {
+		t.Errorf("invalid spec: %v, want a SpecError on attempt", err)
+	}
+
+	if _, err := Run(context.Background(), Config{Exe: "/nonexistent/agent"}, good); err == nil || !strings.Contains(err.Error(), "start runner") {
+		t.Errorf("missing binary: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, Config{}, good); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled before start: %v", err)
+	}
+}
+
+func TestRunAppendsToTheLog(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	logPath := filepath.Join(ws, "logs", "p-1.log")
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(logPath, []byte("earlier attempt\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Env: childEnv(envBehaviour + "=crash"), LogPath: logPath}
+	res, err := Run(context.Background(), cfg, PhaseSpec{RunID: "r", PhaseID: "p", Attempt: 1, Workspace: ws, Mode: ModePhase})
+	if err != nil || res.Status != StatusCrashed {
+		t.Fatalf("Run = %+v, %v", res, err)
+	}
+	log, _ := os.ReadFile(logPath)
+	if !strings.HasPrefix(string(log), "earlier attempt\nnoise line 000\n") {
+		t.Errorf("log starts %q", log[:min(len(log), 60)])
+	}
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"agent/adapter"
+	"agent/event"
+	"agent/llm"
+	"agent/runner"
+	"agent/tools"
+)
+
+// runnerCommand is the per-phase child (DESIGN.md §6): PhaseSpec on
+// stdin, events on stdout, logs on stderr. It never opens the database.
+func runnerCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "runner",
+		Usage:  "run one phase attempt for a parent process (internal)",
+		Hidden: true,
+		Action: runnerAction,
+	}
+}
+
+// childSink writes events to the parent. It fills in the envelope from
+// the spec; the parent assigns seq.
+type childSink struct {
+	enc  *event.Encoder
+	spec adapter.PhaseSpec
+}
+
+func (s *childSink) Emit(_ context.Context, e event.Event) error {
+	e.RunID, e.SessionID, e.PhaseID, e.Attempt = s.spec.RunID, s.spec.SessionID, s.spec.PhaseID, s.spec.Attempt
+	if err := s.enc.Encode(e); err != nil {
+		return fmt.Errorf("write to the parent: %w", err)
+	}
+	return nil
+}
+
+func runnerAction(c *cli.Context) error {
+	in := bufio.NewReader(c.App.Reader)
+	spec, err := adapter.ReadSpec(in)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	ctx, cancel := context.WithCancelCause(c.Context)
+	defer cancel(nil)
+	intents := &adapter.Intents{}
+	go adapter.WatchControls(in, intents.Ack, func(err error) { //nolint:errcheck // its end is reported through onStop
+		intents.Stop(err)
+		cancel(err)
+	})
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sigs)
+	go func() {
+		select {
+		case <-sigs:
+			cancel(adapter.ErrCancelled)
+		case <-ctx.Done():
+		}
+	}()
+
+	sink := &childSink{enc: event.NewEncoder(c.App.Writer), spec: spec}
+	stopBeat := heartbeat(ctx, sink, time.Duration(spec.HeartbeatMS)*time.Millisecond)
+	defer stopBeat()
+
+	ws, err := tools.NewWorkspace(spec.Workspace)
+	if err != nil {
+		return usageErrorf("phase spec: workspace: %v", err)
+	}
+	cfg := runner.Config{
+		ModelName: spec.Model.Name, Sink: sink, MaxTurns: spec.MaxTurns,
+		Until: spec.Until, MaxIterations: spec.MaxIterations, ContextBudget: spec.ContextBudget,
+	}
+	var planner *tools.SubmitPlan
+	allow := spec.Tools
+	var extra []tools.Tool
+	switch spec.Mode {
+	case adapter.ModePlan:
+		planner = tools.NewSubmitPlan()
+		extra = []tools.Tool{planner}
+		cfg.RequireTool = tools.SubmitPlanName
+		if len(allow) == 0 {
+			allow = []string{"read_file", "list_files", "grep", tools.SubmitPlanName}
+		}
+	case adapter.ModePhase:
+		extra = tools.RecordTools()
+		if len(allow) > 0 {
+			allow = append(allow, "record_learning", "record_failed_approach")
+		}
+	}
+	if cfg.Tools, err = tools.NewSet(ws, tools.Options{Allow: allow}, extra...); err != nil {
+		return usageErrorf("phase spec: tools: %v", err)
+	}
+	instructions, warn := readInstructions(ws.Root())
+	if warn != "" {
+		_ = sink.Emit(ctx, event.New(event.Warning, event.WarningData{Message: warn}))
+	}
+	cfg.Instructions = joinNonEmpty(instructions, spec.System)
+	model, closeModel, err := openModel(spec.Model, os.Getenv("OPENAI_API_KEY"), sink)
+	if err != nil {
+		return err
+	}
+	defer closeModel()
+	cfg.Model = model
+
+	res, runErr := runner.Run(ctx, cfg, spec.Prompt, runner.State{})
+	if errors.Is(context.Cause(ctx), adapter.ErrParentGone) {
+		return &exitError{code: 130, msg: "parent gone; stopped"}
+	}
+	out := event.RunnerResultData{
+		Status: res.Status, Output: res.Text, Reason: res.Reason, Turns: res.Turns,
+		Usage: event.Usage{PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens},
+	}
+	code := 0
+	var provider *llm.Error
+	switch {
+	case runErr != nil && ctx.Err() != nil:
+		out.Status, out.Reason, code = "cancelled", context.Cause(ctx).Error(), 130
+	case errors.As(runErr, &provider):
+		out.Status, out.Reason, code = runner.StatusFailed, provider.Error(), 3
+	case runErr != nil:
+		out.Status, out.Reason, code = runner.StatusFailed, runErr.Error(), 1
+	case planner != nil && res.Status == runner.StatusCompleted:
+		if p := planner.Plan(); p != nil {
+			out.Output = string(p.JSON())
+		} else {
+			out.Status, out.Reason = runner.StatusFailed, "the planner finished without an accepted plan"
+		}
+	}
+	if err := sink.Emit(context.WithoutCancel(ctx), event.New(event.RunnerResult, out)); err != nil {
+		return err
+	}
+	if code != 0 {
+		return &exitError{code: code, msg: out.Reason}
+	}
+	return nil
+}
+
+// heartbeat tells the parent the child is alive while the model or a
+// tool is busy.
+func heartbeat(ctx context.Context, sink *childSink, every time.Duration) func() {
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = sink.Emit(ctx, event.New(event.Heartbeat, nil))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+func joinNonEmpty(parts ...string) string {
+	out := ""
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		if out != "" {
+			out += "\n\n"
+		}
+		out += p
+	}
+	return out
+}

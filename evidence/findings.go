@@ -1,0 +1,73 @@
+package evidence
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// WriteFindings writes f to dir/PHASE-ATTEMPT.json as indented JSON,
+// creating dir. The caller passes WORKSPACE/.agent/runs/RUN/verification.
+// The file is written to a temporary name and renamed, so a reader (or a
+// crash) never sees half a file.
+func WriteFindings(dir string, f Findings) (string, error) {
+	// The phase id becomes a file name: refuse anything that could leave dir.
+	if f.TaskID == "" || f.TaskID == "." || f.TaskID == ".." || strings.ContainsAny(f.TaskID, `/\`) {
+		return "", fmt.Errorf("write findings: task id %q is not a file name", f.TaskID)
+	}
+	if f.Attempt < 1 {
+		return "", fmt.Errorf("write findings %s: attempt %d is not positive", f.TaskID, f.Attempt)
+	}
+	// Lists are [] rather than null, so readers need no special case.
+	if f.EvidenceRefs == nil {
+		f.EvidenceRefs = []string{}
+	}
+	if f.Notes == nil {
+		f.Notes = []string{}
+	}
+	if f.Checks == nil {
+		f.Checks = []Check{}
+	}
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("write findings %s: %w", f.TaskID, err)
+	}
+	data = append(data, '\n')
+
+	name := fmt.Sprintf("%s-%d.json", f.TaskID, f.Attempt)
+	path := filepath.Join(dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("write findings %s: %w", name, err)
+	}
+	if err := writeAtomic(path, data); err != nil {
+		return "", fmt.Errorf("write findings %s: %w", name, err)
+	}
+	return path, nil
+}
+
+// writeAtomic writes data to a temporary file beside path, syncs it and
+// renames it over path.
+func writeAtomic(path string, data []byte) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			os.Remove(tmp.Name())
+		}
+	}()
+	_, werr := tmp.Write(data)
+	serr := tmp.Sync()
+	cerr := tmp.Close()
+	if err := errors.Join(werr, serr, cerr); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // CreateTemp makes it 0600
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,494 @@
+// Package orchestrator drives a harness run: it asks a planner child for
+// a plan, then runs each phase attempt in a fresh child process through
+// the adapter, verifies it with evidence, retries with guardrails, and
+// checkpoints every transition as an event the store projects. It never
+// imports the runner: the process boundary is the interface.
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"agent/adapter"
+	"agent/event"
+	"agent/plan"
+	"agent/prompts"
+	"agent/store"
+	"agent/tools"
+)
+
+// Sink receives the run's events: the parent's journal, which assigns
+// seq, persists them with their projections, and shows them.
+type Sink interface {
+	Emit(ctx context.Context, e event.Event) error
+}
+
+// Store is the plan state the orchestrator reads; *store.DB satisfies it.
+// Writes happen through events on the Sink, plus the two resume repairs.
+type Store interface {
+	PlanState(ctx context.Context, runID string) (*store.PlanState, error)
+	Attempts(ctx context.Context, runID string) ([]store.Attempt, error)
+	Artifacts(ctx context.Context, runID, phaseID string) ([]store.Artifact, error)
+	Learnings(ctx context.Context, runID string) ([]store.Learning, error)
+	Guardrails(ctx context.Context, runID, phaseID string) ([]store.Guardrail, error)
+	Receipts(ctx context.Context, runID, phaseID string) ([]store.Receipt, error)
+	ResetBudget(ctx context.Context, runID, phaseID string) error
+	InterruptAttempts(ctx context.Context, runID string) ([]store.Attempt, error)
+}
+
+// Spawner runs one child; adapter.Run in production, a fake in tests.
+type Spawner func(ctx context.Context, cfg adapter.Config, spec adapter.PhaseSpec) (*adapter.Result, error)
+
+// PlannerPhaseID marks the planner child's events. It cannot collide with
+// a plan's phase ids, which are slugs starting with a letter or digit.
+const PlannerPhaseID = "_plan"
+
+// Defaults.
+const (
+	DefaultPhaseTimeout = 30 * time.Minute
+)
+
+// Config is what a harness run needs.
+type Config struct {
+	Store     Store
+	Sink      Sink
+	RunID     string
+	SessionID string
+	Workspace string // absolute workspace root
+	RunDir    string // WORKSPACE/.agent/runs/RUN_ID: mission.json, progress.md, verification/, logs/
+
+	Model         adapter.Model
+	Tools         []string // tools offered to phases; empty means all
+	MaxTurns      int
+	ContextBudget int
+
+	Parallel       int           // phases at once; default 1
+	PhaseTimeout   time.Duration // default 30m
+	CommandTimeout time.Duration // programmatic evidence; default evidence's
+
+	Spawn Spawner  // default adapter.Run
+	Env   []string // the children's environment; default os.Environ()
+	// HeartbeatTimeout and Grace tune the adapter; zero takes its defaults.
+	HeartbeatTimeout time.Duration
+	Grace            time.Duration
+}
+
+// Orchestrator runs one harness run.
+type Orchestrator struct {
+	cfg      Config
+	ws       *tools.Workspace
+	progress sync.Mutex // progress.md is rewritten from several phases
+}
+
+// New checks cfg and fills in defaults.
+func New(cfg Config) (*Orchestrator, error) {
+	if cfg.Store == nil || cfg.Sink == nil || cfg.RunID == "" || cfg.RunDir == "" {
+		return nil, errors.New("orchestrator: Store, Sink, RunID and RunDir are required")
+	}
+	ws, err := tools.NewWorkspace(cfg.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 1
+	}
+	if cfg.PhaseTimeout <= 0 {
+		cfg.PhaseTimeout = DefaultPhaseTimeout
+	}
+	if cfg.Spawn == nil {
+		cfg.Spawn = adapter.Run
+	}
+	return &Orchestrator{cfg: cfg, ws: ws}, nil
+}
+
+// MissionPath is where the plan is kept for people to read and edit.
+func (o *Orchestrator) MissionPath() string { return filepath.Join(o.cfg.RunDir, "mission.json") }
+
+// PlanError means the planner did not produce a valid plan.
+type PlanError struct {
+	Reason          string
+	ProviderFailure bool // the model provider failed (exit 3), not the planning
+}
+
+func (e *PlanError) Error() string { return "planning failed: " + e.Reason }
+
+// Plan asks a planner child to decompose the request, then adopts the
+// plan it submits. The child validates each submission and lets the
+// model correct it twice; the parent validates again before adopting.
+func (o *Orchestrator) Plan(ctx context.Context, request string) (*plan.Plan, error) {
+	readOnly := []string{"read_file", "list_files", "grep"}
+	prompt, err := prompts.Render("planner", prompts.Planner{Request: request, Tools: readOnly})
+	if err != nil {
+		return nil, err
+	}
+	spec := o.spec(PlannerPhaseID, 1, adapter.ModePlan, prompt)
+	spec.Tools = append(readOnly, tools.SubmitPlanName)
+	res, err := o.cfg.Spawn(ctx, o.adapterConfig(PlannerPhaseID, 1), spec)
+	if err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if res.Status != adapter.StatusCompleted {
+		return nil, &PlanError{Reason: res.Reason, ProviderFailure: res.ExitCode == providerExit}
+	}
+	p, err := plan.Parse([]byte(res.Output))
+	if err != nil {
+		return nil, &PlanError{Reason: err.Error()}
+	}
+	return p, o.Adopt(ctx, p)
+}
+
+// Adopt makes p the run's plan: mission.json on disk and plan.created in
+// the journal. Only allowed before any phase started.
+func (o *Orchestrator) Adopt(ctx context.Context, p *plan.Plan) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if st, err := o.cfg.Store.PlanState(ctx, o.cfg.RunID); err == nil && st.Started() {
+		return errors.New("the plan cannot change once a phase has started")
+	}
+	if err := writeFileAtomic(o.MissionPath(), p.JSON()); err != nil {
+		return err
+	}
+	rel, _ := filepath.Rel(o.cfg.Workspace, o.MissionPath())
+	if err := o.emit(ctx, event.New(event.PlanCreated, event.PlanData{Plan: p.JSON(), Path: rel})); err != nil {
+		return err
+	}
+	return o.writeProgress(ctx)
+}
+
+// Outcome is how Execute ended.
+type Outcome struct {
+	Status      string // StatusCompleted, StatusFailed or StatusInterrupted
+	Result      string // the last phase's summary
+	FailedPhase string
+	Reasons     []string
+	// ProviderFailure: the model provider failed for good (auth,
+	// unreachable, retries exhausted); retrying phases would not help.
+	ProviderFailure bool
+}
+
+// providerExit is the runner's exit code for a model provider failure.
+const providerExit = 3
+
+// Outcome statuses.
+const (
+	StatusCompleted   = "completed"
+	StatusFailed      = "failed"
+	StatusInterrupted = "interrupted"
+)
+
+// phaseEnd is how one attempt ended, for the scheduling loop.
+type phaseEnd struct {
+	id        string
+	passed    bool
+	exhausted bool // failed with no attempts left
+	provider  bool // failed because the model provider failed
+	reasons   []string
+	output    string
+	err       error
+}
+
+// Execute runs the plan's phases until every one is verified, one runs
+// out of attempts, or ctx ends. It is also how a run resumes: attempts a
+// crash left running become interrupted, failed phases get a fresh budget,
+// and completed phases are never run again.
+func (o *Orchestrator) Execute(ctx context.Context) (*Outcome, error) {
+	st, err := o.cfg.Store.PlanState(ctx, o.cfg.RunID)
+	if err != nil {
+		return nil, err
+	}
+	p, err := plan.Parse(st.Mission)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.recover(ctx, st); err != nil {
+		return nil, err
+	}
+	if st, err = o.cfg.Store.PlanState(ctx, o.cfg.RunID); err != nil {
+		return nil, err
+	}
+	done := map[string]bool{}
+	var lastOutput string
+	for _, ph := range st.Phases {
+		if ph.Status == store.PhaseCompleted {
+			done[ph.ID] = true
+			lastOutput = ph.Output
+		}
+	}
+
+	ends := make(chan phaseEnd)
+	running := map[string]bool{}
+	var failed *phaseEnd
+	var firstErr error
+	for {
+		if failed == nil && firstErr == nil && ctx.Err() == nil {
+			for _, ph := range p.Ready(done, running) {
+				if len(running) >= o.cfg.Parallel {
+					break
+				}
+				running[ph.ID] = true
+				go func(ph plan.Phase) { ends <- o.runPhase(ctx, p, ph) }(ph)
+			}
+		}
+		if len(running) == 0 {
+			break
+		}
+		end := <-ends
+		delete(running, end.id)
+		switch {
+		case end.err != nil:
+			if firstErr == nil {
+				firstErr = end.err
+			}
+		case end.passed:
+			done[end.id] = true
+			lastOutput = end.output
+		case end.exhausted && failed == nil:
+			failed = &end
+		}
+	}
+	if err := o.writeProgress(context.WithoutCancel(ctx)); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	switch {
+	case firstErr != nil && ctx.Err() == nil:
+		return nil, firstErr
+	case ctx.Err() != nil:
+		return &Outcome{Status: StatusInterrupted}, nil
+	case failed != nil:
+		return &Outcome{Status: StatusFailed, FailedPhase: failed.id, Reasons: failed.reasons, ProviderFailure: failed.provider}, nil
+	case len(done) < len(p.Phases):
+		return &Outcome{Status: StatusFailed, Reasons: []string{"no phase can start: the remaining phases wait on failed ones"}}, nil
+	}
+	return &Outcome{Status: StatusCompleted, Result: lastOutput}, nil
+}
+
+// recover repairs what a crash or an earlier failure left: running
+// attempts become interrupted, failed phases get a fresh budget.
+func (o *Orchestrator) recover(ctx context.Context, st *store.PlanState) error {
+	interrupted, err := o.cfg.Store.InterruptAttempts(ctx, o.cfg.RunID)
+	if err != nil {
+		return err
+	}
+	for _, a := range interrupted {
+		msg := fmt.Sprintf("phase %s attempt %d was interrupted when the harness stopped; it restarts as a new attempt", a.PhaseID, a.Attempt)
+		if err := o.emit(ctx, event.New(event.Warning, event.WarningData{Message: msg})); err != nil {
+			return err
+		}
+	}
+	for _, ph := range st.Phases {
+		if ph.Status == store.PhaseFailed {
+			if err := o.cfg.Store.ResetBudget(ctx, o.cfg.RunID, ph.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// runPhase makes one attempt of a phase: prompt, child, evidence, and the
+// transition events that checkpoint it.
+func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase) phaseEnd {
+	end := phaseEnd{id: ph.ID}
+	budget, err := o.budget(ctx, ph)
+	if err != nil {
+		end.err = err
+		return end
+	}
+	prompt, err := o.phasePrompt(ctx, p, ph, budget)
+	if err != nil {
+		end.err = err
+		return end
+	}
+	attempt := budget.attempt
+	began := time.Now()
+	if err := o.emitPhase(ctx, event.PhaseStarted, ph.ID, attempt, event.PhaseData{Title: ph.Title}); err != nil {
+		end.err = err
+		return end
+	}
+	_ = o.writeProgress(ctx)
+
+	spec := o.spec(ph.ID, attempt, adapter.ModePhase, prompt)
+	spec.Until, spec.MaxIterations = ph.Until, ph.MaxIterations
+	if spec.Receipts, err = o.receipts(ctx, ph.ID); err != nil {
+		end.err = err
+		return end
+	}
+	res, err := o.cfg.Spawn(ctx, o.adapterConfig(ph.ID, attempt), spec)
+	persist := context.WithoutCancel(ctx)
+	if err != nil && res == nil {
+		if ctx.Err() == nil {
+			end.err = err
+			return end
+		}
+		res = &adapter.Result{Status: adapter.StatusCancelled}
+	} else if err != nil {
+		end.err = err // OnEvent failed: the journal could not persist
+		return end
+	}
+	data := event.PhaseData{
+		Title: ph.Title, Output: res.Output, DurationMS: time.Since(began).Milliseconds(),
+		Usage: &event.Usage{PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens},
+	}
+
+	if ctx.Err() != nil || res.Status == adapter.StatusCancelled {
+		data.Status, data.Reason = store.AttemptCancelled, "interrupted by the user"
+		end.err = o.emitPhase(persist, event.PhaseFailed, ph.ID, attempt, data)
+		return end
+	}
+
+	var reasons []string
+	if res.Status == adapter.StatusCompleted {
+		findings, err := o.verify(ctx, ph, attempt)
+		if err != nil {
+			end.err = err
+			return end
+		}
+		if findings.Passed() {
+			data.Status = store.AttemptPassed
+			end.passed, end.output = true, res.Output
+			end.err = o.emitPhase(persist, event.PhaseCompleted, ph.ID, attempt, data)
+			_ = o.writeProgress(persist)
+			return end
+		}
+		reasons = findings.Reasons()
+		data.Status = store.AttemptFailed
+	} else {
+		reasons = []string{res.Reason}
+		data.Status = attemptStatus(res.Status)
+		end.provider = res.ExitCode == providerExit
+	}
+	data.Reasons, data.Reason = reasons, strings.Join(reasons, "; ")
+	data.WillRetry = budget.used+1 < ph.MaxAttempts && !end.provider
+	end.reasons, end.exhausted = reasons, !data.WillRetry
+	end.err = o.emitPhase(persist, event.PhaseFailed, ph.ID, attempt, data)
+	_ = o.writeProgress(persist)
+	return end
+}
+
+// attemptStatus maps an adapter status to an attempt status.
+func attemptStatus(s string) string {
+	switch s {
+	case adapter.StatusCrashed:
+		return store.AttemptCrashed
+	case adapter.StatusTimeout:
+		return store.AttemptTimeout
+	case adapter.StatusCancelled:
+		return store.AttemptCancelled
+	}
+	return store.AttemptFailed
+}
+
+// budget is where a phase stands in its attempt budget.
+type budget struct {
+	attempt int // the number of the attempt about to start
+	used    int // failed attempts counted against max_attempts
+	max     int
+	earlier []store.Attempt // this phase's earlier attempts, oldest first
+}
+
+// budget counts the attempts that failed since the budget was last reset.
+// Attempts a crash or Ctrl-C interrupted do not count: the phase did not
+// fail, the harness stopped.
+func (o *Orchestrator) budget(ctx context.Context, ph plan.Phase) (budget, error) {
+	st, err := o.cfg.Store.PlanState(ctx, o.cfg.RunID)
+	if err != nil {
+		return budget{}, err
+	}
+	var row store.Phase
+	for _, r := range st.Phases {
+		if r.ID == ph.ID {
+			row = r
+		}
+	}
+	all, err := o.cfg.Store.Attempts(ctx, o.cfg.RunID)
+	if err != nil {
+		return budget{}, err
+	}
+	b := budget{attempt: row.Attempts + 1, max: ph.MaxAttempts}
+	for _, a := range all {
+		if a.PhaseID != ph.ID {
+			continue
+		}
+		b.earlier = append(b.earlier, a)
+		if a.Attempt > row.BudgetBase && a.Status != store.AttemptInterrupted && a.Status != store.AttemptCancelled && a.Status != store.AttemptPassed {
+			b.used++
+		}
+	}
+	return b, nil
+}
+
+func (o *Orchestrator) spec(phaseID string, attempt int, mode, prompt string) adapter.PhaseSpec {
+	model := o.cfg.Model
+	model.Scope = fmt.Sprintf("%s/%d", phaseID, attempt)
+	return adapter.PhaseSpec{
+		RunID: o.cfg.RunID, SessionID: o.cfg.SessionID, PhaseID: phaseID, Attempt: attempt,
+		Workspace: o.ws.Root(), Mode: mode, Model: model, Prompt: prompt, Tools: o.cfg.Tools,
+		MaxTurns: o.cfg.MaxTurns, ContextBudget: o.cfg.ContextBudget,
+	}
+}
+
+func (o *Orchestrator) adapterConfig(phaseID string, attempt int) adapter.Config {
+	return adapter.Config{
+		Env:              o.cfg.Env,
+		LogPath:          filepath.Join(o.cfg.RunDir, "logs", fmt.Sprintf("%s-%d.log", phaseID, attempt)),
+		Timeout:          o.cfg.PhaseTimeout,
+		Grace:            o.cfg.Grace,
+		HeartbeatTimeout: o.cfg.HeartbeatTimeout,
+		OnEvent:          func(e event.Event) error { return o.cfg.Sink.Emit(context.Background(), e) },
+	}
+}
+
+func (o *Orchestrator) receipts(ctx context.Context, phaseID string) ([]event.ReceiptData, error) {
+	rows, err := o.cfg.Store.Receipts(ctx, o.cfg.RunID, phaseID)
+	if err != nil {
+		return nil, err
+	}
+	var out []event.ReceiptData
+	for _, r := range rows {
+		if r.State == store.ReceiptDone {
+			out = append(out, event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details})
+		}
+	}
+	return out, nil
+}
+
+func (o *Orchestrator) emit(ctx context.Context, e event.Event) error {
+	return o.cfg.Sink.Emit(ctx, e)
+}
+
+func (o *Orchestrator) emitPhase(ctx context.Context, typ, phaseID string, attempt int, data event.PhaseData) error {
+	e := event.New(typ, data)
+	e.PhaseID, e.Attempt = phaseID, attempt
+	return o.emit(ctx, e)
+}
+
+// writeFileAtomic writes via a temp file and rename, so readers never
+// see half a file.
+func writeFileAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,183 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"agent/event"
+)
+
+// Attempt statuses: running, then how the attempt ended.
+const (
+	AttemptRunning     = "running"
+	AttemptPassed      = "passed"
+	AttemptFailed      = "failed"
+	AttemptCrashed     = "crashed"
+	AttemptTimeout     = "timeout"
+	AttemptInterrupted = "interrupted"
+	AttemptCancelled   = "cancelled"
+)
+
+// interruptedReason is the reason InterruptAttempts gives.
+const interruptedReason = "the harness stopped during this attempt"
+
+// finishedAttemptStatus reports whether s is a status an attempt can end with.
+func finishedAttemptStatus(s string) bool {
+	switch s {
+	case AttemptPassed, AttemptFailed, AttemptCrashed, AttemptTimeout, AttemptInterrupted, AttemptCancelled:
+		return true
+	}
+	return false
+}
+
+// Attempt is one row of phase_attempts: one try at a phase.
+type Attempt struct {
+	RunID      string
+	PhaseID    string
+	Attempt    int
+	Status     string // AttemptRunning until it ends
+	Reason     string
+	Reasons    []string // the verifier's reasons, when it failed verification
+	Output     string
+	Usage      event.Usage
+	DurationMS int64
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
+
+// Attempts returns every attempt of the run's phases, in plan order and
+// then attempt order.
+func (db *DB) Attempts(ctx context.Context, runID string) ([]Attempt, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("attempts of run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	as, err := listAttempts(ctx, tx, runID, false)
+	if err != nil {
+		return nil, fmt.Errorf("attempts of run %s: %w", runID, err)
+	}
+	return as, tx.Commit()
+}
+
+// InterruptAttempts is for resuming after a crash: every attempt still
+// running belonged to the harness that stopped, so it becomes interrupted
+// and its phase pending, to be run again. It returns the attempts it
+// changed, as they are now.
+func (db *DB) InterruptAttempts(ctx context.Context, runID string) ([]Attempt, error) {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("interrupt attempts of run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	as, err := interruptAttempts(ctx, tx, runID, db.now())
+	if err != nil {
+		return nil, fmt.Errorf("interrupt attempts of run %s: %w", runID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("interrupt attempts of run %s: %w", runID, err)
+	}
+	return as, nil
+}
+
+func interruptAttempts(ctx context.Context, tx *sql.Tx, runID string, now time.Time) ([]Attempt, error) {
+	as, err := listAttempts(ctx, tx, runID, true)
+	if err != nil || len(as) == 0 {
+		return nil, err
+	}
+	if _, err := tx.ExecContext(ctx, `
+		UPDATE phase_attempts SET status = 'interrupted', reason = ?, finished_at = ?
+		WHERE run_id = ? AND status = 'running'`, interruptedReason, formatTime(now), runID); err != nil {
+		return nil, err
+	}
+	// Every running phase, not only those of the attempts above: no phase
+	// runs while the harness is down.
+	if _, err := tx.ExecContext(ctx, `
+		UPDATE phases SET status = 'pending', updated_at = ? WHERE run_id = ? AND status = 'running'`,
+		formatTime(now), runID); err != nil {
+		return nil, err
+	}
+	for i := range as {
+		as[i].Status, as[i].Reason, as[i].FinishedAt = AttemptInterrupted, interruptedReason, now
+	}
+	return as, nil
+}
+
+// startAttempt records an attempt as running. An attempt number started
+// again starts over.
+func startAttempt(ctx context.Context, tx *sql.Tx, e event.Event) error {
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO phase_attempts (run_id, phase_id, attempt, status, started_at)
+		VALUES (?, ?, ?, 'running', ?)
+		ON CONFLICT (run_id, phase_id, attempt) DO UPDATE SET
+			status = 'running', reason = '', reasons_json = NULL, output = '',
+			prompt_tokens = 0, completion_tokens = 0, duration_ms = 0,
+			started_at = excluded.started_at, finished_at = NULL`,
+		e.RunID, e.PhaseID, e.Attempt, formatTime(e.TS))
+	return err
+}
+
+// finishAttempt records how an attempt ended, inserting the row if its
+// phase.started was never seen.
+func finishAttempt(ctx context.Context, tx *sql.Tx, e event.Event, status string, d event.PhaseData) error {
+	var reasons any
+	if len(d.Reasons) > 0 {
+		raw, err := json.Marshal(d.Reasons)
+		if err != nil {
+			return err
+		}
+		reasons = string(raw)
+	}
+	var u event.Usage
+	if d.Usage != nil {
+		u = *d.Usage
+	}
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO phase_attempts (run_id, phase_id, attempt, status, reason, reasons_json, output,
+			prompt_tokens, completion_tokens, duration_ms, finished_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (run_id, phase_id, attempt) DO UPDATE SET
+			status = excluded.status, reason = excluded.reason, reasons_json = excluded.reasons_json,
+			output = excluded.output, prompt_tokens = excluded.prompt_tokens,
+			completion_tokens = excluded.completion_tokens, duration_ms = excluded.duration_ms,
+			finished_at = excluded.finished_at`,
+		e.RunID, e.PhaseID, e.Attempt, status, d.Reason, reasons, d.Output,
+		u.PromptTokens, u.CompletionTokens, d.DurationMS, formatTime(e.TS))
+	return err
+}
+
+// listAttempts returns the run's attempts in plan order, only the running
+// ones if runningOnly. Attempts of a phase not in the plan come last.
+func listAttempts(ctx context.Context, tx *sql.Tx, runID string, runningOnly bool) ([]Attempt, error) {
+	rows, err := tx.QueryContext(ctx, `
+		SELECT a.run_id, a.phase_id, a.attempt, a.status, a.reason, COALESCE(a.reasons_json, ''),
+			a.output, a.prompt_tokens, a.completion_tokens, a.duration_ms, a.started_at, a.finished_at
+		FROM phase_attempts a
+		LEFT JOIN phases p ON p.run_id = a.run_id AND p.id = a.phase_id
+		WHERE a.run_id = ? AND (NOT ? OR a.status = 'running')
+		ORDER BY p.idx IS NULL, p.idx, a.phase_id, a.attempt`, runID, runningOnly)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var as []Attempt
+	for rows.Next() {
+		var a Attempt
+		var reasons string
+		if err := rows.Scan(&a.RunID, &a.PhaseID, &a.Attempt, &a.Status, &a.Reason, &reasons,
+			&a.Output, &a.Usage.PromptTokens, &a.Usage.CompletionTokens, &a.DurationMS,
+			timeValue{&a.StartedAt}, timeValue{&a.FinishedAt}); err != nil {
+			return nil, err
+		}
+		if reasons != "" {
+			if err := json.Unmarshal([]byte(reasons), &a.Reasons); err != nil {
+				return nil, fmt.Errorf("attempt %d of phase %s reasons: %w", a.Attempt, a.PhaseID, err)
+			}
+		}
+		as = append(as, a)
+	}
+	return as, rows.Err()
+}

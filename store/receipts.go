@@ -1,0 +1,205 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"agent/event"
+)
+
+// Receipt states. An intent is written pending before a side effect
+// starts; its receipt.recorded makes it done. A pending intent whose
+// outcome was lost (the child died mid-effect) is marked unknown, so it is
+// neither repeated blindly nor counted as proof.
+const (
+	ReceiptPending = "pending"
+	ReceiptDone    = "done"
+	ReceiptUnknown = "unknown"
+)
+
+// Receipt is one row of receipts, keyed by the side effect's idempotency
+// key, which is unique across all runs.
+type Receipt struct {
+	Key       string
+	RunID     string
+	PhaseID   string
+	Attempt   int
+	Tool      string // the tool that declared the intent; "" if only the receipt was seen
+	Type      string // e.g. email_sent
+	State     string // ReceiptPending, ReceiptDone or ReceiptUnknown
+	Details   json.RawMessage
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Receipts returns the receipts of one phase of a run, or of the whole run
+// when phaseID is "", in the order they were first written.
+func (db *DB) Receipts(ctx context.Context, runID, phaseID string) ([]Receipt, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("receipts of run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	rs, err := listReceipts(ctx, tx, runID, phaseID)
+	if err != nil {
+		return nil, fmt.Errorf("receipts of run %s: %w", runID, err)
+	}
+	return rs, tx.Commit()
+}
+
+// ReceiptByKey returns the receipt with this idempotency key, or an error
+// wrapping ErrNotFound.
+func (db *DB) ReceiptByKey(ctx context.Context, key string) (*Receipt, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("receipt %s: %w", key, err)
+	}
+	defer tx.Rollback()
+	r, err := getReceipt(ctx, tx, key)
+	if err != nil {
+		return nil, fmt.Errorf("receipt %s: %w", key, err)
+	}
+	return r, tx.Commit()
+}
+
+// AddIntent records that a side effect is about to start: it inserts r as
+// pending and returns nil if r.Key is new. If the key exists, the effect
+// was already attempted, so it changes nothing and returns the existing
+// row for the caller to decide (done: skip and reuse; pending or unknown:
+// do not repeat blindly).
+func (db *DB) AddIntent(ctx context.Context, r Receipt) (existing *Receipt, err error) {
+	if r.Key == "" || r.RunID == "" {
+		return nil, errors.New("add intent: key and run id are required")
+	}
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("add intent %s: %w", r.Key, err)
+	}
+	defer tx.Rollback()
+	existing, err = addIntent(ctx, tx, r, db.now())
+	if err != nil {
+		return nil, fmt.Errorf("add intent %s: %w", r.Key, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("add intent %s: %w", r.Key, err)
+	}
+	return existing, nil
+}
+
+// MarkReceiptUnknown marks a pending intent whose outcome was lost. A done
+// or unknown receipt is left as it is; a missing one is ErrNotFound.
+func (db *DB) MarkReceiptUnknown(ctx context.Context, key string) error {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("mark receipt %s unknown: %w", key, err)
+	}
+	defer tx.Rollback()
+	if err := markReceiptUnknown(ctx, tx, key, db.now()); err != nil {
+		return fmt.Errorf("mark receipt %s unknown: %w", key, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("mark receipt %s unknown: %w", key, err)
+	}
+	return nil
+}
+
+func addIntent(ctx context.Context, tx *sql.Tx, r Receipt, now time.Time) (*Receipt, error) {
+	res, err := tx.ExecContext(ctx, `
+		INSERT INTO receipts (key, run_id, phase_id, attempt, tool, type, state, details_json, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)
+		ON CONFLICT (key) DO NOTHING`,
+		r.Key, r.RunID, r.PhaseID, r.Attempt, r.Tool, r.Type, rawOrNull(r.Details),
+		formatTime(now), formatTime(now))
+	if err != nil {
+		return nil, err
+	}
+	if err := oneRow(res); !errors.Is(err, ErrNotFound) {
+		return nil, err // inserted, or a real error
+	}
+	return getReceipt(ctx, tx, r.Key)
+}
+
+func markReceiptUnknown(ctx context.Context, tx *sql.Tx, key string, now time.Time) error {
+	res, err := tx.ExecContext(ctx, `
+		UPDATE receipts SET state = 'unknown', updated_at = ? WHERE key = ? AND state = 'pending'`,
+		formatTime(now), key)
+	if err != nil {
+		return err
+	}
+	if err := oneRow(res); !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	_, err = getReceipt(ctx, tx, key)
+	return err
+}
+
+// recordReceipt projects receipt.recorded: the effect is done, whether or
+// not its intent was seen. The tool and the first-written time are kept.
+func recordReceipt(ctx context.Context, tx *sql.Tx, e event.Event, d event.ReceiptData, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO receipts (key, run_id, phase_id, attempt, type, state, details_json, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, 'done', ?, ?, ?)
+		ON CONFLICT (key) DO UPDATE SET
+			run_id = excluded.run_id, phase_id = excluded.phase_id, attempt = excluded.attempt,
+			type = COALESCE(NULLIF(excluded.type, ''), receipts.type), state = 'done',
+			details_json = COALESCE(excluded.details_json, receipts.details_json),
+			updated_at = excluded.updated_at`,
+		d.Key, e.RunID, e.PhaseID, e.Attempt, d.Type, rawOrNull(d.Details),
+		formatTime(e.TS), formatTime(now))
+	return err
+}
+
+const receiptColumns = `key, run_id, phase_id, attempt, tool, type, state, COALESCE(details_json, ''),
+	created_at, updated_at`
+
+func scanReceipt(row interface{ Scan(...any) error }) (*Receipt, error) {
+	var r Receipt
+	var details string
+	if err := row.Scan(&r.Key, &r.RunID, &r.PhaseID, &r.Attempt, &r.Tool, &r.Type, &r.State, &details,
+		timeValue{&r.CreatedAt}, timeValue{&r.UpdatedAt}); err != nil {
+		return nil, err
+	}
+	if details != "" {
+		r.Details = json.RawMessage(details)
+	}
+	return &r, nil
+}
+
+func getReceipt(ctx context.Context, tx *sql.Tx, key string) (*Receipt, error) {
+	r, err := scanReceipt(tx.QueryRowContext(ctx, `SELECT `+receiptColumns+` FROM receipts WHERE key = ?`, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return r, err
+}
+
+func listReceipts(ctx context.Context, tx *sql.Tx, runID, phaseID string) ([]Receipt, error) {
+	rows, err := tx.QueryContext(ctx, `
+		SELECT `+receiptColumns+` FROM receipts
+		WHERE run_id = ? AND (? = '' OR phase_id = ?) ORDER BY rowid`, runID, phaseID, phaseID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var rs []Receipt
+	for rows.Next() {
+		r, err := scanReceipt(rows)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, *r)
+	}
+	return rs, rows.Err()
+}
+
+// rawOrNull stores empty JSON as NULL.
+func rawOrNull(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
+}
