@@ -234,6 +234,9 @@ func driveHarness(c *cli.Context, db *store.DB, r *store.Run, owner string, hc h
 		Store: db, Sink: d.sink, RunID: r.ID, SessionID: r.SessionID, Workspace: r.Workspace, RunDir: runDir(r),
 		Model: hc.Model, Tools: hc.Tools, MaxTurns: hc.MaxTurns, ContextBudget: hc.ContextBudget,
 		Parallel: hc.Parallel, PhaseTimeout: phaseTimeout, Env: childEnv(apiKey),
+		// AGENT_RUNNER_EXEC runs children through another program, e.g. a
+		// sandbox wrapper that execs agent; it must speak the runner protocol.
+		Exe: os.Getenv("AGENT_RUNNER_EXEC"),
 		HeartbeatTimeout: durationEnv("AGENT_HEARTBEAT_TIMEOUT"), Grace: durationEnv("AGENT_KILL_GRACE"),
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -101,6 +102,8 @@ type runView struct {
 	LeaseExpiresAt    *time.Time      `json:"lease_expires_at,omitempty"`
 	CreatedAt         time.Time       `json:"created_at"`
 	FinishedAt        *time.Time      `json:"finished_at,omitempty"`
+	Phases            []phaseView     `json:"phases,omitempty"`
+	Learnings         []string        `json:"learnings,omitempty"`
 	Messages          []messageView   `json:"messages,omitempty"`
 	ToolCalls         []toolCallView  `json:"tool_calls,omitempty"`
 	Config            json.RawMessage `json:"config,omitempty"`
@@ -123,9 +126,17 @@ type toolCallView struct {
 	Truncated bool            `json:"truncated,omitempty"`
 }
 
+// displayStatus names a harness run stopped after --plan "planned".
+func displayStatus(r store.Run) string {
+	if r.Status == store.StatusInterrupted && strings.HasPrefix(r.Reason, "planned") {
+		return "planned"
+	}
+	return r.Status
+}
+
 func newRunView(r store.Run) runView {
 	v := runView{
-		ID: r.ID, Kind: r.Kind, SessionID: r.SessionID, Status: r.Status, Prompt: r.Prompt,
+		ID: r.ID, Kind: r.Kind, SessionID: r.SessionID, Status: displayStatus(r), Prompt: r.Prompt,
 		Workspace: r.Workspace, Model: r.Model, Result: r.Result, Reason: r.Reason, ExitCode: r.ExitCode,
 		Turns: r.Turns, Usage: r.Usage, Iteration: r.IterationCount, MaxIterations: r.MaxIterations,
 		CompletionPromise: r.CompletionPromise, CreatedAt: r.CreatedAt,
@@ -175,7 +186,7 @@ func runsListAction(c *cli.Context) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tKIND\tTURNS\tAGE\tPROMPT")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", shortID(r.ID), r.Status, r.Kind, r.Turns, age(r.CreatedAt), oneLine(r.Prompt, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", shortID(r.ID), displayStatus(r), r.Kind, r.Turns, age(r.CreatedAt), oneLine(r.Prompt, 60))
 	}
 	return tw.Flush()
 }
@@ -196,6 +207,15 @@ func runsShowAction(c *cli.Context) error {
 	}
 	v := newRunView(*r)
 	v.Config = r.Config
+	if r.Kind == store.KindHarness {
+		// A harness run's messages come from many phases; the plan state
+		// tells its story.
+		msgs, calls = nil, nil
+		v.Phases, v.Learnings, err = harnessView(c.Context, db, r.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
 	for _, m := range msgs {
 		v.Messages = append(v.Messages, messageView{Iteration: m.Iteration, Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID})
 	}
@@ -231,6 +251,9 @@ func printRun(w io.Writer, v runView) {
 		fmt.Fprintf(w, "resume    agent resume %s\n", shortID(v.ID))
 	}
 	fmt.Fprintf(w, "\nprompt:\n  %s\n", indent(v.Prompt))
+	if len(v.Phases) > 0 {
+		printPhases(w, v.Phases, v.Learnings)
+	}
 	status := map[string]toolCallView{}
 	for _, tc := range v.ToolCalls {
 		status[tc.CallID] = tc

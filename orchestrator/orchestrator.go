@@ -73,6 +73,7 @@ type Config struct {
 	CommandTimeout time.Duration // programmatic evidence; default evidence's
 
 	Spawn Spawner  // default adapter.Run
+	Exe   string   // the binary children run as `agent runner`; default this one
 	Env   []string // the children's environment; default os.Environ()
 	// HeartbeatTimeout and Grace tune the adapter; zero takes its defaults.
 	HeartbeatTimeout time.Duration
@@ -439,6 +440,7 @@ func (o *Orchestrator) spec(phaseID string, attempt int, mode, prompt string) ad
 
 func (o *Orchestrator) adapterConfig(phaseID string, attempt int) adapter.Config {
 	return adapter.Config{
+		Exe:              o.cfg.Exe,
 		Env:              o.cfg.Env,
 		LogPath:          filepath.Join(o.cfg.RunDir, "logs", fmt.Sprintf("%s-%d.log", phaseID, attempt)),
 		Timeout:          o.cfg.PhaseTimeout,

@@ -313,3 +313,27 @@ func TestRoutes(t *testing.T) {
 		t.Errorf("bad body: %d %s", r.StatusCode, body)
 	}
 }
+
+func TestWhenRoutesTurns(t *testing.T) {
+	t.Parallel()
+	srv := NewServer(t, Script{Turns: []Turn{
+		{When: "phase a", Text: "a1"},
+		{When: "phase b", Text: "b1"},
+		{When: "phase a", Text: "a2"},
+	}})
+	ask := func(prompt string) string {
+		_, body := post(t, srv.URL(),
+			`{"model":"m","stream":false,"messages":[{"role":"user","content":"`+prompt+`"}]}`)
+		return body
+	}
+	for _, c := range []struct{ prompt, want string }{
+		{"this is phase b", `"content":"b1"`},
+		{"this is phase a", `"content":"a1"`},
+		{"this is phase a", `"content":"a2"`},
+		{"this is phase a", "script exhausted"},
+	} {
+		if got := ask(c.prompt); !strings.Contains(got, c.want) {
+			t.Errorf("%q got %s, want %s", c.prompt, got, c.want)
+		}
+	}
+}

@@ -75,6 +75,13 @@ type Turn struct {
 	Hang         bool `json:"hang,omitempty"`           // send the first content chunk, then block until the client leaves
 
 	Quirks []string `json:"quirks,omitempty"` // see the Quirk constants
+
+	// When routes the turn: it is served to a request whose messages
+	// contain this text, taking turns in script order among the ones that
+	// match. Tests of parallel phases use it to answer each phase from its
+	// own turns. Once any turn has When, every turn is routed this way
+	// (a turn without When matches any request).
+	When string `json:"when,omitempty"`
 }
 
 // Call is one scripted tool call.
@@ -126,6 +133,17 @@ var knownQuirks = []string{
 	QuirkUsageEmptyChoices, QuirkUsageEveryChunk, QuirkKeepalive, QuirkEventLines,
 	QuirkErrorOpenRouter, QuirkErrorVLLM, QuirkReasoningField, QuirkReasoningContent,
 	QuirkJinja500, QuirkDisconnect,
+}
+
+// routed reports whether turns are matched to requests by When rather
+// than served in arrival order.
+func (s Script) routed() bool {
+	for _, t := range s.Turns {
+		if t.When != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadScript reads a script file (see ParseScript).

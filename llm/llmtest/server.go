@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ type Server struct {
 	closed   bool
 	active   sync.WaitGroup // running handlers; Close waits for them
 	seq      int            // chat requests that took a turn position
+	served   []bool         // turns already served, when turns are routed by When
 	requests []RecordedRequest
 	log      *os.File
 }
@@ -170,6 +172,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		seq = s.seq
 		n := len(s.script.Turns)
 		switch {
+		case s.script.routed():
+			rec.Turn = s.route(rec)
+			exhausted = rec.Turn < 0
 		case seq <= n:
 			rec.Turn = seq - 1
 		case s.script.Loop && n > 0:
@@ -343,4 +348,25 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(data)
+}
+
+// route picks the first unserved turn, in script order, whose When the
+// request's messages contain; -1 if none. Callers hold s.mu.
+func (s *Server) route(rec RecordedRequest) int {
+	if s.served == nil {
+		s.served = make([]bool, len(s.script.Turns))
+	}
+	var text strings.Builder
+	for _, m := range rec.Messages() {
+		text.WriteString(m.Content)
+		text.WriteByte('\n')
+	}
+	all := text.String()
+	for i, t := range s.script.Turns {
+		if !s.served[i] && (t.When == "" || strings.Contains(all, t.When)) {
+			s.served[i] = true
+			return i
+		}
+	}
+	return -1
 }
