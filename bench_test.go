@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -53,4 +55,58 @@ func BenchmarkRunOneTool(b *testing.B) {
 	b.ReportMetric(float64(walls[len(walls)/2].Microseconds())/1000, "median-ms")
 	b.ReportMetric(float64(walls[len(walls)*9/10].Microseconds())/1000, "p90-ms")
 	b.ReportMetric(float64(peakKB)/1024, "peak-rss-MB")
+}
+
+// BenchmarkHarnessPhaseOverhead measures what the harness itself costs per
+// phase: a 20-phase plan whose phases each get an instant one-message
+// answer from the fake model, so the time is spawning `agent runner`,
+// sending the spec, relaying and persisting events, verifying artifact
+// evidence and checkpointing. Reports the median per-phase time over runs.
+func BenchmarkHarnessPhaseOverhead(b *testing.B) {
+	bin := os.Getenv("AGENT_BIN")
+	if bin == "" {
+		bin = "agent"
+	}
+	srv := llmtest.NewServer(b, llmtest.Script{Loop: true, Turns: []llmtest.Turn{{Text: "done"}}})
+	dir := b.TempDir()
+	const phases = 20
+	var plan strings.Builder
+	plan.WriteString(`{"objective":"bench","phases":[`)
+	for i := range phases {
+		if i > 0 {
+			plan.WriteString(",")
+		}
+		dep := ""
+		if i > 0 {
+			dep = fmt.Sprintf(`"p%d"`, i-1)
+		}
+		fmt.Fprintf(&plan, `{"id":"p%d","instructions":"say done","depends_on":[%s],"evidence":{"type":"artifact","artifacts":["seed.txt"]}}`, i, dep)
+	}
+	plan.WriteString("]}")
+	planPath := filepath.Join(dir, "mission.json")
+	ws := filepath.Join(dir, "ws")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(planPath, []byte(plan.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "seed.txt"), []byte("seed\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	env := append(os.Environ(), "AGENT_HOME="+filepath.Join(dir, "home"), "OPENAI_BASE_URL="+srv.URL(), "OPENAI_API_KEY=")
+	var perPhase []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		cmd := exec.Command(bin, "harness", "--json", "--workspace", ws, "--plan-file", planPath)
+		cmd.Env = env
+		began := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("agent harness: %v\n%s", err, out)
+		}
+		perPhase = append(perPhase, time.Since(began)/phases)
+	}
+	b.StopTimer()
+	slices.Sort(perPhase)
+	b.ReportMetric(float64(perPhase[len(perPhase)/2].Microseconds())/1000, "median-ms/phase")
 }

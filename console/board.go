@@ -188,7 +188,7 @@ func (b *Board) planCreated(e event.Event) {
 		return
 	}
 	b.phases, b.byID = nil, map[string]*phaseLine{}
-	b.say(b.out, "plan: %s (%d phases, %s)", p.Objective, len(p.Phases), d.Path)
+	b.say(b.out, "plan: %s (%s, %s)", p.Objective, plural(len(p.Phases), "phase"), d.Path)
 	for i, ph := range p.Phases {
 		l := &phaseLine{id: ph.ID, title: ph.Title, status: "pending"}
 		b.phases = append(b.phases, l)

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 )
@@ -73,7 +72,23 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("invalid plan: %s: %s", e.Field, e.Msg)
 }
 
-var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+// isSlug reports whether id is a phase slug: 1–64 of lowercase letters,
+// digits, - and _, not starting with - or _. (A loop, not a regexp: this
+// package is initialised on every start of the binary.)
+func isSlug(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case (r == '-' || r == '_') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // Parse decodes and validates a plan, filling in defaults. Unknown fields
 // are errors, so a typo in a hand-edited mission.json is caught.
@@ -174,7 +189,7 @@ func (p *Plan) Validate() error {
 	for i := range p.Phases {
 		ph := &p.Phases[i]
 		field := fmt.Sprintf("phases[%d]", i)
-		if !idPattern.MatchString(ph.ID) {
+		if !isSlug(ph.ID) {
 			return &Error{Field: field + ".id", Msg: fmt.Sprintf("%q is not a slug (lowercase letters, digits, - and _)", ph.ID)}
 		}
 		if j, dup := seen[ph.ID]; dup {
