@@ -236,7 +236,7 @@ func driveHarness(c *cli.Context, db *store.DB, r *store.Run, owner string, hc h
 		Parallel: hc.Parallel, PhaseTimeout: phaseTimeout, Env: childEnv(apiKey),
 		// AGENT_RUNNER_EXEC runs children through another program, e.g. a
 		// sandbox wrapper that execs agent; it must speak the runner protocol.
-		Exe: os.Getenv("AGENT_RUNNER_EXEC"),
+		Exe:              os.Getenv("AGENT_RUNNER_EXEC"),
 		HeartbeatTimeout: durationEnv("AGENT_HEARTBEAT_TIMEOUT"), Grace: durationEnv("AGENT_KILL_GRACE"),
 	})
 	if err != nil {

@@ -423,7 +423,6 @@ func alive(pid int) bool {
 	return len(fields) > 0 && fields[0] != "Z"
 }
 
-
 // TestHarnessRalphPhaseAndContextBudget: a phase's until/max_iterations
 // run the iteration loop inside the child, and --context-budget starts a
 // fresh iteration when the prompt grows past it.
@@ -434,7 +433,7 @@ func TestHarnessRalphPhaseAndContextBudget(t *testing.T) {
 			Usage: &llmtest.Usage{PromptTokens: 5000, CompletionTokens: 10}}, // over the budget: iteration 1 ends
 		writeTurn("out.txt", "ok\n"),
 		llmtest.Turn{Text: "Written, but not verified yet."}, // iteration 2 ends without the promise
-		llmtest.Turn{Text: "Checked out.txt.\nSHIPPED"},        // iteration 3 completes
+		llmtest.Turn{Text: "Checked out.txt.\nSHIPPED"},      // iteration 3 completes
 	)
 	planPath := e.writePlan(t, `{"objective":"One file","phases":[
 		{"id":"only","instructions":"Write out.txt.","until":"SHIPPED","max_iterations":4,
