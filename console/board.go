@@ -21,7 +21,9 @@ type Board struct {
 	live   bool
 	phases []*phaseLine
 	byID   map[string]*phaseLine
-	drawn  int // lines of the live list currently on screen
+	drawn  int  // lines of the live list currently on screen
+	shown  bool // the live list appears once a phase has started (not over the plan prompt)
+	frozen bool // the run ended: the list was drawn for the last time
 	frame  int
 	calls  map[string]string // call id → what the call is about
 	stop   chan struct{}
@@ -73,8 +75,17 @@ func (b *Board) Close() {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.freeze()
+}
+
+// freeze draws the list one last time and leaves it in place.
+func (b *Board) freeze() {
+	if b.frozen {
+		return
+	}
 	b.redraw()
 	b.drawn = 0
+	b.frozen = true
 }
 
 // Print renders one event.
@@ -85,6 +96,7 @@ func (b *Board) Print(e event.Event) {
 	case event.PlanCreated:
 		b.planCreated(e)
 	case event.PhaseStarted:
+		b.shown = true
 		if p := b.phase(e.PhaseID); p != nil {
 			p.status, p.attempt, p.began, p.note = "running", e.Attempt, e.TS, ""
 			b.say(b.out, "▶ %s: attempt %d started", e.PhaseID, e.Attempt)
@@ -235,6 +247,7 @@ func (b *Board) finish(e event.Event) {
 	if e.Decode(&d) != nil {
 		return
 	}
+	b.freeze()
 	took := (time.Duration(d.DurationMS) * time.Millisecond).Round(time.Millisecond)
 	tokens := d.Usage.PromptTokens + d.Usage.CompletionTokens
 	switch {
@@ -265,7 +278,7 @@ func (b *Board) clear() {
 }
 
 func (b *Board) redraw() {
-	if !b.live || len(b.phases) == 0 {
+	if !b.live || !b.shown || b.frozen || len(b.phases) == 0 {
 		return
 	}
 	b.clear()
