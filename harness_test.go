@@ -463,3 +463,35 @@ func TestHarnessRalphPhaseAndContextBudget(t *testing.T) {
 		t.Errorf("final = %+v", fin)
 	}
 }
+
+// TestHarnessPhaseTimeout: an attempt that outlives --phase-timeout is
+// stopped (SIGTERM, then SIGKILL) and retried.
+func TestHarnessPhaseTimeout(t *testing.T) {
+	t.Parallel()
+	e := newHarness(t,
+		llmtest.Turn{Text: "thinking forever", Hang: true},
+		writeTurn("out.txt", "ok\n"),
+		llmtest.Turn{Text: "done in time"},
+	)
+	planPath := e.writePlan(t, `{"objective":"One file","phases":[
+		{"id":"only","instructions":"Write out.txt.","evidence":{"type":"artifact","artifacts":["out.txt"]}}]}`)
+	cmd := e.command("harness", "--json", "--phase-timeout", "700ms", "--plan-file", planPath)
+	cmd.Env = append(cmd.Env, "AGENT_KILL_GRACE=200ms")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	evs := decodeEvents(t, string(out))
+	failed := ofType(evs, event.PhaseFailed)
+	if len(failed) != 1 {
+		t.Fatalf("%d phase.failed, want 1", len(failed))
+	}
+	var d event.PhaseData
+	_ = failed[0].Decode(&d)
+	if d.Status != "timeout" || !strings.Contains(d.Reason, "timed out after 700ms") {
+		t.Errorf("timed-out attempt = %+v", d)
+	}
+	if fin := lastFinished(t, evs); fin.Status != "completed" {
+		t.Errorf("final = %+v", fin)
+	}
+}

@@ -7,4 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 AGENT_BIN="$PWD/bin/agent" go test -run '^$' -bench 'BenchmarkRunOneTool' -benchtime "${BENCH_RUNS:-50}x" -count 1 .
+AGENT_BIN="$PWD/bin/agent" go test -run '^$' -bench 'BenchmarkHarnessPhaseOverhead' -benchtime "${BENCH_HARNESS_RUNS:-10}x" -count 1 .
 go test -run '^$' -bench . -benchtime 200x ./store/ ./llm/
