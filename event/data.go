@@ -124,10 +124,19 @@ type RunnerResultData struct {
 // EffectIntentData announces a side effect the child wants to start; it
 // waits for the parent's ack before acting.
 type EffectIntentData struct {
-	ID   string          `json:"id"`
-	Tool string          `json:"tool"`
-	Key  string          `json:"key"`
-	Args json.RawMessage `json:"args,omitempty"`
+	ID          string          `json:"id"`
+	Tool        string          `json:"tool"`
+	Key         string          `json:"key"`
+	ReceiptType string          `json:"receipt_type,omitempty"`
+	Args        json.RawMessage `json:"args,omitempty"`
+}
+
+// EffectFailedData says a side effect certainly did not happen (the
+// server refused it before accepting anything), so its intent may be
+// retried. Runner protocol and fast path only.
+type EffectFailedData struct {
+	Key   string `json:"key"`
+	Error string `json:"error"`
 }
 
 // LearningData is something worth knowing in later phases.

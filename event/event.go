@@ -47,6 +47,7 @@ const (
 
 	// Runner protocol only (DESIGN.md §6): never shown as run events.
 	EffectIntent = "effect.intent"
+	EffectFailed = "effect.failed"
 	RunnerResult = "runner.result"
 )
 

@@ -47,7 +47,10 @@ type Input struct {
 	Evidence  plan.Evidence
 	// Receipts are those the store holds for this phase (any attempt):
 	// a side effect done in an earlier attempt still counts.
-	Receipts       []event.ReceiptData
+	Receipts []event.ReceiptData
+	// Unknown are side effects of this phase whose outcome was lost: they
+	// prove nothing, but a failed check says so, so a person can act.
+	Unknown        []event.ReceiptData
 	CommandTimeout time.Duration // programmatic only; DefaultCommandTimeout when 0
 }
 

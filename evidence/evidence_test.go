@@ -178,6 +178,7 @@ func TestReceipt(t *testing.T) {
 		name     string
 		want     []string
 		receipts []event.ReceiptData
+		unknown  []event.ReceiptData
 		checks   []Check
 	}{
 		{name: "matched with details", want: []string{"slack_message_sent"}, receipts: recorded,
@@ -197,11 +198,16 @@ func TestReceipt(t *testing.T) {
 			checks: []Check{{Ref: "email_sent", Note: "no email_sent receipt recorded in this phase"}}},
 		{name: "type must match exactly", want: []string{"email"}, receipts: recorded,
 			checks: []Check{{Ref: "email", Note: "no email receipt recorded in this phase"}}},
+		{name: "an unknown outcome is reported, not counted", want: []string{"email_sent"},
+			unknown: []event.ReceiptData{{Type: "email_sent", Key: "send_email-abc"}},
+			checks: []Check{{Ref: "email_sent", Note: "no email_sent receipt recorded in this phase; the email_sent effect " +
+				"with key send_email-abc has an unknown outcome: the process stopped between recording the intent and recording " +
+				"the result, so it was not repeated. Check whether it arrived; 'agent resume run-1 --resend-unknown' sends it again"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			in := Input{Evidence: plan.Evidence{Type: plan.EvidenceReceipt, Receipts: tt.want}, Receipts: tt.receipts}
+			in := Input{RunID: "run-1", Evidence: plan.Evidence{Type: plan.EvidenceReceipt, Receipts: tt.want}, Receipts: tt.receipts, Unknown: tt.unknown}
 			got := Receipt{}.Evaluate(context.Background(), in)
 			if len(got) != len(tt.checks) {
 				t.Fatalf("checks = %+v", got)

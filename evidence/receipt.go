@@ -29,7 +29,16 @@ func (Receipt) Evaluate(ctx context.Context, in Input) []Check {
 			}
 		}
 		if typ == "" || len(keys) == 0 {
-			out = append(out, Check{Ref: typ, Note: fmt.Sprintf("no %s receipt recorded in this phase", typ)})
+			note := fmt.Sprintf("no %s receipt recorded in this phase", typ)
+			for _, u := range in.Unknown {
+				if u.Type == typ {
+					note += fmt.Sprintf("; the %s effect with key %s has an unknown outcome: the process stopped between "+
+						"recording the intent and recording the result, so it was not repeated. Check whether it arrived; "+
+						"'agent resume %s --resend-unknown' sends it again", typ, u.Key, in.RunID)
+					break
+				}
+			}
+			out = append(out, Check{Ref: typ, Note: note})
 			continue
 		}
 		note := fmt.Sprintf("%s receipt recorded: key %s", typ, keys[0])

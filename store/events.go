@@ -275,6 +275,13 @@ func project(ctx context.Context, tx *sql.Tx, e event.Event, now time.Time) erro
 			return nil
 		}
 		return recordReceipt(ctx, tx, e, d, now)
+
+	case event.EffectFailed:
+		var d event.EffectFailedData
+		if e.Decode(&d) != nil || d.Key == "" {
+			return nil
+		}
+		return forgetIntent(ctx, tx, d.Key)
 	}
 	return nil
 }

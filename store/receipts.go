@@ -203,3 +203,86 @@ func rawOrNull(raw json.RawMessage) any {
 	}
 	return string(raw)
 }
+
+// ErrOutcomeUnknown means an identical side effect was started before and
+// its outcome was lost: it must not be repeated automatically.
+var ErrOutcomeUnknown = errors.New("an earlier identical side effect has an unknown outcome")
+
+// BeginEffect decides, atomically, whether the side effect r describes may
+// start, and records the intent before it does:
+//   - a new key is inserted pending: go ahead (nil, nil);
+//   - a done key returns its receipt: it happened, do not repeat it;
+//   - a pending or unknown key is an earlier attempt whose outcome was
+//     lost (the one attempt that could be running it is this caller's
+//     predecessor, now dead): it becomes unknown and ErrOutcomeUnknown is
+//     returned, unless resendUnknown, the user's explicit choice, makes it
+//     pending again for this attempt.
+func (db *DB) BeginEffect(ctx context.Context, r Receipt, resendUnknown bool) (*Receipt, error) {
+	if r.Key == "" || r.RunID == "" {
+		return nil, errors.New("begin effect: key and run id are required")
+	}
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin effect %s: %w", r.Key, err)
+	}
+	defer tx.Rollback()
+	now := db.now()
+	existing, err := addIntent(ctx, tx, r, now)
+	if err != nil {
+		return nil, fmt.Errorf("begin effect %s: %w", r.Key, err)
+	}
+	var out *Receipt
+	switch {
+	case existing == nil:
+	case existing.State == ReceiptDone:
+		out = existing
+	case resendUnknown:
+		if _, err := tx.ExecContext(ctx, `
+			UPDATE receipts SET state = 'pending', run_id = ?, phase_id = ?, attempt = ?, updated_at = ? WHERE key = ?`,
+			r.RunID, r.PhaseID, r.Attempt, formatTime(now), r.Key); err != nil {
+			return nil, fmt.Errorf("begin effect %s: %w", r.Key, err)
+		}
+	default:
+		if err := markReceiptUnknown(ctx, tx, r.Key, now); err != nil {
+			return nil, fmt.Errorf("begin effect %s: %w", r.Key, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return nil, fmt.Errorf("begin effect %s: %w", r.Key, err)
+		}
+		return nil, ErrOutcomeUnknown
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("begin effect %s: %w", r.Key, err)
+	}
+	return out, nil
+}
+
+// MarkPendingUnknown turns the pending intents of a run (of one phase, if
+// phaseID is not "") into unknown ones: no process can still be carrying
+// them out, so whether they happened is not known. It returns how many.
+func (db *DB) MarkPendingUnknown(ctx context.Context, runID, phaseID string) (int, error) {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("mark pending intents of run %s unknown: %w", runID, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `
+		UPDATE receipts SET state = 'unknown', updated_at = ?
+		WHERE run_id = ? AND state = 'pending' AND (? = '' OR phase_id = ?)`,
+		formatTime(db.now()), runID, phaseID, phaseID)
+	if err != nil {
+		return 0, fmt.Errorf("mark pending intents of run %s unknown: %w", runID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	return int(n), tx.Commit()
+}
+
+// forgetIntent projects effect.failed: the effect certainly did not
+// happen, so its pending intent is removed and may be tried again.
+func forgetIntent(ctx context.Context, tx *sql.Tx, key string) error {
+	_, err := tx.ExecContext(ctx, `DELETE FROM receipts WHERE key = ? AND state = 'pending'`, key)
+	return err
+}

@@ -154,3 +154,89 @@ func TestReceiptRecordedUpserts(t *testing.T) {
 		})
 	}
 }
+
+func TestBeginEffect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	createRun(t, db, "run-1")
+	intent := Receipt{Key: "send_email-k1", RunID: "run-1", PhaseID: "notify", Attempt: 1, Tool: "send_email", Type: "email_sent"}
+
+	// A new key goes ahead, pending.
+	got, err := db.BeginEffect(ctx, intent, false)
+	if err != nil || got != nil {
+		t.Fatalf("new key: %v, %v; want go ahead", got, err)
+	}
+	// The same key again while pending: its outcome is lost, so unknown.
+	if _, err := db.BeginEffect(ctx, intent, false); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("pending key again: %v, want ErrOutcomeUnknown", err)
+	}
+	if r, _ := db.ReceiptByKey(ctx, intent.Key); r.State != ReceiptUnknown {
+		t.Fatalf("state = %s, want unknown", r.State)
+	}
+	// Still unknown without the user's say-so; with it, pending again.
+	if _, err := db.BeginEffect(ctx, intent, false); !errors.Is(err, ErrOutcomeUnknown) {
+		t.Fatalf("unknown key: %v", err)
+	}
+	intent.Attempt = 3
+	if got, err := db.BeginEffect(ctx, intent, true); err != nil || got != nil {
+		t.Fatalf("resend unknown: %v, %v; want go ahead", got, err)
+	}
+	if r, _ := db.ReceiptByKey(ctx, intent.Key); r.State != ReceiptPending || r.Attempt != 3 {
+		t.Fatalf("after resend: %+v", r)
+	}
+	// Its receipt makes it done; then it is never repeated, even when asked to resend.
+	rec := event.New(event.ReceiptRecorded, event.ReceiptData{Type: "email_sent", Key: intent.Key, Details: json.RawMessage(`{"message_id":"m@x"}`)})
+	rec.PhaseID, rec.Attempt = "notify", 3
+	appendSeq(t, db, "run-1", rec)
+	for _, resend := range []bool{false, true} {
+		got, err := db.BeginEffect(ctx, intent, resend)
+		if err != nil || got == nil || got.State != ReceiptDone || string(got.Details) != `{"message_id":"m@x"}` {
+			t.Fatalf("done key (resend=%v): %+v, %v; want the receipt", resend, got, err)
+		}
+	}
+}
+
+func TestEffectFailedForgetsIntent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	createRun(t, db, "run-1")
+	intent := Receipt{Key: "slack_post-k", RunID: "run-1", Tool: "slack_post", Type: "slack_message_sent"}
+	if _, err := db.BeginEffect(ctx, intent, false); err != nil {
+		t.Fatal(err)
+	}
+	appendSeq(t, db, "run-1", event.New(event.EffectFailed, event.EffectFailedData{Key: intent.Key, Error: "channel_not_found"}))
+	if _, err := db.ReceiptByKey(ctx, intent.Key); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after effect.failed: %v, want the intent gone", err)
+	}
+	if got, err := db.BeginEffect(ctx, intent, false); err != nil || got != nil {
+		t.Fatalf("retry after a certain failure: %v, %v; want go ahead", got, err)
+	}
+}
+
+func TestMarkPendingUnknown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	createRun(t, db, "run-1")
+	createRun(t, db, "run-2")
+	for _, r := range []Receipt{
+		{Key: "a", RunID: "run-1", PhaseID: "p"},
+		{Key: "b", RunID: "run-1", PhaseID: "q"},
+		{Key: "c", RunID: "run-2", PhaseID: "p"},
+	} {
+		if _, err := db.BeginEffect(ctx, r, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := db.MarkPendingUnknown(ctx, "run-1", "p"); err != nil || n != 1 {
+		t.Fatalf("phase p: %d, %v", n, err)
+	}
+	if n, err := db.MarkPendingUnknown(ctx, "run-1", ""); err != nil || n != 1 {
+		t.Fatalf("whole run: %d, %v", n, err)
+	}
+	if r, _ := db.ReceiptByKey(ctx, "c"); r.State != ReceiptPending {
+		t.Errorf("another run's intent changed: %+v", r)
+	}
+}

@@ -1,0 +1,248 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/mail"
+	"os"
+	"strings"
+
+	"agent/event"
+)
+
+// Side-effecting tools act on the world (send an email, post to Slack), so
+// they must act at most once even when a phase is retried or the process
+// crashes. They all share one flow (effectTool.Run): decode and check the
+// arguments, check the configuration, record the intent in the Outbox,
+// perform, and report a receipt or a failure as result events. A new
+// side-effecting tool adds a row to Effects and a performer; nothing else
+// changes.
+
+// Effect describes a side-effecting tool.
+type Effect struct {
+	Tool        string   // tool name, e.g. "send_email"
+	ReceiptType string   // receipt recorded when the effect happened, e.g. "email_sent"
+	KeyArgs     []string // arguments that identify the intended effect
+}
+
+// Effects are the side-effecting tools.
+var Effects = []Effect{
+	{Tool: "send_email", ReceiptType: "email_sent", KeyArgs: []string{"to", "subject"}},
+	{Tool: "slack_post", ReceiptType: "slack_message_sent", KeyArgs: []string{"channel", "text"}},
+}
+
+// EffectScope is where an effect's key is stable: within one run and
+// phase, the same key arguments mean the same effect, across attempts and
+// crashes.
+type EffectScope struct {
+	RunID   string
+	PhaseID string
+}
+
+// EffectOptions are for tests and unusual setups.
+type EffectOptions struct {
+	TLS        *tls.Config  // base TLS configuration for SMTP STARTTLS, e.g. with RootCAs
+	HTTPClient *http.Client // client for the Slack API; its Timeout defaults to 30s
+}
+
+// EffectKey is the idempotency key of effect e called with args in scope:
+// the tool name and the first 24 hex digits of a SHA-256 over the scope,
+// the tool and the normalized key arguments.
+func EffectKey(scope EffectScope, e Effect, args map[string]any) string {
+	h := sha256.New()
+	for _, s := range []string{scope.RunID, scope.PhaseID, e.Tool} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	for _, name := range e.KeyArgs {
+		h.Write([]byte(normalizeKeyArg(name, args[name])))
+		h.Write([]byte{0})
+	}
+	return e.Tool + "-" + hex.EncodeToString(h.Sum(nil))[:24]
+}
+
+// normalizeKeyArg makes trivially different spellings of the same effect
+// produce the same key: surrounding spaces never matter, an email
+// recipient is compared by lowercased address, and runs of whitespace in a
+// subject or message text count as one space. Other arguments are only
+// trimmed, so distinct effects are never merged.
+func normalizeKeyArg(name string, v any) string {
+	s, ok := v.(string)
+	if !ok {
+		if v == nil {
+			return ""
+		}
+		b, _ := json.Marshal(v) // numbers, booleans, objects (sorted keys)
+		return string(b)
+	}
+	s = strings.TrimSpace(s)
+	switch name {
+	case "to":
+		if a, err := mail.ParseAddress(s); err == nil {
+			s = a.Address
+		}
+		s = strings.ToLower(s)
+	case "subject", "text":
+		s = strings.Join(strings.Fields(s), " ")
+	}
+	return s
+}
+
+// EffectTools returns send_email and slack_post for one run and phase.
+// Their configuration comes from getenv (nil means os.Getenv); a missing
+// configuration is reported when the tool is called, not here.
+func EffectTools(scope EffectScope, outbox Outbox, getenv func(string) string, opts ...EffectOptions) []Tool {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var o EffectOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	email := newSendEmail(getenv, o)
+	slack := newSlackPost(getenv, o)
+	return []Tool{
+		newEffectTool("send_email", sendEmailDef, scope, outbox, email.prepare),
+		newEffectTool("slack_post", slackPostDef, scope, outbox, slack.prepare),
+	}
+}
+
+// prepareFunc decodes and checks a call's arguments and the tool's
+// configuration, and returns the action. Its error becomes the result and
+// nothing is recorded.
+type prepareFunc func(args json.RawMessage) (performFunc, error)
+
+// performFunc causes the effect. key is the effect's idempotency key, for
+// receivers that deduplicate (an email's Message-ID). An error wrapped by
+// notSent means the effect certainly did not happen; any other error
+// means its outcome is unknown.
+type performFunc func(ctx context.Context, key string) (sent, error)
+
+// sent is what a performer reports when the effect happened.
+type sent struct {
+	summary string // what the model reads, e.g. "email sent to …"
+	details any    // the receipt's details, marshalled to JSON
+}
+
+// notSentError marks a failure after which the effect certainly did not
+// happen (refused before anything was accepted), so it may be retried.
+type notSentError struct{ err error }
+
+func notSent(err error) error         { return &notSentError{err} }
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+func isNotSent(err error) bool {
+	var ns *notSentError
+	return errors.As(err, &ns)
+}
+
+// effectTool is a side-effecting tool: one Effects row, its definition and
+// its prepare step, run through the shared at-most-once flow.
+type effectTool struct {
+	effect  Effect
+	def     Definition
+	scope   EffectScope
+	outbox  Outbox
+	prepare prepareFunc
+}
+
+func newEffectTool(tool string, def Definition, scope EffectScope, outbox Outbox, prepare prepareFunc) *effectTool {
+	return &effectTool{effect: mustEffect(tool), def: def, scope: scope, outbox: outbox, prepare: prepare}
+}
+
+func mustEffect(tool string) Effect {
+	for _, e := range Effects {
+		if e.Tool == tool {
+			return e
+		}
+	}
+	panic("tools: no Effects row for " + tool)
+}
+
+func (t *effectTool) Definition() Definition { return t.def }
+
+// ReadOnly is false: an effect must never be re-run blindly after a crash.
+func (t *effectTool) ReadOnly() bool { return false }
+
+func (t *effectTool) Run(ctx context.Context, _ *Workspace, args json.RawMessage) Result {
+	name := t.effect.Tool
+	perform, err := t.prepare(args)
+	if err != nil {
+		return errorf("%v", err)
+	}
+	if t.outbox == nil {
+		return errorf("%s is unavailable in this run: side effects need an outbox to record them", name)
+	}
+	var argMap map[string]any
+	if err := json.Unmarshal(args, &argMap); err != nil { // prepare already validated args
+		return errorf("invalid arguments for %s: %v", name, err)
+	}
+	key := EffectKey(t.scope, t.effect, argMap)
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, args); err != nil {
+		return errorf("invalid arguments for %s: %v", name, err)
+	}
+
+	receipt, err := t.outbox.Begin(ctx, Intent{Tool: name, Key: key, ReceiptType: t.effect.ReceiptType, Args: compact.Bytes()})
+	switch {
+	case errors.Is(err, ErrUnknownOutcome):
+		return errorf("not sent: an identical %s call (same %s) was started earlier in this phase and its outcome is unknown: "+
+			"it may or may not have been delivered. Do not try to send it another way (another tool, reworded arguments, bash). "+
+			"A person can check and re-send it with `agent resume %s --resend-unknown`.",
+			name, strings.Join(t.effect.KeyArgs, " and "), t.runRef())
+	case err != nil:
+		return errorf("not sent: %v", err)
+	case receipt != nil:
+		return Result{Output: fmt.Sprintf("already sent earlier in this phase (%s); not sent again", describeReceipt(receipt))}
+	}
+
+	done, err := perform(ctx, key)
+	if err != nil && ctx.Err() != nil {
+		err = fmt.Errorf("%w (interrupted: %v)", err, context.Cause(ctx))
+	}
+	switch {
+	case err != nil && isNotSent(err):
+		res := errorf("not sent: %v. Nothing was delivered; you may fix the problem and call %s again.", err, name)
+		res.Events = []event.Event{event.New(event.EffectFailed, event.EffectFailedData{Key: key, Error: err.Error()})}
+		return res
+	case err != nil:
+		// No event: the intent stays open, so no retry repeats an effect
+		// that may have happened.
+		return errorf("outcome unknown: %v. The %s may or may not have been delivered, so it will not be retried. "+
+			"Do not try to send it another way; a person can check and re-send it with `agent resume %s --resend-unknown`.",
+			err, name, t.runRef())
+	}
+	details, err := json.Marshal(done.details)
+	if err != nil { // performers return plain structs; this is a programming error
+		panic(fmt.Sprintf("%s: marshal receipt details: %v", name, err))
+	}
+	return Result{
+		Output: done.summary,
+		Events: []event.Event{event.New(event.ReceiptRecorded, event.ReceiptData{
+			Type: t.effect.ReceiptType, Key: key, Details: details,
+		})},
+	}
+}
+
+// runRef names the run for the resume hint.
+func (t *effectTool) runRef() string {
+	if t.scope.RunID == "" {
+		return "RUN_ID"
+	}
+	return t.scope.RunID
+}
+
+func describeReceipt(r *event.ReceiptData) string {
+	if len(r.Details) == 0 || string(r.Details) == "null" {
+		return r.Type
+	}
+	return r.Type + " " + string(r.Details)
+}
