@@ -149,7 +149,10 @@ func harnessSettings(c *cli.Context, settings config.Settings) (harnessConfig, *
 	}
 	allow, deny := splitList(c.StringSlice("allow-tools")), splitList(c.StringSlice("deny-tools"))
 	if len(allow)+len(deny) > 0 {
-		set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny})
+		// Check the names against every tool a phase can have; the
+		// children build their own sets from the names.
+		extra := append(tools.RecordTools(), tools.EffectTools(tools.EffectScope{}, nil, nil)...)
+		set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: tools.WithoutUnconfigured(allow, deny, nil)}, extra...)
 		if err != nil {
 			return hc, nil, usageErrorf("%v", err)
 		}

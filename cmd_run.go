@@ -91,8 +91,11 @@ func resumeCommand() *cli.Command {
 		Description: "Rebuilds the conversation from the store and continues with no new prompt.\n" +
 			"Tool calls that finished are never run again. A call that started but has no result is re-run\n" +
 			"only if it is read-only; otherwise the model is told it was interrupted and decides.\n" +
+			"Side effects (send_email, slack_post) never repeat: one whose outcome was lost in a crash is not\n" +
+			"sent again unless you pass --resend-unknown after checking it did not arrive.\n" +
 			"RUN_ID may be a unique prefix. A run held by a live process exits 4.",
-		Flags:  modelFlags(),
+		Flags: append(modelFlags(), &cli.BoolFlag{Name: "resend-unknown",
+			Usage: "allow side effects whose outcome is unknown (lost in a crash) to be sent again"}),
 		Action: resumeAction,
 	}
 }
@@ -129,9 +132,11 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return usageErrorf("workspace: %v", err)
 	}
-	set, err := tools.NewSet(ws, tools.Options{Allow: cfg.AllowTools, Deny: cfg.DenyTools})
+	runID := newRunID()
+	outbox := &storeOutbox{runID: runID}
+	set, err := fastPathTools(ws, cfg, runID, outbox)
 	if err != nil {
-		return usageErrorf("%v", err)
+		return err
 	}
 	model, err := modelSettings(c, cfg.Model, cfg.BaseURL, cfg.ModelAttempts)
 	if err != nil {
@@ -148,13 +153,14 @@ func runAction(c *cli.Context) error {
 	defer db.Close()
 	raw, _ := json.Marshal(cfg)
 	r := &store.Run{
-		ID: newRunID(), Kind: "run", Prompt: prompt, Workspace: ws.Root(), Model: cfg.Model,
+		ID: runID, Kind: "run", Prompt: prompt, Workspace: ws.Root(), Model: cfg.Model,
 		Config: raw, MaxIterations: cfg.MaxIterations, CompletionPromise: cfg.Until,
 	}
 	owner := store.NewLeaseOwner()
 	if err := db.CreateRun(c.Context, r, owner, leaseTTL()); err != nil {
 		return err
 	}
+	outbox.db = db
 	return drive(c, db, r, owner, cfg, model, set, settings.APIKey, runner.State{}, false)
 }
 
@@ -196,9 +202,10 @@ func resumeAction(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("run %s workspace: %v: %w", r.ID, err, errNotResumable)
 	}
-	set, err := tools.NewSet(ws, tools.Options{Allow: cfg.AllowTools, Deny: cfg.DenyTools})
+	outbox := &storeOutbox{db: db, runID: r.ID, resend: c.Bool("resend-unknown")}
+	set, err := fastPathTools(ws, cfg, r.ID, outbox)
 	if err != nil {
-		return usageErrorf("%v", err)
+		return err
 	}
 	model, err := modelSettings(c, cfg.Model, cfg.BaseURL, cfg.ModelAttempts)
 	if err != nil {
@@ -212,6 +219,10 @@ func resumeAction(c *cli.Context) error {
 		return err
 	}
 	state, err := loadState(c.Context, db, r)
+	if err == nil {
+		// Nothing is carrying out the intents a crash left pending.
+		_, err = db.MarkPendingUnknown(c.Context, r.ID, "")
+	}
 	if err != nil {
 		_ = db.ReleaseLease(context.WithoutCancel(c.Context), r.ID, owner)
 		return err
@@ -220,6 +231,18 @@ func resumeAction(c *cli.Context) error {
 		return err
 	}
 	return drive(c, db, r, owner, cfg, model, set, settings.APIKey, state, true)
+}
+
+// fastPathTools is the fast path's tool set: the workspace tools and the
+// side-effecting ones, guarded by the run's outbox.
+func fastPathTools(ws *tools.Workspace, cfg runConfig, runID string, outbox tools.Outbox) (*tools.Set, error) {
+	effects := tools.EffectTools(tools.EffectScope{RunID: runID}, outbox, nil)
+	deny := tools.WithoutUnconfigured(cfg.AllowTools, cfg.DenyTools, nil)
+	set, err := tools.NewSet(ws, tools.Options{Allow: cfg.AllowTools, Deny: deny}, effects...)
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	return set, nil
 }
 
 // loadState rebuilds where a run stood from the store.

@@ -98,7 +98,13 @@ func runnerAction(c *cli.Context) error {
 			allow = append(allow, "record_learning", "record_failed_approach")
 		}
 	}
-	if cfg.Tools, err = tools.NewSet(ws, tools.Options{Allow: allow}, extra...); err != nil {
+	var deny []string
+	if spec.Mode != adapter.ModePlan {
+		outbox := &childOutbox{sink: sink, intents: intents, done: spec.Receipts}
+		extra = append(extra, tools.EffectTools(tools.EffectScope{RunID: spec.RunID, PhaseID: spec.PhaseID}, outbox, nil)...)
+		deny = tools.WithoutUnconfigured(allow, nil, nil)
+	}
+	if cfg.Tools, err = tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny}, extra...); err != nil {
 		return usageErrorf("phase spec: tools: %v", err)
 	}
 	instructions, warn := readInstructions(ws.Root())

@@ -70,6 +70,9 @@ type Control struct {
 	Proceed bool               `json:"proceed,omitempty"`
 	Receipt *event.ReceiptData `json:"receipt,omitempty"`
 	Reason  string             `json:"reason,omitempty"`
+	// Unknown: an identical earlier effect has an unknown outcome, so this
+	// one must not happen (the user may allow it: resume --resend-unknown).
+	Unknown bool `json:"unknown,omitempty"`
 }
 
 // Control message types.

@@ -30,12 +30,44 @@ type Effect struct {
 	Tool        string   // tool name, e.g. "send_email"
 	ReceiptType string   // receipt recorded when the effect happened, e.g. "email_sent"
 	KeyArgs     []string // arguments that identify the intended effect
+	Env         []string // environment the tool needs; unset means it is not offered unless asked for
 }
 
 // Effects are the side-effecting tools.
 var Effects = []Effect{
-	{Tool: "send_email", ReceiptType: "email_sent", KeyArgs: []string{"to", "subject"}},
-	{Tool: "slack_post", ReceiptType: "slack_message_sent", KeyArgs: []string{"channel", "text"}},
+	{Tool: "send_email", ReceiptType: "email_sent", KeyArgs: []string{"to", "subject"}, Env: []string{"AGENT_SMTP_ADDR", "AGENT_SMTP_FROM"}},
+	{Tool: "slack_post", ReceiptType: "slack_message_sent", KeyArgs: []string{"channel", "text"}, Env: []string{"AGENT_SLACK_TOKEN"}},
+}
+
+// Unconfigured returns the side-effecting tools whose environment is not
+// set (getenv nil means os.Getenv). Callers leave them out of the tools
+// offered to the model unless the user names them in --allow-tools, in
+// which case a call gets a clear "not configured" result.
+func Unconfigured(getenv func(string) string) []string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var out []string
+	for _, e := range Effects {
+		for _, v := range e.Env {
+			if strings.TrimSpace(getenv(v)) == "" {
+				out = append(out, e.Tool)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// WithoutUnconfigured adds to deny the unconfigured side-effecting tools
+// that allow does not name.
+func WithoutUnconfigured(allow, deny []string, getenv func(string) string) []string {
+	for _, name := range Unconfigured(getenv) {
+		if !contains(allow, name) && !contains(deny, name) {
+			deny = append(deny, name)
+		}
+	}
+	return deny
 }
 
 // EffectScope is where an effect's key is stable: within one run and

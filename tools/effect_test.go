@@ -350,3 +350,19 @@ func TestEffectToolsMissingConfig(t *testing.T) {
 		})
 	}
 }
+
+func TestUnconfiguredEffectsAreNotOffered(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"AGENT_SMTP_ADDR": "127.0.0.1:25", "AGENT_SMTP_FROM": "a@example.com"}
+	getenv := func(k string) string { return env[k] }
+	if got := Unconfigured(getenv); len(got) != 1 || got[0] != "slack_post" {
+		t.Fatalf("Unconfigured = %v, want [slack_post]", got)
+	}
+	if deny := WithoutUnconfigured(nil, []string{"bash"}, getenv); len(deny) != 2 || deny[1] != "slack_post" {
+		t.Errorf("deny = %v, want bash and slack_post", deny)
+	}
+	// Named in --allow-tools: offered, and a call says what to configure.
+	if deny := WithoutUnconfigured([]string{"slack_post"}, nil, getenv); len(deny) != 0 {
+		t.Errorf("deny = %v, want slack_post offered when allowed", deny)
+	}
+}
