@@ -2,10 +2,12 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"agent/event"
 	"agent/evidence"
@@ -18,6 +20,10 @@ import (
 // phase needs the gist and the file names, not a transcript.
 const outputLimit = 4000
 
+// errVerifyInterrupted means ctx ended while the evidence was checked and
+// the check failed: a check a user interrupted proves nothing.
+var errVerifyInterrupted = errors.New("verification interrupted")
+
 // verify checks a finished attempt's evidence, writes the findings
 // artifact and records verification.completed.
 func (o *Orchestrator) verify(ctx context.Context, ph plan.Phase, attempt int) (evidence.Findings, error) {
@@ -29,6 +35,11 @@ func (o *Orchestrator) verify(ctx context.Context, ph plan.Phase, attempt int) (
 		RunID: o.cfg.RunID, PhaseID: ph.ID, Attempt: attempt, TaskType: "phase",
 		Workspace: o.ws, Evidence: ph.Evidence, Receipts: receipts, CommandTimeout: o.cfg.CommandTimeout,
 	})
+	if !f.Passed() && ctx.Err() != nil {
+		// Stopped mid-check (Ctrl-C): the failure is the interruption's,
+		// not the attempt's, so it is neither recorded nor a guardrail.
+		return f, errVerifyInterrupted
+	}
 	path, err := evidence.WriteFindings(filepath.Join(o.cfg.RunDir, "verification"), f)
 	if err != nil {
 		return f, fmt.Errorf("write findings: %w", err)
@@ -149,6 +160,9 @@ func clip(s string, n int) string {
 	s = strings.TrimSpace(s)
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n-- // never cut a rune in half: the prompt must stay valid UTF-8
 	}
 	return s[:n] + " …[clipped]"
 }

@@ -341,15 +341,21 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 		Usage: &event.Usage{PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens},
 	}
 
-	if ctx.Err() != nil || res.Status == adapter.StatusCancelled {
+	interrupted := func() phaseEnd {
 		data.Status, data.Reason = store.AttemptCancelled, "interrupted by the user"
 		end.err = o.emitPhase(persist, event.PhaseFailed, ph.ID, attempt, data)
 		return end
+	}
+	if ctx.Err() != nil || res.Status == adapter.StatusCancelled {
+		return interrupted()
 	}
 
 	var reasons []string
 	if res.Status == adapter.StatusCompleted {
 		findings, err := o.verify(ctx, ph, attempt)
+		if errors.Is(err, errVerifyInterrupted) {
+			return interrupted()
+		}
 		if err != nil {
 			end.err = err
 			return end
