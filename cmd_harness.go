@@ -236,7 +236,7 @@ func driveHarness(c *cli.Context, db *store.DB, r *store.Run, owner string, hc h
 	o, err := orchestrator.New(orchestrator.Config{
 		Store: db, Sink: d.sink, RunID: r.ID, SessionID: r.SessionID, Workspace: r.Workspace, RunDir: runDir(r),
 		Model: hc.Model, Tools: hc.Tools, MaxTurns: hc.MaxTurns, ContextBudget: hc.ContextBudget,
-		Parallel: hc.Parallel, PhaseTimeout: phaseTimeout, Env: childEnv(apiKey),
+		Parallel: hc.Parallel, PhaseTimeout: phaseTimeout, Env: childEnv(apiKey), ResendUnknown: c.Bool("resend-unknown"),
 		// AGENT_RUNNER_EXEC runs children through another program, e.g. a
 		// sandbox wrapper that execs agent; it must speak the runner protocol.
 		Exe:              os.Getenv("AGENT_RUNNER_EXEC"),

@@ -27,14 +27,24 @@ var errVerifyInterrupted = errors.New("verification interrupted")
 // verify checks a finished attempt's evidence, writes the findings
 // artifact and records verification.completed.
 func (o *Orchestrator) verify(ctx context.Context, ph plan.Phase, attempt int) (evidence.Findings, error) {
-	receipts, err := o.receipts(ctx, ph.ID)
+	rows, err := o.cfg.Store.Receipts(ctx, o.cfg.RunID, ph.ID)
 	if err != nil {
 		return evidence.Findings{}, err
 	}
-	f := evidence.Verify(ctx, evidence.Input{
+	in := evidence.Input{
 		RunID: o.cfg.RunID, PhaseID: ph.ID, Attempt: attempt, TaskType: "phase",
-		Workspace: o.ws, Evidence: ph.Evidence, Receipts: receipts, CommandTimeout: o.cfg.CommandTimeout,
-	})
+		Workspace: o.ws, Evidence: ph.Evidence, CommandTimeout: o.cfg.CommandTimeout,
+	}
+	for _, r := range rows {
+		d := event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details}
+		switch r.State {
+		case store.ReceiptDone:
+			in.Receipts = append(in.Receipts, d)
+		case store.ReceiptUnknown, store.ReceiptPending:
+			in.Unknown = append(in.Unknown, d)
+		}
+	}
+	f := evidence.Verify(ctx, in)
 	if !f.Passed() && ctx.Err() != nil {
 		// Stopped mid-check (Ctrl-C): the failure is the interruption's,
 		// not the attempt's, so it is neither recorded nor a guardrail.

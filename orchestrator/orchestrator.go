@@ -40,6 +40,8 @@ type Store interface {
 	Receipts(ctx context.Context, runID, phaseID string) ([]store.Receipt, error)
 	ResetBudget(ctx context.Context, runID, phaseID string) error
 	InterruptAttempts(ctx context.Context, runID string) ([]store.Attempt, error)
+	BeginEffect(ctx context.Context, r store.Receipt, resendUnknown bool) (*store.Receipt, error)
+	MarkPendingUnknown(ctx context.Context, runID, phaseID string) (int, error)
 }
 
 // Spawner runs one child; adapter.Run in production, a fake in tests.
@@ -69,6 +71,7 @@ type Config struct {
 	ContextBudget int
 
 	Parallel       int           // phases at once; default 1
+	ResendUnknown  bool          // resume --resend-unknown: repeat side effects whose outcome was lost
 	PhaseTimeout   time.Duration // default 30m
 	CommandTimeout time.Duration // programmatic evidence; default evidence's
 
@@ -130,7 +133,7 @@ func (o *Orchestrator) Plan(ctx context.Context, request string) (*plan.Plan, er
 	}
 	spec := o.spec(PlannerPhaseID, 1, adapter.ModePlan, prompt)
 	spec.Tools = append(readOnly, tools.SubmitPlanName)
-	res, err := o.cfg.Spawn(ctx, o.adapterConfig(PlannerPhaseID, 1), spec)
+	res, err := o.cfg.Spawn(ctx, o.adapterConfig(ctx, PlannerPhaseID, 1), spec)
 	if err != nil {
 		return nil, err
 	}
@@ -280,6 +283,9 @@ func (o *Orchestrator) recover(ctx context.Context, st *store.PlanState) error {
 	if err != nil {
 		return err
 	}
+	if _, err := o.cfg.Store.MarkPendingUnknown(ctx, o.cfg.RunID, ""); err != nil {
+		return err
+	}
 	for _, a := range interrupted {
 		msg := fmt.Sprintf("phase %s attempt %d was interrupted when the harness stopped; it restarts as a new attempt", a.PhaseID, a.Attempt)
 		if err := o.emit(ctx, event.New(event.Warning, event.WarningData{Message: msg})); err != nil {
@@ -324,17 +330,27 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 		end.err = err
 		return end
 	}
-	res, err := o.cfg.Spawn(ctx, o.adapterConfig(ph.ID, attempt), spec)
+	res, err := o.cfg.Spawn(ctx, o.adapterConfig(ctx, ph.ID, attempt), spec)
 	persist := context.WithoutCancel(ctx)
-	if err != nil && res == nil {
-		if ctx.Err() == nil {
-			end.err = err
-			return end
-		}
+	// The child is gone: an intent it left pending has a lost outcome.
+	if _, uerr := o.cfg.Store.MarkPendingUnknown(persist, o.cfg.RunID, ph.ID); uerr != nil && err == nil {
+		err = uerr
+	}
+	switch {
+	case err != nil && res == nil && ctx.Err() != nil:
 		res = &adapter.Result{Status: adapter.StatusCancelled}
-	} else if err != nil {
-		end.err = err // OnEvent failed: the journal could not persist
+	case err != nil:
+		// No child ran (the binary could not start) or the journal failed:
+		// close the attempt so it does not look running, then stop.
+		_ = o.emitPhase(persist, event.PhaseFailed, ph.ID, attempt, event.PhaseData{
+			Title: ph.Title, Status: store.AttemptCrashed, Reason: err.Error(),
+		})
+		end.err = err
 		return end
+	case res.Status == adapter.StatusCancelled && ctx.Err() == nil:
+		// Only a cancelled ctx should cancel a child; anything else that
+		// stopped it is a crash, or the phase would be retried forever.
+		res.Status = adapter.StatusCrashed
 	}
 	data := event.PhaseData{
 		Title: ph.Title, Output: res.Output, DurationMS: time.Since(began).Milliseconds(),
@@ -444,8 +460,11 @@ func (o *Orchestrator) spec(phaseID string, attempt int, mode, prompt string) ad
 	}
 }
 
-func (o *Orchestrator) adapterConfig(phaseID string, attempt int) adapter.Config {
+func (o *Orchestrator) adapterConfig(ctx context.Context, phaseID string, attempt int) adapter.Config {
 	return adapter.Config{
+		OnIntent: func(in event.EffectIntentData) adapter.Control {
+			return o.intent(context.WithoutCancel(ctx), phaseID, attempt, in)
+		},
 		Exe:              o.cfg.Exe,
 		Env:              o.cfg.Env,
 		LogPath:          filepath.Join(o.cfg.RunDir, "logs", fmt.Sprintf("%s-%d.log", phaseID, attempt)),
@@ -454,6 +473,24 @@ func (o *Orchestrator) adapterConfig(phaseID string, attempt int) adapter.Config
 		HeartbeatTimeout: o.cfg.HeartbeatTimeout,
 		OnEvent:          func(e event.Event) error { return o.cfg.Sink.Emit(context.Background(), e) },
 	}
+}
+
+// intent answers a child's effect.intent: the intent is persisted before
+// the ack, and an effect that already happened, or whose outcome was lost,
+// does not happen again (DESIGN.md §6).
+func (o *Orchestrator) intent(ctx context.Context, phaseID string, attempt int, in event.EffectIntentData) adapter.Control {
+	r, err := o.cfg.Store.BeginEffect(ctx, store.Receipt{
+		Key: in.Key, RunID: o.cfg.RunID, PhaseID: phaseID, Attempt: attempt, Tool: in.Tool, Type: in.ReceiptType,
+	}, o.cfg.ResendUnknown)
+	switch {
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		return adapter.Control{Unknown: true, Reason: err.Error()}
+	case err != nil:
+		return adapter.Control{Reason: "the intent could not be recorded: " + err.Error()}
+	case r != nil:
+		return adapter.Control{Receipt: &event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details}}
+	}
+	return adapter.Control{Proceed: true}
 }
 
 func (o *Orchestrator) receipts(ctx context.Context, phaseID string) ([]event.ReceiptData, error) {
