@@ -103,6 +103,7 @@ type runView struct {
 	CreatedAt         time.Time       `json:"created_at"`
 	FinishedAt        *time.Time      `json:"finished_at,omitempty"`
 	Phases            []phaseView     `json:"phases,omitempty"`
+	Receipts          []receiptView   `json:"receipts,omitempty"`
 	Learnings         []string        `json:"learnings,omitempty"`
 	Messages          []messageView   `json:"messages,omitempty"`
 	ToolCalls         []toolCallView  `json:"tool_calls,omitempty"`
@@ -216,6 +217,15 @@ func runsShowAction(c *cli.Context) error {
 			return err
 		}
 	}
+	if r.Kind != store.KindHarness {
+		receipts, err := db.Receipts(c.Context, r.ID, "")
+		if err != nil {
+			return err
+		}
+		for _, rc := range receipts {
+			v.Receipts = append(v.Receipts, receiptView{Key: rc.Key, Type: rc.Type, State: rc.State, Tool: rc.Tool, Details: rc.Details})
+		}
+	}
 	for _, m := range msgs {
 		v.Messages = append(v.Messages, messageView{Iteration: m.Iteration, Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID})
 	}
@@ -253,6 +263,10 @@ func printRun(w io.Writer, v runView) {
 	fmt.Fprintf(w, "\nprompt:\n  %s\n", indent(v.Prompt))
 	if len(v.Phases) > 0 {
 		printPhases(w, v.Phases, v.Learnings)
+	}
+	if len(v.Receipts) > 0 {
+		fmt.Fprintln(w, "\nside effects:")
+		printReceipts(w, "  ", v.Receipts)
 	}
 	status := map[string]toolCallView{}
 	for _, tc := range v.ToolCalls {

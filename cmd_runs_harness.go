@@ -141,12 +141,7 @@ func printPhases(w io.Writer, phases []phaseView, learnings []string) {
 			}
 			fmt.Fprintln(w, line)
 		}
-		for _, r := range ph.Receipts {
-			fmt.Fprintf(w, "      receipt %s %s (attempt %d) %s\n", r.Type, r.State, r.Attempt, oneLine(string(r.Details), 100))
-			if r.State == store.ReceiptUnknown {
-				fmt.Fprintf(w, "        outcome unknown: the process stopped between the intent and the result; 'agent resume --resend-unknown' sends it again\n")
-			}
-		}
+		printReceipts(w, "      ", ph.Receipts)
 	}
 	if len(learnings) > 0 {
 		fmt.Fprintln(w, "\nlearnings:")
@@ -168,4 +163,19 @@ func describeEvidenceShort(ev plan.Evidence) string {
 		return "command: " + ev.Command
 	}
 	return ev.Type
+}
+
+// printReceipts lists side effects; an unknown outcome says what to do.
+func printReceipts(w io.Writer, indent string, rs []receiptView) {
+	for _, r := range rs {
+		what := r.Type
+		if what == "" {
+			what = r.Tool
+		}
+		fmt.Fprintf(w, "%sreceipt %s %s %s\n", indent, what, r.State, oneLine(string(r.Details), 100))
+		if r.State == store.ReceiptUnknown || r.State == store.ReceiptPending {
+			fmt.Fprintf(w, "%s  outcome unknown: the process stopped between recording the intent and the result, so it was not repeated;\n"+
+				"%s  check whether it arrived, and resume with --resend-unknown to send it again (key %s)\n", indent, indent, r.Key)
+		}
+	}
 }

@@ -89,7 +89,16 @@ type background struct {
 
 func (e *e2e) start(args ...string) *background {
 	e.t.Helper()
+	return e.startWith(nil, args...)
+}
+
+// startWith is start with the environment adjusted by env.
+func (e *e2e) startWith(env func([]string) []string, args ...string) *background {
+	e.t.Helper()
 	cmd := e.command(args...)
+	if env != nil {
+		cmd.Env = env(cmd.Env)
+	}
 	b := &background{cmd: cmd, done: make(chan struct{})}
 	cmd.Stderr = &b.stderr
 	stdout, err := cmd.StdoutPipe()

@@ -34,6 +34,9 @@ func TestScripts(t *testing.T) {
 			env.Setenv("OPENAI_API_KEY", "")
 			env.Setenv("OPENAI_BASE_URL", "")
 			env.Setenv("AGENT_MODEL", "")
+			for _, k := range []string{"AGENT_SMTP_ADDR", "AGENT_SMTP_FROM", "AGENT_SMTP_USER", "AGENT_SMTP_PASS", "AGENT_SLACK_TOKEN", "AGENT_SLACK_API_URL"} {
+				env.Setenv(k, "")
+			}
 			// agent-code runs agent and appends "exit N" to stderr, so
 			// scripts can assert the exact exit code.
 			bin := filepath.Join(env.WorkDir, ".bin")

@@ -1,0 +1,407 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	gosmtp "github.com/emersion/go-smtp"
+
+	"agent/event"
+	"agent/llm/llmtest"
+)
+
+// Side effects end to end: a real SMTP server (go-smtp) and a fake Slack
+// API in this process, the agent binary in others, and kill -9 at the
+// worst moments. The property: at most one message per intended effect,
+// and exactly one where the send happened.
+
+// mailbox is an in-process SMTP server that keeps what it receives.
+type mailbox struct {
+	addr string
+	mu   sync.Mutex
+	msgs []string
+	// afterData runs when a message has been received, before the server
+	// replies 250: the moment between "sent" and "reported".
+	afterData func()
+}
+
+func newMailbox(t *testing.T) *mailbox {
+	t.Helper()
+	m := &mailbox{}
+	s := gosmtp.NewServer(m)
+	s.Domain = "localhost"
+	s.ReadTimeout, s.WriteTimeout = 10*time.Second, 10*time.Second
+	s.ErrorLog = log.New(io.Discard, "", 0)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(l) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { s.Close() })
+	m.addr = l.Addr().String()
+	return m
+}
+
+func (m *mailbox) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.msgs)
+}
+
+func (m *mailbox) NewSession(*gosmtp.Conn) (gosmtp.Session, error) { return &mailSession{m: m}, nil }
+
+type mailSession struct{ m *mailbox }
+
+func (s *mailSession) Mail(string, *gosmtp.MailOptions) error { return nil }
+func (s *mailSession) Rcpt(string, *gosmtp.RcptOptions) error { return nil }
+func (s *mailSession) Reset()                                 {}
+func (s *mailSession) Logout() error                          { return nil }
+func (s *mailSession) Data(r io.Reader) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	s.m.mu.Lock()
+	s.m.msgs = append(s.m.msgs, string(data))
+	hook := s.m.afterData
+	s.m.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return nil
+}
+
+// withMail points the agent's environment at the mailbox.
+func (e *e2e) withMail(cmdEnv []string, m *mailbox) []string {
+	return append(cmdEnv, "AGENT_SMTP_ADDR="+m.addr, "AGENT_SMTP_FROM=agent@example.com")
+}
+
+func emailTurn(to, subject, body string) llmtest.Turn {
+	args, _ := json.Marshal(map[string]string{"to": to, "subject": subject, "body": body})
+	return llmtest.Turn{ToolCalls: []llmtest.Call{{Name: "send_email", Arguments: args}}}
+}
+
+// runnerChild finds the `agent runner` child of a harness parent.
+func runnerChild(t *testing.T, parent int) int {
+	t.Helper()
+	var found int
+	waitFor(t, "the runner child", func() bool {
+		entries, _ := os.ReadDir("/proc")
+		for _, ent := range entries {
+			pid, err := strconv.Atoi(ent.Name())
+			if err != nil {
+				continue
+			}
+			stat, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+			if len(fields) > 1 && fields[1] == strconv.Itoa(parent) {
+				cmdline, _ := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
+				if strings.Contains(string(cmdline), "runner") {
+					found = pid
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return found
+}
+
+const notifyPlan = `{"objective":"Tell Bob","phases":[
+	{"id":"notify","instructions":"Email bob@example.com the status.","max_attempts":2,
+	 "evidence":{"type":"receipt","receipts":["email_sent"]}}]}`
+
+// A retried attempt asks for the same email again: it is not sent twice,
+// and the receipt from attempt 1 still proves the phase.
+func TestEffectRetriedPhaseSendsOnce(t *testing.T) {
+	t.Parallel()
+	mail := newMailbox(t)
+	e := newHarness(t,
+		emailTurn("bob@example.com", "Status", "All green."),
+		llmtest.Turn{Text: "Emailed Bob."}, // verification fails: report.md is missing
+		emailTurn("Bob <BOB@example.com>", "Status", "All green, resending to be sure."),
+		writeTurn("report.md", "# Status\n"),
+		llmtest.Turn{Text: "Report written; the email had already gone out."},
+	)
+	planPath := e.writePlan(t, `{"objective":"Tell Bob","phases":[
+		{"id":"notify","instructions":"Email Bob and write report.md.",
+		 "evidence":{"type":"hybrid","artifacts":["report.md"],"receipts":["email_sent"]}}]}`)
+	cmd := e.command("harness", "--json", "--plan-file", planPath)
+	cmd.Env = e.withMail(cmd.Env, mail)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	evs := decodeEvents(t, string(out))
+	if fin := lastFinished(t, evs); fin.Status != "completed" {
+		t.Fatalf("final = %+v", fin)
+	}
+	if n := mail.count(); n != 1 {
+		t.Errorf("the mailbox has %d messages, want 1", n)
+	}
+	var again event.ToolCompletedData
+	for _, ev := range ofType(evs, event.ToolCompleted) {
+		var d event.ToolCompletedData
+		_ = ev.Decode(&d)
+		if d.Name == "send_email" && ev.Attempt == 2 {
+			again = d
+		}
+	}
+	if !again.OK || !strings.Contains(again.Output, "already sent earlier") {
+		t.Errorf("attempt 2's send_email = %+v, want 'already sent earlier'", again)
+	}
+	if n := len(ofType(evs, event.ReceiptRecorded)); n != 1 {
+		t.Errorf("%d receipt.recorded events, want 1", n)
+	}
+	if !strings.Contains(mail.msgs[0], "Message-Id: <send_email-") && !strings.Contains(mail.msgs[0], "Message-ID: <send_email-") {
+		t.Errorf("Message-ID not derived from the key:\n%s", mail.msgs[0])
+	}
+}
+
+// kill -9 of the child right after the server accepted the message and
+// before the child could report it: the send happened once, is never
+// repeated, and the run says clearly that the outcome is unknown.
+func TestEffectChildKilledAfterSend(t *testing.T) {
+	t.Parallel()
+	mail := newMailbox(t)
+	e := newHarness(t,
+		emailTurn("bob@example.com", "Status", "All green."), // attempt 1: the child dies in this send
+		emailTurn("bob@example.com", "Status", "All green."), // attempt 2: asks again
+		llmtest.Turn{Text: "I could not confirm the email."},
+		emailTurn("bob@example.com", "Status", "All green."), // after resume: asks again
+		llmtest.Turn{Text: "Still unknown."},
+		llmtest.Turn{Text: "Still unknown."},
+	)
+	cmd := e.command("harness", "--json", "--plan-file", e.writePlan(t, notifyPlan))
+	cmd.Env = e.withMail(cmd.Env, mail)
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	child := runnerChild(t, cmd.Process.Pid)
+	mail.mu.Lock()
+	mail.afterData = func() { _ = syscall.Kill(child, syscall.SIGKILL) }
+	mail.mu.Unlock()
+	err := cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("harness: %v (exit %d), want exit 1", err, code)
+	}
+	evs := decodeEvents(t, out.String())
+	if n := mail.count(); n != 1 {
+		t.Fatalf("the mailbox has %d messages, want exactly 1", n)
+	}
+	failed := ofType(evs, event.PhaseFailed)
+	if len(failed) != 2 {
+		t.Fatalf("%d phase.failed, want 2", len(failed))
+	}
+	var first, last event.PhaseData
+	_ = failed[0].Decode(&first)
+	_ = failed[1].Decode(&last)
+	if first.Status != "crashed" {
+		t.Errorf("attempt 1 = %+v, want crashed", first)
+	}
+	if !strings.Contains(last.Reason, "unknown outcome") || !strings.Contains(last.Reason, "--resend-unknown") {
+		t.Errorf("attempt 2's reason does not explain the unknown outcome: %s", last.Reason)
+	}
+	runID := evs[0].RunID
+	show := e.run("runs", "show", runID)
+	if !strings.Contains(show.stdout, "receipt email_sent unknown") || !strings.Contains(show.stdout, "outcome unknown") {
+		t.Errorf("runs show does not report the unknown outcome:\n%s", show.stdout)
+	}
+	// Resuming without --resend-unknown still sends nothing.
+	res := e.run("resume", runID, "--json")
+	if res.code != 1 || mail.count() != 1 {
+		t.Errorf("resume: exit %d, %d messages; want exit 1 and still 1 message", res.code, mail.count())
+	}
+}
+
+// kill -9 of the parent right after it recorded the receipt: resume
+// restarts the phase, the model asks again, and nothing is sent again.
+func TestEffectParentKilledAfterReceipt(t *testing.T) {
+	t.Parallel()
+	mail := newMailbox(t)
+	slow := llmtest.Turn{Text: "Emailed Bob.", DelayMS: 5000} // the parent dies while this is pending
+	e := newHarness(t,
+		emailTurn("bob@example.com", "Status", "All green."),
+		slow,
+		emailTurn("bob@example.com", "Status", "All green."),
+		llmtest.Turn{Text: "It had already been sent."},
+	)
+	planPath := e.writePlan(t, notifyPlan)
+	b := e.startWith(func(env []string) []string { return e.withMail(env, mail) }, "harness", "--json", "--plan-file", planPath)
+	runID := b.waitEvent(t, event.RunStarted).RunID
+	b.waitEvent(t, event.ReceiptRecorded)
+	b.kill9(t)
+
+	cmd := e.command("resume", runID, "--json")
+	cmd.Env = e.withMail(cmd.Env, mail)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	evs := decodeEvents(t, string(out))
+	if fin := lastFinished(t, evs); fin.Status != "completed" {
+		t.Errorf("final = %+v", fin)
+	}
+	if n := mail.count(); n != 1 {
+		t.Errorf("the mailbox has %d messages, want exactly 1", n)
+	}
+}
+
+// kill -9 of the parent between the intent and the send: the child is
+// connecting to a server that has not greeted yet when its parent dies. It
+// stops without sending; resume reports the unknown outcome and sends
+// nothing; --resend-unknown, the user's choice, sends exactly one.
+func TestEffectParentKilledBetweenIntentAndSend(t *testing.T) {
+	t.Parallel()
+	mail := newMailbox(t)
+	silent, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never speaks
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	connected := make(chan net.Conn, 1)
+	go func() {
+		if c, err := silent.Accept(); err == nil {
+			connected <- c
+		}
+	}()
+	e := newHarness(t,
+		emailTurn("bob@example.com", "Status", "All green."), // attempt 1: parent dies mid-send
+		emailTurn("bob@example.com", "Status", "All green."), // resume: refused, unknown
+		llmtest.Turn{Text: "The earlier send has an unknown outcome."},
+		emailTurn("bob@example.com", "Status", "All green."), // resume --resend-unknown: sent
+		llmtest.Turn{Text: "Sent."},
+	)
+	planPath := e.writePlan(t, `{"objective":"Tell Bob","phases":[
+		{"id":"notify","instructions":"Email bob@example.com the status.","max_attempts":1,
+		 "evidence":{"type":"receipt","receipts":["email_sent"]}}]}`)
+	b := e.startWith(func(env []string) []string {
+		return append(env, "AGENT_SMTP_ADDR="+silent.Addr().String(), "AGENT_SMTP_FROM=agent@example.com")
+	}, "harness", "--json", "--plan-file", planPath)
+	runID := b.waitEvent(t, event.RunStarted).RunID
+	select {
+	case c := <-connected:
+		defer c.Close()
+	case <-time.After(15 * time.Second):
+		t.Fatal("the child never connected to the SMTP server")
+	}
+	child := runnerChild(t, b.cmd.Process.Pid)
+	b.kill9(t)
+	waitFor(t, "the orphaned child to stop", func() bool { return !alive(child) })
+
+	resume := func(extra ...string) (int, []event.Event) {
+		cmd := e.command(append([]string{"resume", runID, "--json"}, extra...)...)
+		cmd.Env = e.withMail(cmd.Env, mail)
+		out, _ := cmd.Output()
+		return cmd.ProcessState.ExitCode(), decodeEvents(t, string(out))
+	}
+	code, evs := resume()
+	if code != 1 || mail.count() != 0 {
+		t.Fatalf("resume: exit %d with %d messages; want 1 and none sent", code, mail.count())
+	}
+	if fin := lastFinished(t, evs); !strings.Contains(fin.Reason, "unknown outcome") {
+		t.Errorf("final reason = %s", fin.Reason)
+	}
+	code, _ = resume("--resend-unknown")
+	if code != 0 || mail.count() != 1 {
+		t.Errorf("resume --resend-unknown: exit %d with %d messages; want 0 and exactly 1", code, mail.count())
+	}
+}
+
+// The fast path uses the same outbox in-process: a repeated identical
+// Slack post is not posted twice; a crash after the post is not repeated
+// on resume.
+func TestEffectFastPathSlackOnce(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	posts := 0
+	var kill func()
+	slack := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer xoxb-test" {
+			http.Error(w, `{"ok":false,"error":"not_authed"}`, http.StatusUnauthorized)
+			return
+		}
+		mu.Lock()
+		posts++
+		k := kill
+		mu.Unlock()
+		if k != nil {
+			k() // the agent dies after the post, before it hears back
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true,"channel":"C42","ts":"1700000000.000100"}`)
+	}))
+	t.Cleanup(slack.Close)
+	post := func(text string) llmtest.Turn {
+		args, _ := json.Marshal(map[string]string{"channel": "#ops", "text": text})
+		return llmtest.Turn{ToolCalls: []llmtest.Call{{Name: "slack_post", Arguments: args}}}
+	}
+	e := newE2E(t,
+		post("deploy done"),
+		post("deploy  done "), // the same message, differently spaced
+		llmtest.Turn{Text: "Posted once."},
+		post("second run"), // the run that gets killed
+		post("second run"), // after resume
+		llmtest.Turn{Text: "Not reposted."},
+	)
+	env := func(cmdEnv []string) []string {
+		return append(cmdEnv, "AGENT_SLACK_TOKEN=xoxb-test", "AGENT_SLACK_API_URL="+slack.URL)
+	}
+	cmd := e.command("run", "--json", "post it")
+	cmd.Env = env(cmd.Env)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if posts != 1 || !strings.Contains(string(out), "already sent earlier") {
+		t.Errorf("%d posts; the repeat was not recognised:\n%s", posts, out)
+	}
+
+	b := e.startWith(env, "run", "--json", "post again")
+	runID := b.waitEvent(t, event.RunStarted).RunID
+	mu.Lock()
+	kill = func() { _ = b.cmd.Process.Signal(syscall.SIGKILL) }
+	mu.Unlock()
+	<-b.done
+	_ = b.cmd.Wait()
+	mu.Lock()
+	kill = nil
+	mu.Unlock()
+
+	res := e.startWith(env, "resume", runID, "--json")
+	<-res.done
+	if err := res.cmd.Wait(); err != nil {
+		t.Fatalf("resume: %v: %s", err, res.stderr.String())
+	}
+	if posts != 2 {
+		t.Errorf("%d posts in all, want 2 (one per run)", posts)
+	}
+	res.mu.Lock()
+	defer res.mu.Unlock()
+	var refused bool
+	for _, ev := range res.events {
+		var d event.ToolCompletedData
+		if ev.Type == event.ToolCompleted && ev.Decode(&d) == nil && strings.Contains(d.Output, "unknown") {
+			refused = true
+		}
+	}
+	if !refused {
+		t.Error("the resumed run's repeat was not refused as an unknown outcome")
+	}
+}
