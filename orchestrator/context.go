@@ -67,12 +67,8 @@ func (o *Orchestrator) verify(ctx context.Context, ph plan.Phase, attempt int) (
 // the phase, its dependencies' results, the learnings so far and the
 // guardrails of earlier attempts.
 func (o *Orchestrator) phasePrompt(ctx context.Context, p *plan.Plan, ph plan.Phase, b budget) (string, error) {
-	st, err := o.cfg.Store.PlanState(ctx, o.cfg.RunID)
-	if err != nil {
-		return "", err
-	}
 	rows := map[string]store.Phase{}
-	for _, r := range st.Phases {
+	for _, r := range b.state.Phases {
 		rows[r.ID] = r
 	}
 	data := prompts.Phase{

@@ -85,9 +85,10 @@ type Config struct {
 
 // Orchestrator runs one harness run.
 type Orchestrator struct {
-	cfg      Config
-	ws       *tools.Workspace
-	progress sync.Mutex // progress.md is rewritten from several phases
+	cfg        Config
+	ws         *tools.Workspace
+	progress   sync.Mutex     // progress.md is rewritten from several phases
+	background sync.WaitGroup // progress writes still in flight
 }
 
 // New checks cfg and fills in defaults.
@@ -260,6 +261,7 @@ func (o *Orchestrator) Execute(ctx context.Context) (*Outcome, error) {
 			failed = &end
 		}
 	}
+	o.background.Wait()
 	if err := o.writeProgress(context.WithoutCancel(ctx)); err != nil && firstErr == nil {
 		firstErr = err
 	}
@@ -322,7 +324,12 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 		end.err = err
 		return end
 	}
-	_ = o.writeProgress(ctx)
+	// progress.md is for people; writing it need not delay the child.
+	o.background.Add(1)
+	go func() {
+		defer o.background.Done()
+		_ = o.writeProgress(context.WithoutCancel(ctx))
+	}()
 
 	spec := o.spec(ph.ID, attempt, adapter.ModePhase, prompt)
 	spec.Until, spec.MaxIterations = ph.Until, ph.MaxIterations
@@ -417,6 +424,7 @@ type budget struct {
 	used    int // failed attempts counted against max_attempts
 	max     int
 	earlier []store.Attempt // this phase's earlier attempts, oldest first
+	state   *store.PlanState
 }
 
 // budget counts the attempts that failed since the budget was last reset.
@@ -437,7 +445,7 @@ func (o *Orchestrator) budget(ctx context.Context, ph plan.Phase) (budget, error
 	if err != nil {
 		return budget{}, err
 	}
-	b := budget{attempt: row.Attempts + 1, max: ph.MaxAttempts}
+	b := budget{attempt: row.Attempts + 1, max: ph.MaxAttempts, state: st}
 	for _, a := range all {
 		if a.PhaseID != ph.ID {
 			continue

@@ -261,6 +261,17 @@ func (db *DB) BeginEffect(ctx context.Context, r Receipt, resendUnknown bool) (*
 // phaseID is not "") into unknown ones: no process can still be carrying
 // them out, so whether they happened is not known. It returns how many.
 func (db *DB) MarkPendingUnknown(ctx context.Context, runID, phaseID string) (int, error) {
+	// Almost always there is nothing pending: check without taking the
+	// write lock, which would cost a harness phase a commit.
+	var pending int
+	if err := db.ro.QueryRowContext(ctx, `
+		SELECT COUNT(*) FROM receipts WHERE run_id = ? AND state = 'pending' AND (? = '' OR phase_id = ?)`,
+		runID, phaseID, phaseID).Scan(&pending); err != nil {
+		return 0, fmt.Errorf("pending intents of run %s: %w", runID, err)
+	}
+	if pending == 0 {
+		return 0, nil
+	}
 	tx, err := db.rw.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("mark pending intents of run %s unknown: %w", runID, err)
