@@ -373,31 +373,13 @@ func cancelOnSignal(ctx context.Context, cancel context.CancelCauseFunc) func() 
 // another process now drives it.
 func keepLease(ctx context.Context, cancel context.CancelCauseFunc, db *store.DB, runID, owner string) func() {
 	ttl := leaseTTL()
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(ttl / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				err := db.RenewLease(context.WithoutCancel(ctx), runID, owner, ttl)
-				if errors.Is(err, store.ErrLeaseLost) {
-					cancel(errLeaseLost)
-					return
-				}
-			}
+	return repeat(ctx, ttl/3, func() bool {
+		if err := db.RenewLease(context.WithoutCancel(ctx), runID, owner, ttl); errors.Is(err, store.ErrLeaseLost) {
+			cancel(errLeaseLost)
+			return false
 		}
-	}()
-	return func() {
-		close(done)
-		<-stopped
-	}
+		return true
+	})
 }
 
 // leaseTTL is how long a lease outlives its last heartbeat. AGENT_LEASE_TTL

@@ -119,7 +119,11 @@ func runnerAction(c *cli.Context) error {
 	defer closeModel()
 	cfg.Model = model
 
-	res, runErr := runner.Run(ctx, cfg, spec.Prompt, runner.State{})
+	state := runner.State{
+		Prior: spec.Prior, History: spec.History, Started: spec.Started, Iteration: spec.Iteration, Turns: spec.Turns,
+		Usage: llm.Usage{PromptTokens: spec.Usage.PromptTokens, CompletionTokens: spec.Usage.CompletionTokens},
+	}
+	res, runErr := runner.Run(ctx, cfg, spec.Prompt, state)
 	if errors.Is(context.Cause(ctx), adapter.ErrParentGone) {
 		return &exitError{code: 130, msg: "parent gone; stopped"}
 	}
@@ -158,27 +162,10 @@ func heartbeat(ctx context.Context, sink *childSink, every time.Duration) func()
 	if every <= 0 {
 		every = 5 * time.Second
 	}
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_ = sink.Emit(ctx, event.New(event.Heartbeat, nil))
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-stopped
-	}
+	return repeat(ctx, every, func() bool {
+		_ = sink.Emit(ctx, event.New(event.Heartbeat, nil))
+		return true
+	})
 }
 
 func joinNonEmpty(parts ...string) string {

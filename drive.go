@@ -84,3 +84,31 @@ func (d *driving) finish(typ string, fin event.RunFinishedData) error {
 	}
 	return &exitError{code: fin.ExitCode, msg: msg}
 }
+
+// repeat calls fn every d until ctx ends, fn returns false, or the
+// returned stop is called; stop waits until fn is no longer running.
+func repeat(ctx context.Context, d time.Duration, fn func() bool) (stop func()) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if !fn() {
+					return
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
