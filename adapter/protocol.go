@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"agent/event"
+	"agent/llm"
 )
 
 // PhaseSpec is line 1 of the child's stdin. Secrets are not in it; they
@@ -40,6 +41,16 @@ type PhaseSpec struct {
 	Receipts []event.ReceiptData `json:"receipts,omitempty"`
 
 	HeartbeatMS int `json:"heartbeat_ms,omitempty"`
+
+	// ModeRun only: where the run stands, so a gateway can continue a
+	// session (Prior) or resume a reclaimed run (the rest), exactly as
+	// `agent resume` does in the fast path.
+	Prior     []llm.Message `json:"prior,omitempty"`
+	History   []llm.Message `json:"history,omitempty"`
+	Started   []string      `json:"started,omitempty"` // tool calls that started and never completed
+	Iteration int           `json:"iteration,omitempty"`
+	Turns     int           `json:"turns,omitempty"`
+	Usage     event.Usage   `json:"usage,omitempty"`
 }
 
 // Modes of a child.

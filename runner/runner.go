@@ -70,6 +70,9 @@ type Config struct {
 // State is where a run stands, so a resumed run continues where it stopped.
 // The zero State starts a new run.
 type State struct {
+	// Prior is the conversation of earlier runs in the same session: the
+	// model sees it, but it is not this run's to record or resume.
+	Prior     []llm.Message
 	Iteration int           // current Ralph iteration; 0 when not looping
 	History   []llm.Message // the current iteration's conversation, without the system prompt
 	Started   []string      // ids of tool calls that started but never completed
@@ -323,7 +326,7 @@ func (l *loop) addUser(ctx context.Context, text string) error {
 func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
 	req := llm.Request{
 		Model:    l.cfg.ModelName,
-		Messages: append([]llm.Message{{Role: llm.RoleSystem, Content: l.system}}, l.state.History...),
+		Messages: l.messages(),
 		Tools:    l.toolDefinitions(),
 	}
 	var deltaErr error
@@ -353,6 +356,15 @@ func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
 		data.ToolCalls = append(data.ToolCalls, event.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
 	return resp, l.emit(ctx, event.New(event.MessageCompleted, data))
+}
+
+// messages is the request's conversation: the system prompt, the
+// session's earlier runs, then this run's current iteration.
+func (l *loop) messages() []llm.Message {
+	out := make([]llm.Message, 0, 1+len(l.state.Prior)+len(l.state.History))
+	out = append(out, llm.Message{Role: llm.RoleSystem, Content: l.system})
+	out = append(out, l.state.Prior...)
+	return append(out, l.state.History...)
 }
 
 func (l *loop) toolDefinitions() []llm.Tool {

@@ -1058,3 +1058,27 @@ func TestRunStopToolAndRequireTool(t *testing.T) {
 		})
 	}
 }
+
+// A run in a session sees the session's earlier conversation before its
+// own prompt, and records only its own messages.
+func TestRunSeesPriorConversation(t *testing.T) {
+	t.Parallel()
+	model, srv := newClient(t, llmtest.Turn{Text: "You asked about Paris."})
+	set, _ := newTools(t)
+	sink := &recSink{}
+	prior := []llm.Message{
+		{Role: llm.RoleUser, Content: "What is the capital of France?"},
+		{Role: llm.RoleAssistant, Content: "Paris."},
+	}
+	if _, err := runner.Run(context.Background(), runner.Config{Model: model, Tools: set, Sink: sink},
+		"What did I ask?", runner.State{Prior: prior}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := srv.Requests()[0].Messages()
+	if len(msgs) != 4 || msgs[1].Content != prior[0].Content || msgs[2].Content != "Paris." || msgs[3].Content != "What did I ask?" {
+		t.Errorf("request = %+v, want system, the prior two, then the prompt", msgs)
+	}
+	if n := len(sink.Of(event.MessageCompleted)); n != 2 {
+		t.Errorf("%d message.completed events, want 2 (this run's own)", n)
+	}
+}
