@@ -40,7 +40,11 @@ func startDriving(c *cli.Context, db *store.DB, r *store.Run, owner string, harn
 	d.ctx, d.persist = ctx, context.WithoutCancel(ctx)
 	d.undo = append(d.undo, func() { _ = db.ReleaseLease(d.persist, r.ID, owner) })
 	d.undo = append(d.undo, keepLease(ctx, cancel, db, r.ID, owner))
-	journal, err := db.Journal(ctx, r.ID, r.SessionID)
+	// A run in a gateway session shares the session's sequence.
+	journal, err := db.Journal(ctx, r.ID, "")
+	if r.SessionID != "" {
+		journal, err = db.SessionJournal(ctx, r.SessionID)
+	}
 	if err != nil {
 		d.close()
 		return nil, err

@@ -116,6 +116,12 @@ func listEvents(ctx context.Context, tx *sql.Tx, runID string, afterSeq int64, l
 	if err != nil {
 		return nil, err
 	}
+	return scanEvents(rows)
+}
+
+// scanEvents reads rows of (seq, ts, run_id, session_id, phase_id,
+// attempt, type, data) and closes them.
+func scanEvents(rows *sql.Rows) ([]event.Event, error) {
 	defer rows.Close()
 	var evs []event.Event
 	for rows.Next() {
@@ -275,6 +281,9 @@ func project(ctx context.Context, tx *sql.Tx, e event.Event, now time.Time) erro
 			return nil
 		}
 		return recordReceipt(ctx, tx, e, d, now)
+
+	case event.CheckpointCreated:
+		return insertCheckpoint(ctx, tx, e)
 
 	case event.EffectFailed:
 		var d event.EffectFailedData

@@ -114,6 +114,60 @@ func (db *DB) ReleaseLease(ctx context.Context, runID, owner string) error {
 	return nil
 }
 
+// ReclaimableRuns returns the runs a dead process left behind: status
+// running, and a lease that expired or whose holder is provably dead
+// (OwnerDead), oldest first. A running run without a lease is not
+// returned: nobody took it, so nobody died holding it. The caller takes
+// each over with AcquireLease, which checks again.
+func (db *DB) ReclaimableRuns(ctx context.Context) ([]Run, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("reclaimable runs: %w", err)
+	}
+	defer tx.Rollback()
+	// "status = 'running'" is spelled as in the partial index runs_running.
+	runs, err := queryRuns(ctx, tx, `SELECT `+runColumns+` FROM runs
+		WHERE status = 'running' AND lease_owner IS NOT NULL ORDER BY created_at, rowid`)
+	if err != nil {
+		return nil, fmt.Errorf("reclaimable runs: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("reclaimable runs: %w", err)
+	}
+	now := db.now()
+	var out []Run
+	for _, r := range runs {
+		// Expired means expires_at < now, as in acquireLease.
+		if r.LeaseExpiresAt.Before(now) || db.OwnerDead(r.LeaseOwner) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// NoteReclaim counts one more takeover of the run and returns the count.
+func (db *DB) NoteReclaim(ctx context.Context, runID string) (int, error) {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("note reclaim of run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	var n int
+	err = tx.QueryRowContext(ctx, `
+		UPDATE runs SET reclaims = reclaims + 1, updated_at = ? WHERE id = ? RETURNING reclaims`,
+		formatTime(db.now()), runID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("note reclaim of run %s: %w", runID, ErrNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("note reclaim of run %s: %w", runID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("note reclaim of run %s: %w", runID, err)
+	}
+	return n, nil
+}
+
 func (db *DB) acquireLease(ctx context.Context, tx *sql.Tx, runID, owner string, ttl time.Duration) error {
 	var holder string
 	var expires time.Time

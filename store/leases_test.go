@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +167,71 @@ func TestNewLeaseOwner(t *testing.T) {
 	host, pid, ok := parseOwner(a)
 	if want, _ := os.Hostname(); !ok || host != want || pid != os.Getpid() {
 		t.Errorf("parseOwner(%q) = %q, %d, %v", a, host, pid, ok)
+	}
+}
+
+func TestReclaimableRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	clock := newClock()
+	db.Now = clock.Now
+	db.OwnerDead = func(owner string) bool { return strings.HasPrefix(owner, "dead/") }
+	const ttl = time.Minute
+
+	for _, r := range []struct{ id, owner string }{
+		{"run-expired", "host/1/aaaa"},
+		{"run-live", "host/2/bbbb"},
+		{"run-dead", "dead/3/cccc"},
+		{"run-finished", "host/4/dddd"},
+		{"run-unleased", ""},
+	} {
+		if err := db.CreateRun(ctx, &Run{ID: r.id}, r.owner, ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.SetRunStatus(ctx, "run-finished", StatusCompleted); err != nil {
+		t.Fatal(err)
+	}
+	ids := func() []string {
+		t.Helper()
+		runs, err := db.ReclaimableRuns(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range runs {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+
+	// Before expiry only the dead holder's run can be taken.
+	if got := ids(); !reflect.DeepEqual(got, []string{"run-dead"}) {
+		t.Errorf("ReclaimableRuns = %v, want [run-dead]", got)
+	}
+	// At expiry a lease still holds (RenewLease accepts expires_at >= now).
+	clock.Advance(ttl)
+	if got := ids(); !reflect.DeepEqual(got, []string{"run-dead"}) {
+		t.Errorf("ReclaimableRuns at expiry = %v, want [run-dead]", got)
+	}
+	if err := db.RenewLease(ctx, "run-live", "host/2/bbbb", ttl); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	if got := ids(); !reflect.DeepEqual(got, []string{"run-expired", "run-dead"}) {
+		t.Errorf("ReclaimableRuns after expiry = %v, want [run-expired run-dead]", got)
+	}
+
+	for want := 1; want <= 2; want++ {
+		if n, err := db.NoteReclaim(ctx, "run-expired"); err != nil || n != want {
+			t.Errorf("NoteReclaim = %d, %v; want %d", n, err, want)
+		}
+	}
+	if r, err := db.GetRun(ctx, "run-expired"); err != nil || r.Reclaims != 2 {
+		t.Errorf("GetRun reclaims = %+v, %v; want 2", r, err)
+	}
+	if _, err := db.NoteReclaim(ctx, "missing"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("NoteReclaim of a missing run: err = %v, want ErrNotFound", err)
 	}
 }

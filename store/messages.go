@@ -48,18 +48,32 @@ func (db *DB) Conversation(ctx context.Context, runID string) ([]llm.Message, er
 		return nil, fmt.Errorf("conversation of run %s: %w", runID, err)
 	}
 	defer tx.Rollback()
-	var iteration int
-	err = tx.QueryRowContext(ctx, `SELECT iteration_count FROM runs WHERE id = ?`, runID).Scan(&iteration)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("conversation of run %s: %w", runID, ErrNotFound)
-	}
+	conv, err := conversation(ctx, tx, runID)
 	if err != nil {
 		return nil, fmt.Errorf("conversation of run %s: %w", runID, err)
+	}
+	return conv, tx.Commit()
+}
+
+// conversation returns the messages of the run's current iteration.
+func conversation(ctx context.Context, tx *sql.Tx, runID string) ([]llm.Message, error) {
+	var iteration int
+	err := tx.QueryRowContext(ctx, `SELECT iteration_count FROM runs WHERE id = ?`, runID).Scan(&iteration)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
 	}
 	ms, err := listMessages(ctx, tx, runID, iteration)
 	if err != nil {
-		return nil, fmt.Errorf("conversation of run %s: %w", runID, err)
+		return nil, err
 	}
+	return toLLMMessages(ms), nil
+}
+
+// toLLMMessages converts stored messages for the model.
+func toLLMMessages(ms []Message) []llm.Message {
 	conv := make([]llm.Message, 0, len(ms))
 	for _, m := range ms {
 		conv = append(conv, llm.Message{
@@ -69,7 +83,7 @@ func (db *DB) Conversation(ctx context.Context, runID string) ([]llm.Message, er
 			ToolCallID: m.ToolCallID,
 		})
 	}
-	return conv, tx.Commit()
+	return conv
 }
 
 func insertMessage(ctx context.Context, tx *sql.Tx, m Message) error {

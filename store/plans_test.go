@@ -405,8 +405,8 @@ func TestMigratePlanStateFromVersion1(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := schemaVersion(t, db); got != 2 {
-			t.Errorf("user_version = %d, want 2", got)
+		if got := schemaVersion(t, db); got != len(ms) {
+			t.Errorf("user_version = %d, want %d", got, len(ms))
 		}
 		if _, err := db.GetRun(ctx, "run-old"); err != nil {
 			t.Errorf("run lost by the migration: %v", err)

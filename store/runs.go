@@ -27,10 +27,15 @@ const (
 	StatusCancelled   = "cancelled"
 )
 
-// ErrAmbiguous is returned when a run id prefix matches more than one run.
+// ErrAmbiguous is returned when an id prefix matches more than one run or
+// session.
 var ErrAmbiguous = errors.New("ambiguous")
 
-// minPrefix is the shortest id prefix GetRun will try to expand.
+// ErrDuplicateKey is returned by CreateRun when the run's idempotency key
+// is already used in its session: the caller should return that run.
+var ErrDuplicateKey = errors.New("idempotency key already used")
+
+// minPrefix is the shortest id prefix GetRun and GetSession will expand.
 const minPrefix = 4
 
 // Run is one row of runs: an agent run (fast path) or a harness run.
@@ -43,6 +48,13 @@ type Run struct {
 	Workspace string
 	Model     string
 	Config    json.RawMessage // opaque settings the caller needs to resume
+
+	// IdempotencyKey, if not empty, is unique within the session, so a
+	// retried start finds the run it already created.
+	IdempotencyKey string
+	// Reclaims counts the times a rescuer took the run over from a dead
+	// process.
+	Reclaims int
 
 	Result   string
 	Reason   string
@@ -65,6 +77,7 @@ type Run struct {
 
 // CreateRun inserts r with status running and, if leaseOwner is not empty,
 // the lease held by leaseOwner for ttl. It sets r's status, lease and times.
+// A key already used in the session gives an error matching ErrDuplicateKey.
 func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time.Duration) error {
 	if r.ID == "" {
 		return errors.New("create run: empty id")
@@ -75,6 +88,7 @@ func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time
 	now := db.now()
 	r.Status = StatusRunning
 	r.CreatedAt, r.UpdatedAt, r.FinishedAt = now, now, time.Time{}
+	r.Reclaims = 0
 	r.LeaseOwner, r.LeaseExpiresAt, r.LeaseHeartbeatAt = "", time.Time{}, time.Time{}
 	if leaseOwner != "" {
 		r.LeaseOwner, r.LeaseExpiresAt, r.LeaseHeartbeatAt = leaseOwner, now.Add(ttl), now
@@ -85,6 +99,19 @@ func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time
 		return fmt.Errorf("create run %s: %w", r.ID, err)
 	}
 	defer tx.Rollback()
+	if r.IdempotencyKey != "" {
+		// Checked here rather than left to the unique index so the caller
+		// gets a sentinel, and so runs without a session are covered too
+		// (the index treats NULL sessions as all distinct). Writes are
+		// serialised, so nothing can slip in between.
+		other, err := runByIdempotencyKey(ctx, tx, r.SessionID, r.IdempotencyKey)
+		if err == nil {
+			return fmt.Errorf("create run %s: key %q has run %s: %w", r.ID, r.IdempotencyKey, other.ID, ErrDuplicateKey)
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("create run %s: %w", r.ID, err)
+		}
+	}
 	if err := insertRun(ctx, tx, r); err != nil {
 		return fmt.Errorf("create run %s: %w", r.ID, err)
 	}
@@ -123,6 +150,35 @@ func (db *DB) ListRuns(ctx context.Context, limit int) ([]Run, error) {
 	return runs, tx.Commit()
 }
 
+// ListSessionRuns returns the runs of a session, oldest first.
+func (db *DB) ListSessionRuns(ctx context.Context, sessionID string) ([]Run, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of session %s: %w", sessionID, err)
+	}
+	defer tx.Rollback()
+	runs, err := listSessionRuns(ctx, tx, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("list runs of session %s: %w", sessionID, err)
+	}
+	return runs, tx.Commit()
+}
+
+// RunByIdempotencyKey returns the session's run started with key, or
+// ErrNotFound. An empty key matches nothing.
+func (db *DB) RunByIdempotencyKey(ctx context.Context, sessionID, key string) (*Run, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("run with key %q in session %s: %w", key, sessionID, err)
+	}
+	defer tx.Rollback()
+	r, err := runByIdempotencyKey(ctx, tx, sessionID, key)
+	if err != nil {
+		return nil, fmt.Errorf("run with key %q in session %s: %w", key, sessionID, err)
+	}
+	return r, tx.Commit()
+}
+
 // SetRunStatus sets a run's status. Going back to running (a resume)
 // clears the outcome of the previous attempt.
 func (db *DB) SetRunStatus(ctx context.Context, id, status string) error {
@@ -159,13 +215,13 @@ func insertRun(ctx context.Context, tx *sql.Tx, r *Run) error {
 			result, reason, exit_code, turns, prompt_tokens, completion_tokens,
 			iteration_count, max_iterations, completion_promise,
 			lease_owner, lease_expires_at, lease_heartbeat_at,
-			created_at, updated_at, finished_at
-		) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			created_at, updated_at, finished_at, idempotency_key, reclaims
+		) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.Kind, nullString(r.SessionID), r.Status, r.Prompt, r.Workspace, r.Model, config,
 		r.Result, r.Reason, r.ExitCode, r.Turns, r.Usage.PromptTokens, r.Usage.CompletionTokens,
 		r.IterationCount, r.MaxIterations, r.CompletionPromise,
 		nullString(r.LeaseOwner), nullTime(r.LeaseExpiresAt), nullTime(r.LeaseHeartbeatAt),
-		formatTime(r.CreatedAt), formatTime(r.UpdatedAt), nullTime(r.FinishedAt),
+		formatTime(r.CreatedAt), formatTime(r.UpdatedAt), nullTime(r.FinishedAt), r.IdempotencyKey, r.Reclaims,
 	)
 	return err
 }
@@ -175,7 +231,7 @@ const runColumns = `
 	result, reason, exit_code, turns, prompt_tokens, completion_tokens,
 	iteration_count, max_iterations, completion_promise,
 	COALESCE(lease_owner, ''), lease_expires_at, lease_heartbeat_at,
-	created_at, updated_at, finished_at`
+	created_at, updated_at, finished_at, idempotency_key, reclaims`
 
 func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 	var r Run
@@ -185,7 +241,7 @@ func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
 		&r.Result, &r.Reason, &r.ExitCode, &r.Turns, &r.Usage.PromptTokens, &r.Usage.CompletionTokens,
 		&r.IterationCount, &r.MaxIterations, &r.CompletionPromise,
 		&r.LeaseOwner, timeValue{&r.LeaseExpiresAt}, timeValue{&r.LeaseHeartbeatAt},
-		timeValue{&r.CreatedAt}, timeValue{&r.UpdatedAt}, timeValue{&r.FinishedAt},
+		timeValue{&r.CreatedAt}, timeValue{&r.UpdatedAt}, timeValue{&r.FinishedAt}, &r.IdempotencyKey, &r.Reclaims,
 	)
 	if err != nil {
 		return nil, err
@@ -248,8 +304,35 @@ func listRuns(ctx context.Context, tx *sql.Tx, limit int) ([]Run, error) {
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
-	rows, err := tx.QueryContext(ctx,
+	return queryRuns(ctx, tx,
 		`SELECT `+runColumns+` FROM runs ORDER BY created_at DESC, id DESC LIMIT ?`, limit)
+}
+
+// listSessionRuns orders by rowid after created_at: runs created in the
+// same microsecond keep their insertion order.
+func listSessionRuns(ctx context.Context, tx *sql.Tx, sessionID string) ([]Run, error) {
+	return queryRuns(ctx, tx,
+		`SELECT `+runColumns+` FROM runs WHERE session_id = ? ORDER BY created_at, rowid`, sessionID)
+}
+
+// runByIdempotencyKey repeats the partial index's condition so SQLite
+// can use it; "session_id IS ?" matches a NULL session for sessionID "".
+func runByIdempotencyKey(ctx context.Context, tx *sql.Tx, sessionID, key string) (*Run, error) {
+	if key == "" {
+		return nil, ErrNotFound
+	}
+	r, err := scanRun(tx.QueryRowContext(ctx, `
+		SELECT `+runColumns+` FROM runs
+		WHERE session_id IS ? AND idempotency_key = ? AND idempotency_key != ''`,
+		nullString(sessionID), key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return r, err
+}
+
+func queryRuns(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]Run, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,361 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"agent/event"
+	"agent/llm"
+)
+
+// Session is one row of sessions: a conversation in the gateway that
+// several runs continue. Its events share one sequence (SessionJournal).
+type Session struct {
+	ID            string
+	Title         string
+	ParentID      string // the session it was forked from, if any
+	ForkedFromSeq int64  // the parent's seq it was forked at; 0 means all of it
+	CreatedAt     time.Time
+	UpdatedAt     time.Time // creation, then the last event written through a session journal
+
+	LastSeq int64 // max event seq in the session, 0 if none
+	Runs    int   // number of runs
+}
+
+// CreateSession inserts s, whose ID the caller chooses, and sets its times.
+func (db *DB) CreateSession(ctx context.Context, s *Session) error {
+	if s.ID == "" {
+		return errors.New("create session: empty id")
+	}
+	now := db.now()
+	s.CreatedAt, s.UpdatedAt = now, now
+	s.LastSeq, s.Runs = 0, 0
+
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("create session %s: %w", s.ID, err)
+	}
+	defer tx.Rollback()
+	if err := insertSession(ctx, tx, s); err != nil {
+		return fmt.Errorf("create session %s: %w", s.ID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("create session %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// GetSession returns the session with this id, or the one session whose
+// id starts with it (at least 4 characters), like GetRun.
+func (db *DB) GetSession(ctx context.Context, id string) (*Session, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("get session %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	s, err := getSession(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	return s, tx.Commit()
+}
+
+// ListSessions returns up to limit sessions, most recently updated first;
+// limit <= 0 means all.
+func (db *DB) ListSessions(ctx context.Context, limit int) ([]Session, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx,
+		`SELECT `+sessionColumns+` FROM sessions ORDER BY updated_at DESC, id DESC LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer rows.Close()
+	var ss []Session
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		ss = append(ss, *s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	return ss, tx.Commit()
+}
+
+// ListSessionEvents returns up to limit events of a session with
+// seq > afterSeq, in seq order, whichever runs wrote them; limit <= 0
+// means all. It is how a client catches up after a reconnect.
+func (db *DB) ListSessionEvents(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]event.Event, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list events of session %s: %w", sessionID, err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, `
+		SELECT seq, ts, run_id, COALESCE(session_id, ''), COALESCE(phase_id, ''),
+			COALESCE(attempt, 0), type, COALESCE(data, '')
+		FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events of session %s: %w", sessionID, err)
+	}
+	evs, err := scanEvents(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list events of session %s: %w", sessionID, err)
+	}
+	return evs, tx.Commit()
+}
+
+// SessionPrior returns the conversation a new run of the session starts
+// from: the current-iteration conversation (as Conversation returns it)
+// of each earlier run, oldest first, made acceptable to providers by
+// sanitizeConversation. Earlier means created before beforeRunID, or
+// every run when beforeRunID is "". Harness runs are left out: their
+// messages are those of all their phases' children, not one conversation.
+func (db *DB) SessionPrior(ctx context.Context, sessionID, beforeRunID string) ([]llm.Message, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("prior of session %s: %w", sessionID, err)
+	}
+	defer tx.Rollback()
+	conv, err := sessionPrior(ctx, tx, sessionID, beforeRunID)
+	if err != nil {
+		return nil, fmt.Errorf("prior of session %s: %w", sessionID, err)
+	}
+	return conv, tx.Commit()
+}
+
+func sessionPrior(ctx context.Context, tx *sql.Tx, sessionID, beforeRunID string) ([]llm.Message, error) {
+	if err := sessionExists(ctx, tx, sessionID); err != nil {
+		return nil, err
+	}
+	runs, err := listSessionRuns(ctx, tx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if beforeRunID != "" {
+		i := indexOfRun(runs, beforeRunID)
+		if i < 0 {
+			return nil, fmt.Errorf("run %s in session %s: %w", beforeRunID, sessionID, ErrNotFound)
+		}
+		runs = runs[:i]
+	}
+	var conv []llm.Message
+	for _, r := range runs {
+		if r.Kind != KindRun {
+			continue
+		}
+		c, err := conversation(ctx, tx, r.ID)
+		if err != nil {
+			return nil, fmt.Errorf("run %s: %w", r.ID, err)
+		}
+		conv = append(conv, c...)
+	}
+	return sanitizeConversation(conv), nil
+}
+
+func indexOfRun(runs []Run, id string) int {
+	for i, r := range runs {
+		if r.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// sanitizeConversation drops what providers reject: an assistant tool
+// call with no result among the tool messages right after it (a run
+// interrupted mid-call, or a round still in flight), and a tool message
+// answering no such call. An assistant message left with neither text nor
+// calls goes too. msgs is not modified.
+func sanitizeConversation(msgs []llm.Message) []llm.Message {
+	out := make([]llm.Message, 0, len(msgs))
+	for i := 0; i < len(msgs); i++ {
+		m := msgs[i]
+		if m.Role == llm.RoleTool {
+			continue // reached only when no assistant call precedes it
+		}
+		if m.Role != llm.RoleAssistant || len(m.ToolCalls) == 0 {
+			out = append(out, m)
+			continue
+		}
+		// The round's results are the tool messages that follow.
+		end := i + 1
+		for end < len(msgs) && msgs[end].Role == llm.RoleTool {
+			end++
+		}
+		results := msgs[i+1 : end]
+		var calls []llm.ToolCall
+		for _, c := range m.ToolCalls {
+			if answers(results, c.ID) {
+				calls = append(calls, c)
+			}
+		}
+		m.ToolCalls = calls
+		if m.Content != "" || len(calls) > 0 {
+			out = append(out, m)
+		}
+		answered := make(map[string]bool, len(calls))
+		for _, r := range results {
+			if !answered[r.ToolCallID] && hasCall(calls, r.ToolCallID) {
+				answered[r.ToolCallID] = true
+				out = append(out, r)
+			}
+		}
+		i = end - 1
+	}
+	return out
+}
+
+func answers(results []llm.Message, callID string) bool {
+	for _, r := range results {
+		if r.ToolCallID == callID {
+			return true
+		}
+	}
+	return false
+}
+
+func hasCall(calls []llm.ToolCall, id string) bool {
+	for _, c := range calls {
+		if c.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// appendSessionEvents is AppendEvents for a session journal: it also
+// marks the session updated, in the same transaction, so session lists
+// sort by activity at the cost of one more row write per batch.
+func (db *DB) appendSessionEvents(ctx context.Context, sessionID string, evs []event.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("append events of session %s: %w", sessionID, err)
+	}
+	defer tx.Rollback()
+	now := db.now()
+	if err := appendEvents(ctx, tx, evs, now); err != nil {
+		return fmt.Errorf("append events of session %s: %w", sessionID, err)
+	}
+	if _, err := tx.ExecContext(ctx,
+		`UPDATE sessions SET updated_at = ? WHERE id = ?`, formatTime(now), sessionID); err != nil {
+		return fmt.Errorf("append events of session %s: %w", sessionID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("append events of session %s: %w", sessionID, err)
+	}
+	return nil
+}
+
+func insertSession(ctx context.Context, tx *sql.Tx, s *Session) error {
+	// forked_from_seq is NULL for a session that was not forked.
+	var forkedFrom any
+	if s.ParentID != "" {
+		forkedFrom = s.ForkedFromSeq
+	}
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO sessions (id, title, parent_id, forked_from_seq, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?)`,
+		s.ID, s.Title, nullString(s.ParentID), forkedFrom, formatTime(s.CreatedAt), formatTime(s.UpdatedAt))
+	return err
+}
+
+// sessionColumns counts with subqueries that the indexes on
+// events (session_id, seq) and runs (session_id, …) answer directly.
+const sessionColumns = `
+	id, title, COALESCE(parent_id, ''), COALESCE(forked_from_seq, 0), created_at, updated_at,
+	(SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = sessions.id),
+	(SELECT COUNT(*) FROM runs WHERE session_id = sessions.id)`
+
+func scanSession(row interface{ Scan(...any) error }) (*Session, error) {
+	var s Session
+	err := row.Scan(&s.ID, &s.Title, &s.ParentID, &s.ForkedFromSeq,
+		timeValue{&s.CreatedAt}, timeValue{&s.UpdatedAt}, &s.LastSeq, &s.Runs)
+	if err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// getSession resolves id exactly, then as a prefix.
+func getSession(ctx context.Context, tx *sql.Tx, id string) (*Session, error) {
+	s, err := scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	if err == nil {
+		return s, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get session %s: %w", id, err)
+	}
+	if len(id) < minPrefix {
+		return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+
+	// substr, not LIKE: ids are matched literally and case-sensitively.
+	rows, err := tx.QueryContext(ctx,
+		`SELECT id FROM sessions WHERE substr(id, 1, length(?)) = ? ORDER BY id LIMIT 6`, id, id)
+	if err != nil {
+		return nil, fmt.Errorf("get session %s: %w", id, err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var match string
+		if err := rows.Scan(&match); err != nil {
+			return nil, fmt.Errorf("get session %s: %w", id, err)
+		}
+		ids = append(ids, match)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("get session %s: %w", id, err)
+	}
+	switch len(ids) {
+	case 0:
+		return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	case 1:
+		s, err := scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, ids[0]))
+		if err != nil {
+			return nil, fmt.Errorf("get session %s: %w", id, err)
+		}
+		return s, nil
+	}
+	if len(ids) > 5 {
+		ids = append(ids[:5], "…")
+	}
+	return nil, fmt.Errorf("session id prefix %s is %w: matches %s", id, ErrAmbiguous, strings.Join(ids, ", "))
+}
+
+// sessionExists checks an exact id.
+func sessionExists(ctx context.Context, tx *sql.Tx, id string) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("session %s: %w", id, ErrNotFound)
+	}
+	return err
+}
+
+func lastSessionSeq(ctx context.Context, tx *sql.Tx, sessionID string) (int64, error) {
+	var last int64
+	err := tx.QueryRowContext(ctx,
+		`SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?`, sessionID).Scan(&last)
+	return last, err
+}
