@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"agent/adapter"
+	"agent/checkpoint"
 	"agent/config"
 	"agent/console"
 	"agent/event"
@@ -255,6 +256,10 @@ func loadState(ctx context.Context, db *store.DB, r *store.Run) (runner.State, e
 	if err != nil {
 		return runner.State{}, err
 	}
+	cps, err := db.Checkpoints(ctx, r.ID)
+	if err != nil {
+		return runner.State{}, err
+	}
 	st := runner.State{
 		Iteration: r.IterationCount,
 		History:   history,
@@ -266,12 +271,19 @@ func loadState(ctx context.Context, db *store.DB, r *store.Run) (runner.State, e
 			st.Started = append(st.Started, tc.CallID)
 		}
 	}
+	for _, cp := range cps {
+		st.Checkpointed = append(st.Checkpointed, cp.Path)
+	}
 	return st, nil
 }
 
 // drive runs the loop for a run this process holds the lease of, and
 // records how it ended. It returns an *exitError for any non-zero ending.
 func drive(c *cli.Context, db *store.DB, r *store.Run, owner string, cfg runConfig, ms adapter.Model, set *tools.Set, apiKey string, state runner.State, resumed bool) error {
+	home, err := config.Home() // where checkpoints keep file contents
+	if err != nil {
+		return err
+	}
 	d, err := startDriving(c, db, r, owner, false)
 	if err != nil {
 		return err
@@ -296,7 +308,7 @@ func drive(c *cli.Context, db *store.DB, r *store.Run, owner string, cfg runConf
 	res, runErr := runner.Run(d.ctx, runner.Config{
 		Model: model, ModelName: cfg.Model, Tools: set, Sink: d.sink,
 		MaxTurns: cfg.MaxTurns, Until: cfg.Until, MaxIterations: cfg.MaxIterations,
-		Instructions: instructions,
+		Instructions: instructions, Checkpoints: checkpoint.BlobsIn(home),
 	}, r.Prompt, state)
 
 	typ, fin := finalEvent(d.ctx, res, runErr)

@@ -13,6 +13,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"agent/adapter"
+	"agent/checkpoint"
+	"agent/config"
 	"agent/event"
 	"agent/llm"
 	"agent/runner"
@@ -112,6 +114,13 @@ func runnerAction(c *cli.Context) error {
 		_ = sink.Emit(ctx, event.New(event.Warning, event.WarningData{Message: warn}))
 	}
 	cfg.Instructions = joinNonEmpty(instructions, spec.System)
+	// The child never opens the database, but it saves checkpointed files
+	// to the blob store itself: the parent only records the events.
+	if home, err := config.Home(); err == nil {
+		cfg.Checkpoints = checkpoint.BlobsIn(home)
+	} else {
+		_ = sink.Emit(ctx, event.New(event.Warning, event.WarningData{Message: "file checkpoints are off: " + err.Error()}))
+	}
 	model, closeModel, err := openModel(spec.Model, os.Getenv("OPENAI_API_KEY"), sink)
 	if err != nil {
 		return err
@@ -121,7 +130,8 @@ func runnerAction(c *cli.Context) error {
 
 	state := runner.State{
 		Prior: spec.Prior, History: spec.History, Started: spec.Started, Iteration: spec.Iteration, Turns: spec.Turns,
-		Usage: llm.Usage{PromptTokens: spec.Usage.PromptTokens, CompletionTokens: spec.Usage.CompletionTokens},
+		Usage:        llm.Usage{PromptTokens: spec.Usage.PromptTokens, CompletionTokens: spec.Usage.CompletionTokens},
+		Checkpointed: spec.Checkpointed,
 	}
 	res, runErr := runner.Run(ctx, cfg, spec.Prompt, state)
 	if errors.Is(context.Cause(ctx), adapter.ErrParentGone) {

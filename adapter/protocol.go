@@ -51,6 +51,8 @@ type PhaseSpec struct {
 	Iteration int           `json:"iteration,omitempty"`
 	Turns     int           `json:"turns,omitempty"`
 	Usage     event.Usage   `json:"usage,omitempty"`
+
+	Checkpointed []string `json:"checkpointed,omitempty"` // files this run already checkpointed: not saved again
 }
 
 // Modes of a child.

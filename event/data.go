@@ -184,3 +184,16 @@ type VerificationData struct {
 	Notes                 []string `json:"notes"`
 	Path                  string   `json:"path,omitempty"`
 }
+
+// CheckpointData is a file as it was before a run first changed it, saved
+// so `agent rewind` can put it back. The store numbers a run's checkpoints
+// 1, 2, 3… in the order it records them.
+type CheckpointData struct {
+	Path    string `json:"path"`           // workspace-relative, slash separated
+	Existed bool   `json:"existed"`        // false: the run created the file
+	Blob    string `json:"blob,omitempty"` // sha256 of the saved content in $AGENT_HOME/blobs
+	Mode    uint32 `json:"mode,omitempty"` // permission bits of the file
+	Bytes   int64  `json:"bytes"`
+	CallID  string `json:"call_id,omitempty"` // the tool call about to change it
+	Tool    string `json:"tool,omitempty"`
+}

@@ -65,6 +65,17 @@ type Config struct {
 	// Stop, like submit_plan). A plain final message gets a reminder,
 	// at most twice, and then fails the run.
 	RequireTool string
+	// Checkpoints, if set, saves each file a write_file or edit_file call
+	// is about to change for the first time in the run, and the runner
+	// records the checkpoint.created it returns before the tool runs.
+	Checkpoints Checkpointer
+}
+
+// Checkpointer saves a file before the run first changes it, so that
+// `agent rewind` can put it back; checkpoint.Blobs implements it. ok is
+// false when there is nothing to save (a directory: the tool refuses it).
+type Checkpointer interface {
+	Snapshot(ctx context.Context, rel, abs string) (d event.CheckpointData, ok bool, err error)
 }
 
 // State is where a run stands, so a resumed run continues where it stopped.
@@ -78,6 +89,9 @@ type State struct {
 	Started   []string      // ids of tool calls that started but never completed
 	Turns     int           // model calls so far in the whole run
 	Usage     llm.Usage
+	// Checkpointed are the files (workspace-relative) already saved in
+	// this run: only a file's first change is checkpointed.
+	Checkpointed []string
 }
 
 // Result is how the loop ended.
@@ -110,6 +124,8 @@ type loop struct {
 
 	stopped *tools.Result // the result of a tool call that ended the loop
 	nudges  int           // reminders sent for RequireTool
+
+	checkpointed map[string]bool // files saved in this run, by workspace-relative path
 }
 
 // looping reports whether the run is a series of fresh-context iterations:
@@ -147,7 +163,10 @@ func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, e
 	if err != nil {
 		return Result{}, err
 	}
-	l := &loop{cfg: cfg, prompt: prompt, system: system, state: state}
+	l := &loop{cfg: cfg, prompt: prompt, system: system, state: state, checkpointed: map[string]bool{}}
+	for _, p := range state.Checkpointed {
+		l.checkpointed[p] = true
+	}
 	return l.run(ctx)
 }
 
@@ -408,13 +427,9 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 		})); err != nil {
 			return "", err
 		}
-		var res tools.Result
-		if repeats >= repeatRefuseAt {
-			res = tools.Result{IsError: true, Output: fmt.Sprintf(
-				"refused: this exact %s call was already made %d times in a row. Its result will not change; try a different approach.",
-				call.Name, repeats-1)}
-		} else {
-			res = l.cfg.Tools.Run(ctx, call.Name, call.Arguments)
+		res, err := l.runCall(ctx, call, repeats)
+		if err != nil {
+			return "", err
 		}
 		// Cancelled mid-tool: leave the call without a result, as a crash
 		// would, so resume applies the same rule.
@@ -430,6 +445,53 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 		}
 	}
 	l.state.Started = nil
+	return "", nil
+}
+
+// runCall runs one call whose tool.started is recorded: it refuses a call
+// repeated too often, and saves the files the call will change first.
+func (l *loop) runCall(ctx context.Context, call llm.ToolCall, repeats int) (tools.Result, error) {
+	if repeats >= repeatRefuseAt {
+		return tools.Result{IsError: true, Output: fmt.Sprintf(
+			"refused: this exact %s call was already made %d times in a row. Its result will not change; try a different approach.",
+			call.Name, repeats-1)}, nil
+	}
+	refusal, err := l.checkpoint(ctx, call)
+	if err != nil {
+		return tools.Result{}, err
+	}
+	if refusal != "" {
+		return tools.Result{IsError: true, Output: refusal}, nil
+	}
+	return l.cfg.Tools.Run(ctx, call.Name, call.Arguments), nil
+}
+
+// checkpoint saves each file call will change that this run has not
+// changed before, and records its checkpoint.created before the tool runs:
+// the first snapshot of a file is its state before the run. A file that
+// cannot be saved refuses the call, since rewind could not undo it; the
+// error returned is the sink's.
+func (l *loop) checkpoint(ctx context.Context, call llm.ToolCall) (string, error) {
+	if l.cfg.Checkpoints == nil {
+		return "", nil
+	}
+	for _, t := range l.cfg.Tools.WritesTo(call.Name, call.Arguments) {
+		if l.checkpointed[t.Rel] {
+			continue
+		}
+		d, ok, err := l.cfg.Checkpoints.Snapshot(ctx, t.Rel, t.Abs)
+		if err != nil {
+			return fmt.Sprintf("not run: %s could not be saved before the change, so it could not be rewound: %v", t.Rel, err), nil
+		}
+		if !ok {
+			continue
+		}
+		d.CallID, d.Tool = call.ID, call.Name
+		if err := l.emit(ctx, event.New(event.CheckpointCreated, d)); err != nil {
+			return "", err
+		}
+		l.checkpointed[t.Rel] = true
+	}
 	return "", nil
 }
 
