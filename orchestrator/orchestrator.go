@@ -41,6 +41,7 @@ type Store interface {
 	ResetBudget(ctx context.Context, runID, phaseID string) error
 	InterruptAttempts(ctx context.Context, runID string) ([]store.Attempt, error)
 	BeginEffect(ctx context.Context, r store.Receipt, resendUnknown bool) (*store.Receipt, error)
+	Checkpoints(ctx context.Context, runID string) ([]store.Checkpoint, error)
 	MarkPendingUnknown(ctx context.Context, runID, phaseID string) (int, error)
 }
 
@@ -337,6 +338,11 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 		end.err = err
 		return end
 	}
+	// Files the run already snapshotted keep their first, pre-run state.
+	if spec.Checkpointed, err = o.checkpointed(ctx); err != nil {
+		end.err = err
+		return end
+	}
 	res, err := o.cfg.Spawn(ctx, o.adapterConfig(ctx, ph.ID, attempt), spec)
 	persist := context.WithoutCancel(ctx)
 	// The child is gone: an intent it left pending has a lost outcome.
@@ -513,6 +519,18 @@ func (o *Orchestrator) receipts(ctx context.Context, phaseID string) ([]event.Re
 		}
 	}
 	return out, nil
+}
+
+func (o *Orchestrator) checkpointed(ctx context.Context) ([]string, error) {
+	cps, err := o.cfg.Store.Checkpoints(ctx, o.cfg.RunID)
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, c := range cps {
+		paths = append(paths, c.Path)
+	}
+	return paths, nil
 }
 
 func (o *Orchestrator) emit(ctx context.Context, e event.Event) error {

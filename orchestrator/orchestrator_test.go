@@ -1060,6 +1060,7 @@ func TestSpawnGetsConfigModelScopeAndDoneReceipts(t *testing.T) {
 	sent := event.ReceiptData{Type: "email_sent", Key: "email:abc", Details: json.RawMessage(`{"message_id":"<m1@example.com>","to":"boss@example.com"}`)}
 	emit(event.ReceiptRecorded, "notify", sent)
 	emit(event.ReceiptRecorded, "other", event.ReceiptData{Type: "slack_message_sent", Key: "slack:1", Details: json.RawMessage(`{"ts":"1.2"}`)})
+	emit(event.CheckpointCreated, "notify", event.CheckpointData{Path: "draft.md", Existed: false})
 	if _, err := fx.db.AddIntent(ctx, store.Receipt{Key: "email:pending", RunID: testRunID, PhaseID: "notify", Attempt: 1, Tool: "send_email", Type: "email_sent"}); err != nil {
 		t.Fatal(err)
 	}
@@ -1096,6 +1097,11 @@ func TestSpawnGetsConfigModelScopeAndDoneReceipts(t *testing.T) {
 	}
 	if err := spec.Validate(); err != nil {
 		t.Errorf("spec does not validate: %v", err)
+	}
+	// A file the run already snapshotted is not snapshotted again, so its
+	// first checkpoint keeps the pre-run state.
+	if !reflect.DeepEqual(spec.Checkpointed, []string{"draft.md"}) {
+		t.Errorf("spec.Checkpointed = %v, want [draft.md]", spec.Checkpointed)
 	}
 	if len(spec.Receipts) != 1 || spec.Receipts[0].Key != sent.Key || spec.Receipts[0].Type != sent.Type {
 		t.Fatalf("spec receipts = %+v, want only the done email of this phase", spec.Receipts)
