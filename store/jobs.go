@@ -251,7 +251,7 @@ func (db *DB) SetNextRun(ctx context.Context, id string, from, next time.Time) (
 		return false, fmt.Errorf("set next run of job %s: %w", id, err)
 	}
 	defer tx.Rollback()
-	ok, err := advanceJob(ctx, tx, id, from, next)
+	ok, err := advanceJob(ctx, txExec{tx, advanceJobSQL}, id, from, next)
 	if err != nil {
 		return false, fmt.Errorf("set next run of job %s: %w", id, err)
 	}
@@ -268,7 +268,7 @@ func (db *DB) ClaimTick(ctx context.Context, jobID string, scheduledFor time.Tim
 		return JobRun{}, fmt.Errorf("claim tick %s of job %s: %w", formatTime(scheduledFor), jobID, err)
 	}
 	defer tx.Rollback()
-	claimed, err := claimTick(ctx, tx, &r)
+	claimed, err := claimTick(ctx, txExec{tx, claimTickSQL}, &r)
 	if err != nil {
 		return JobRun{}, fmt.Errorf("claim tick %s of job %s: %w", formatTime(scheduledFor), jobID, err)
 	}
@@ -295,8 +295,18 @@ func (db *DB) FireTicks(ctx context.Context, fs []Firing) ([]Fired, error) {
 		return nil, fmt.Errorf("fire ticks: %w", err)
 	}
 	defer tx.Rollback()
+	advance, err := tx.PrepareContext(ctx, advanceJobSQL)
+	if err != nil {
+		return nil, fmt.Errorf("fire ticks: %w", err)
+	}
+	defer advance.Close()
+	insert, err := tx.PrepareContext(ctx, claimTickSQL)
+	if err != nil {
+		return nil, fmt.Errorf("fire ticks: %w", err)
+	}
+	defer insert.Close()
 	for i, f := range fs {
-		ok, err := advanceJob(ctx, tx, f.JobID, f.From, f.Next)
+		ok, err := advanceJob(ctx, advance, f.JobID, f.From, f.Next)
 		if err != nil {
 			return nil, fmt.Errorf("fire ticks: job %s: %w", f.JobID, err)
 		}
@@ -305,7 +315,7 @@ func (db *DB) FireTicks(ctx context.Context, fs []Firing) ([]Fired, error) {
 			continue
 		}
 		f.Run.JobID = f.JobID
-		claimed, err := claimTick(ctx, tx, f.Run)
+		claimed, err := claimTick(ctx, insert, f.Run)
 		if err != nil {
 			return nil, fmt.Errorf("fire ticks: job %s: %w", f.JobID, err)
 		}
@@ -318,7 +328,7 @@ func (db *DB) FireTicks(ctx context.Context, fs []Firing) ([]Fired, error) {
 }
 
 // UpdateJobRun writes r's run id, status, times and error. A run that
-// starts also sets its job's last_run_at.
+// starts also moves its job's last_run_at forward.
 func (db *DB) UpdateJobRun(ctx context.Context, r JobRun) error {
 	if !validJobRunStatus(r.Status) {
 		return fmt.Errorf("update job run %s: invalid status %q", r.ID, r.Status)
@@ -339,8 +349,10 @@ func (db *DB) UpdateJobRun(ctx context.Context, r JobRun) error {
 		return fmt.Errorf("update job run %s: %w", r.ID, err)
 	}
 	if r.Status == JobRunRunning && !r.StartedAt.IsZero() {
+		// MAX: parallel runs may report their starts out of order.
 		if _, err := tx.ExecContext(ctx,
-			`UPDATE scheduled_jobs SET last_run_at = ? WHERE id = ?`, formatTime(r.StartedAt), r.JobID); err != nil {
+			`UPDATE scheduled_jobs SET last_run_at = MAX(COALESCE(last_run_at, ''), ?) WHERE id = ?`,
+			formatTime(r.StartedAt), r.JobID); err != nil {
 			return fmt.Errorf("update job run %s: %w", r.ID, err)
 		}
 	}
@@ -396,10 +408,27 @@ func checkJobName(ctx context.Context, tx *sql.Tx, name, id string) error {
 	return fmt.Errorf("%q is used by job %s: %w", name, other, ErrNameTaken)
 }
 
-func advanceJob(ctx context.Context, tx *sql.Tx, id string, from, next time.Time) (bool, error) {
-	res, err := tx.ExecContext(ctx, `
-		UPDATE scheduled_jobs SET next_run_at = ?
-		WHERE id = ? AND enabled = 1 AND next_run_at = ?`, formatTime(next), id, formatTime(from))
+// execer is a *sql.Tx or a statement prepared on one.
+type execer interface {
+	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+}
+
+// txExec runs query on tx as an execer.
+type txExec struct {
+	tx    *sql.Tx
+	query string
+}
+
+func (t txExec) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, t.query, args...)
+}
+
+const advanceJobSQL = `
+	UPDATE scheduled_jobs SET next_run_at = ?
+	WHERE id = ? AND enabled = 1 AND next_run_at = ?`
+
+func advanceJob(ctx context.Context, stmt execer, id string, from, next time.Time) (bool, error) {
+	res, err := stmt.ExecContext(ctx, formatTime(next), id, formatTime(from))
 	if err != nil {
 		return false, err
 	}
@@ -409,7 +438,12 @@ func advanceJob(ctx context.Context, tx *sql.Tx, id string, from, next time.Time
 
 // claimTick inserts r unless its (job, scheduled_for, attempt) exists, and
 // reports whether it did. It fills in r.ID if empty.
-func claimTick(ctx context.Context, tx *sql.Tx, r *JobRun) (bool, error) {
+const claimTickSQL = `
+	INSERT INTO job_runs (id, job_id, run_id, scheduled_for, started_at, completed_at, status, attempt, error_text)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING`
+
+func claimTick(ctx context.Context, stmt execer, r *JobRun) (bool, error) {
 	if !validJobRunStatus(r.Status) {
 		return false, fmt.Errorf("invalid job run status %q", r.Status)
 	}
@@ -420,10 +454,7 @@ func claimTick(ctx context.Context, tx *sql.Tx, r *JobRun) (bool, error) {
 		r.ID = uuid.NewString()
 	}
 	r.ScheduledFor = r.ScheduledFor.UTC().Truncate(time.Microsecond)
-	res, err := tx.ExecContext(ctx, `
-		INSERT INTO job_runs (id, job_id, run_id, scheduled_for, started_at, completed_at, status, attempt, error_text)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING`,
+	res, err := stmt.ExecContext(ctx,
 		r.ID, r.JobID, r.RunID, formatTime(r.ScheduledFor), nullTime(r.StartedAt), nullTime(r.CompletedAt),
 		r.Status, r.Attempt, nullString(r.ErrorText))
 	if err != nil {

@@ -32,7 +32,6 @@ func TestCreateGetJob(t *testing.T) {
 	next := clock.Now().Add(5 * time.Minute)
 
 	j := createJob(t, db, "a1b2c3d4-job", "nightly", next)
-	j.TargetSessionID = ""
 	if !j.CreatedAt.Equal(clock.Now()) || !j.UpdatedAt.Equal(clock.Now()) {
 		t.Errorf("CreateJob set times %v %v", j.CreatedAt, j.UpdatedAt)
 	}
@@ -342,11 +341,25 @@ func TestUpdateJobRunAndHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(active) != 2 || active[0].ID != r2.ID && active[0].ID != o1.ID {
+	if len(active) != 2 || (active[0].ID != r2.ID && active[0].ID != o1.ID) {
 		t.Errorf("RunningJobRuns(all) = %+v, want r2 and o1", active)
 	}
 	if active, _ := db.RunningJobRuns(ctx, "other"); len(active) != 1 || active[0].ID != o1.ID {
 		t.Errorf("RunningJobRuns(other) = %+v, want o1", active)
+	}
+
+	// A parallel run that started earlier but reports later does not move
+	// last_run_at back.
+	o1.Status, o1.StartedAt = JobRunRunning, t0.Add(time.Hour)
+	o2, _ := db.ClaimTick(ctx, "other", t0.Add(time.Minute), 1, JobRunQueued)
+	o2.Status, o2.StartedAt = JobRunRunning, t0.Add(time.Minute)
+	for _, r := range []JobRun{o1, o2} {
+		if err := db.UpdateJobRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if j, _ := db.GetJob(ctx, "other"); !j.LastRunAt.Equal(t0.Add(time.Hour)) {
+		t.Errorf("last_run_at = %v, want the latest start %v", j.LastRunAt, t0.Add(time.Hour))
 	}
 
 	if err := db.UpdateJobRun(ctx, JobRun{ID: "missing", Status: JobRunFailed}); !errors.Is(err, ErrNotFound) {

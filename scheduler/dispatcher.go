@@ -1,0 +1,56 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+)
+
+// Dispatcher turns a tick into a normal run; the gateway implements it.
+type Dispatcher interface {
+	// Start starts a run for the job's tick and returns its run id. ctx
+	// bounds only the call: the run ends by itself, or through Cancel.
+	// The run must use job.Policy.Tools as its allowlist (tick.Tools).
+	//
+	// done delivers the run's Result and is closed when the run has ENDED
+	// AND its process is gone, so a retry never overlaps an attempt that
+	// timed out but is still alive. Closing it without a Result counts as
+	// a failed run.
+	Start(ctx context.Context, job Job, tick Tick) (runID string, done <-chan Result, err error)
+	// Cancel asks a run to stop; its done channel closes once it has.
+	Cancel(runID string)
+}
+
+// Tick is one attempt of one scheduled time of a job.
+type Tick struct {
+	JobRunID     string    // the job_runs row of this attempt
+	ScheduledFor time.Time // in the job's zone; with the job id it names the tick
+	Attempt      int       // 1, then 2, 3… for retries
+	MaxAttempts  int
+	Manual       bool          // started by RunNow
+	Prompt       string        // the job's prompt_template rendered for this tick
+	Tools        []string      // the allowlist; empty means the default tools
+	Timeout      time.Duration // the engine cancels the run after this
+}
+
+// Run outcomes a Dispatcher reports.
+const (
+	ResultCompleted = "completed"
+	ResultFailed    = "failed"
+	ResultCancelled = "cancelled"
+)
+
+// Result is how a run ended.
+type Result struct {
+	Status string // ResultCompleted, ResultFailed or ResultCancelled
+	Err    string // why it failed or was cancelled
+}
+
+// Reattacher may be implemented by a Dispatcher whose runs outlive the
+// engine: the gateway resumes runs a dead gateway left running. On Start
+// the engine offers it every job run the previous engine recorded as
+// running; for a run it hands back (ok), the engine watches done as that
+// attempt (timeout, overlap, retries) instead of recording the attempt
+// as interrupted.
+type Reattacher interface {
+	Reattach(runID string) (done <-chan Result, ok bool)
+}

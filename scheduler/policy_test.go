@@ -1,0 +1,88 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParsePolicy(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		json string
+		want Policy
+	}{
+		{``, DefaultPolicy()},
+		{`{}`, DefaultPolicy()},
+		{`{"overlap":"parallel","missed":"run_once_on_recovery","timeout":"90s","tools":["bash"],"retry":{"max_attempts":3}}`,
+			Policy{Overlap: OverlapParallel, Missed: MissedRunOnceOnRecovery, Timeout: 90 * time.Second, Tools: []string{"bash"},
+				Retry: Retry{MaxAttempts: 3, Base: DefaultRetryBase, Cap: DefaultRetryCap}}},
+		{`{"timeout":600,"retry":{"base":"1s","cap":"5"}}`, // numbers are seconds
+			Policy{Overlap: OverlapSkipIfRunning, Timeout: 10 * time.Minute, Retry: Retry{MaxAttempts: 1, Base: time.Second, Cap: 5 * time.Second}}},
+	}
+	for _, tt := range tests {
+		got, err := ParsePolicy([]byte(tt.json))
+		if err != nil {
+			t.Errorf("ParsePolicy(%s): %v", tt.json, err)
+			continue
+		}
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("ParsePolicy(%s) = %+v, want %+v", tt.json, got, tt.want)
+		}
+	}
+
+	p := tests[2].want
+	data, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"overlap":"parallel","missed":"run_once_on_recovery","retry":{"max_attempts":3,"base":"30s","cap":"10m0s"},"timeout":"1m30s","tools":["bash"]}`; string(data) != want {
+		t.Errorf("Marshal = %s\nwant %s", data, want)
+	}
+	back, err := ParsePolicy(data)
+	if err != nil || !reflect.DeepEqual(back, p) {
+		t.Errorf("round trip = %+v, %v", back, err)
+	}
+}
+
+func TestPolicyValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		json, want string
+	}{
+		{`{"overlap":"always"}`, `invalid policy: overlap "always": want skip_if_running, queue_one or parallel`},
+		{`{"overlap":""}`, `overlap ""`},
+		{`{"missed":"later"}`, `missed "later"`},
+		{`{"timeout":"0s"}`, "timeout must be positive, got 0s"},
+		{`{"timeout":"-1m"}`, "timeout must be positive"},
+		{`{"retry":{"max_attempts":0}}`, "max_attempts must be at least 1, got 0"},
+		{`{"retry":{"base":"0s"}}`, "retry base must be positive"},
+		{`{"retry":{"base":"1m","cap":"30s"}}`, "retry cap 30s is below base 1m0s"},
+		{`{"tools":["bash","bash"]}`, "bash listed twice"},
+		{`{"tools":[""]}`, "empty tool name"},
+		{`{"timeout":"soon"}`, `duration "soon"`},
+		{`{"timeout":true}`, "want a string"},
+		{`[`, "invalid policy"},
+	}
+	for _, tt := range tests {
+		_, err := ParsePolicy([]byte(tt.json))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParsePolicy(%s): err = %v, want %q", tt.json, err, tt.want)
+		}
+	}
+	// Decoding into a zero Policy, as into a JobSpec, fills in defaults.
+	var spec JobSpec
+	if err := json.Unmarshal([]byte(`{"name":"n","policy":{"overlap":"queue_one"}}`), &spec); err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultPolicy()
+	want.Overlap = OverlapQueueOne
+	if spec.Policy == nil || !reflect.DeepEqual(*spec.Policy, want) {
+		t.Errorf("decoded JobSpec policy %+v, want %+v", spec.Policy, want)
+	}
+	if err := (Policy{}).Validate(); err == nil {
+		t.Error("the zero Policy is valid; its timeout is mandatory")
+	}
+}
