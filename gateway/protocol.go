@@ -6,6 +6,8 @@ package gateway
 import (
 	"encoding/json"
 	"time"
+
+	"agent/event"
 )
 
 // Protocol is the protocol version this gateway speaks.
@@ -137,4 +139,167 @@ type RunOptions struct {
 	Harness       bool     `json:"harness,omitempty"` // plan and run phases instead of one loop
 	Parallel      int      `json:"parallel,omitempty"`
 	Replay        string   `json:"replay,omitempty"` // cassette path, for offline runs and tests
+}
+
+// FrameError is an error that answers no request: a first frame that is
+// not connect, or a subscriber that fell too far behind. The connection
+// closes after it.
+const FrameError = "error"
+
+// ErrorFrame is {"type":"error","error":{…},"session_id":…,"after_seq":N}.
+// For CodeSlowConsumer, SessionID and AfterSeq say where to resume: the
+// last event this connection was sent for that session.
+type ErrorFrame struct {
+	Type      string `json:"type"`
+	Error     *Error `json:"error"`
+	SessionID string `json:"session_id,omitempty"`
+	AfterSeq  int64  `json:"after_seq,omitempty"`
+}
+
+// More error codes.
+const (
+	// CodeSlowConsumer: the connection fell too far behind a session's
+	// live stream and is closed; reconnect and session.resume with the
+	// ErrorFrame's after_seq. Nothing is lost: every event is persisted.
+	CodeSlowConsumer = "slow_consumer"
+)
+
+// SessionCreateParams are session.create's params.
+type SessionCreateParams struct {
+	Title string `json:"title,omitempty"`
+}
+
+// SessionListParams are session.list's params; a zero Limit means 100.
+type SessionListParams struct {
+	Limit int `json:"limit,omitempty"`
+}
+
+// SessionParams name a session: session.get, session.lock, session.release.
+// SessionID may be a unique prefix.
+type SessionParams struct {
+	SessionID string `json:"session_id"`
+}
+
+// SessionResumeParams attach the connection to a session's stream: every
+// persisted event with seq > AfterSeq, then live events.
+//
+// message.delta frames are streamed before they are durable: the store
+// writes them with the session's next other event, as the fast path does.
+// Across reconnects to a running gateway nothing is lost either way. After
+// a gateway crash the deltas of the reply in flight are gone and their
+// seqs are reused, so a client that saw deltas should resume after the
+// last non-delta seq it has and drop the deltas after it; the
+// message.completed that follows carries the whole text anyway.
+type SessionResumeParams struct {
+	SessionID string `json:"session_id"`
+	AfterSeq  int64  `json:"after_seq"`
+}
+
+// SessionResumeResult answers session.resume. It is sent BEFORE the
+// replayed event frames: events with seq <= LastSeq are the replay, the
+// rest are live. Seqs arrive strictly increasing, with no gap and no
+// duplicate.
+type SessionResumeResult struct {
+	SessionID string `json:"session_id"`
+	AfterSeq  int64  `json:"after_seq"`
+	LastSeq   int64  `json:"last_seq"` // the session's last seq when the stream was attached
+}
+
+// SessionForkParams fork a session: the new session starts with the
+// source's events up to Seq (0: all of them).
+type SessionForkParams struct {
+	SessionID string `json:"session_id"`
+	Seq       int64  `json:"seq,omitempty"`
+	Title     string `json:"title,omitempty"`
+}
+
+// SessionLockResult answers session.lock and session.release.
+type SessionLockResult struct {
+	SessionID string `json:"session_id"`
+	Locked    bool   `json:"locked"` // whether this connection now holds the lock
+}
+
+// SessionInfo is a session as the gateway shows it.
+type SessionInfo struct {
+	SessionID     string    `json:"session_id"`
+	Title         string    `json:"title,omitempty"`
+	ParentID      string    `json:"parent_id,omitempty"`
+	ForkedFromSeq int64     `json:"forked_from_seq,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+	LastSeq       int64     `json:"last_seq"`
+	Runs          int       `json:"runs"`
+	LockedBy      string    `json:"locked_by,omitempty"` // "this connection" or "another client" while locked
+}
+
+// SessionList answers session.list and GET /v1/sessions, newest first.
+type SessionList struct {
+	Sessions []SessionInfo `json:"sessions"`
+}
+
+// SessionDetail answers session.get: the session and its runs, oldest first.
+type SessionDetail struct {
+	Session SessionInfo `json:"session"`
+	Runs    []RunInfo   `json:"runs"`
+}
+
+// RunParams name a run: run.cancel, run.get. RunID may be a unique prefix.
+type RunParams struct {
+	RunID string `json:"run_id"`
+}
+
+// Run statuses as the gateway reports them: the store's, plus queued.
+const (
+	RunQueued      = "queued"
+	RunRunning     = "running"
+	RunCompleted   = "completed"
+	RunFailed      = "failed"
+	RunCancelled   = "cancelled"
+	RunInterrupted = "interrupted"
+)
+
+// RunStartResult answers run.start and POST /v1/runs (HTTP 202).
+type RunStartResult struct {
+	RunID     string `json:"run_id"`
+	SessionID string `json:"session_id"`
+	Status    string `json:"status"` // queued, running, or the outcome of an earlier run with the same idempotency key
+}
+
+// RunInfo is a run as the gateway shows it.
+type RunInfo struct {
+	RunID          string      `json:"run_id"`
+	SessionID      string      `json:"session_id,omitempty"`
+	Kind           string      `json:"kind"` // run or harness
+	Status         string      `json:"status"`
+	Prompt         string      `json:"prompt"`
+	Workspace      string      `json:"workspace"`
+	Model          string      `json:"model,omitempty"`
+	Result         string      `json:"result,omitempty"`
+	Reason         string      `json:"reason,omitempty"`
+	ExitCode       int         `json:"exit_code"`
+	Turns          int         `json:"turns"`
+	Usage          event.Usage `json:"usage"`
+	Iteration      int         `json:"iteration,omitempty"`
+	Reclaims       int         `json:"reclaims,omitempty"`
+	IdempotencyKey string      `json:"idempotency_key,omitempty"`
+	CreatedAt      time.Time   `json:"created_at"`
+	UpdatedAt      time.Time   `json:"updated_at"`
+	FinishedAt     *time.Time  `json:"finished_at,omitempty"`
+}
+
+// RunDetail answers GET /v1/runs/ID: the run and how many events it has.
+type RunDetail struct {
+	Run    RunInfo `json:"run"`
+	Events int     `json:"events"`
+}
+
+// Health answers GET /healthz.
+type Health struct {
+	OK      bool   `json:"ok"`
+	Version string `json:"version"`
+}
+
+// HTTPError is the body of every failed HTTP request.
+type HTTPError struct {
+	Error *Error `json:"error"`
 }

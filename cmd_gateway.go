@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"agent/config"
+	"agent/gateway"
+	"agent/store"
+)
+
+func gatewayCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "gateway",
+		Usage: "run the local daemon: sessions, runs and replayable event streams over WebSocket and HTTP",
+		Description: "Clients connect to ws://ADDR/ws (protocol v1) or use the HTTP API on the same port:\n" +
+			"GET /healthz, GET /v1/sessions, GET /v1/runs/ID, GET /v1/runs/ID/events?after_seq=N (Server-Sent\n" +
+			"Events), POST /v1/runs. Every request needs the token, as 'Authorization: Bearer TOKEN' (or, on /ws,\n" +
+			"in the connect frame); a token in a URL is always refused. The token is AGENT_GATEWAY_TOKEN, or the\n" +
+			"contents of $AGENT_HOME/gateway.token, created with mode 0600 on first start.\n\n" +
+			"Each run executes in its own 'agent runner' child; its events are persisted, numbered per session,\n" +
+			"and replayed to clients that reconnect with after_seq. Runs in one session run one after the other\n" +
+			"and see the session's earlier conversation.\n\n" +
+			"SIGTERM or Ctrl-C drains: no new runs, running ones get --drain-grace to finish, the rest are\n" +
+			"recorded interrupted; the next start resumes them. A second signal stops waiting. Runs a crashed\n" +
+			"gateway left are resumed once on the next start (--reclaim resume) or marked failed (--reclaim fail).\n\n" +
+			"Examples:\n" +
+			"  agent gateway\n" +
+			"  agent gateway --listen 127.0.0.1:8080 --max-concurrent-runs 8 --run-timeout 1h\n" +
+			"  curl -H \"Authorization: Bearer $(cat ~/.local/share/agent/gateway.token)\" http://127.0.0.1:7420/v1/sessions",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: gateway.DefaultListen, Usage: "`ADDR` to listen on (host:port; port 0 picks one)"},
+			&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address (the token is still required)"},
+			&cli.IntFlag{Name: "max-concurrent-runs", Value: gateway.DefaultMaxConcurrentRuns, Usage: "runs executing at once; more wait in a queue"},
+			&cli.DurationFlag{Name: "run-timeout", Value: gateway.DefaultRunTimeout, Usage: "stop a run after this long unless it sets options.timeout"},
+			&cli.DurationFlag{Name: "drain-grace", Value: gateway.DefaultDrainGrace, Usage: "on SIGTERM, how long running runs may finish before they are interrupted"},
+			&cli.StringFlag{Name: "reclaim", Value: gateway.ReclaimResume, Usage: "runs a crashed gateway left: resume (once) or fail"},
+			&cli.StringFlag{Name: "workspace", Aliases: []string{"C"}, Usage: "workspace of runs that name none (default: the current directory)"},
+			&cli.StringFlag{Name: "model", Usage: "default model of runs (env AGENT_MODEL, default " + config.DefaultModel + ")"},
+			&cli.StringFlag{Name: "base-url", Usage: "default OpenAI-compatible endpoint of runs (env OPENAI_BASE_URL)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the address and token location as one JSON object on stdout"},
+		},
+		Action: gatewayAction,
+	}
+}
+
+func gatewayAction(c *cli.Context) error {
+	if c.Args().Len() > 0 {
+		return usageErrorf("gateway takes no arguments; see 'agent gateway --help'")
+	}
+	if p := c.String("reclaim"); p != gateway.ReclaimResume && p != gateway.ReclaimFail {
+		return usageErrorf("--reclaim %q: want resume or fail", p)
+	}
+	settings, err := config.Load()
+	if err != nil {
+		return err
+	}
+	token, tokenFrom, err := gatewayToken(settings.Home)
+	if err != nil {
+		return err
+	}
+	workspace := c.String("workspace")
+	if workspace == "" {
+		if workspace, err = os.Getwd(); err != nil {
+			return fmt.Errorf("find the current directory: %w", err)
+		}
+	}
+	if workspace, err = filepath.Abs(workspace); err != nil {
+		return usageErrorf("--workspace: %v", err)
+	}
+	db, err := store.Open(config.DBPath(settings.Home))
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+	srv, err := gateway.New(gateway.Config{
+		Listen: c.String("listen"), AllowRemote: c.Bool("allow-remote"), Token: token, DB: db, Version: version,
+		DefaultWorkspace: workspace,
+		Model: gateway.ModelDefaults{
+			Name: pick(c.String("model"), settings.Model), BaseURL: pick(c.String("base-url"), settings.BaseURL),
+			APIKey: settings.APIKey, Attempts: settings.ModelAttempts, MaxTurns: settings.MaxTurns,
+		},
+		// AGENT_RUNNER_EXEC runs children through another program, as for
+		// the harness; the other knobs exist for tests.
+		Exe:              os.Getenv("AGENT_RUNNER_EXEC"),
+		HeartbeatTimeout: durationEnv("AGENT_HEARTBEAT_TIMEOUT"), KillGrace: durationEnv("AGENT_KILL_GRACE"),
+		LogDir:            filepath.Join(settings.Home, "logs"),
+		MaxConcurrentRuns: c.Int("max-concurrent-runs"), RunTimeout: c.Duration("run-timeout"),
+		DrainGrace: c.Duration("drain-grace"), ReclaimPolicy: c.String("reclaim"), LeaseTTL: leaseTTL(),
+		Logger: logger,
+	})
+	if err != nil {
+		return usageErrorf("%v", strings.TrimPrefix(err.Error(), "gateway: "))
+	}
+
+	// Signals are watched before Start: a SIGTERM during reclaim drains too.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sigs)
+	if err := srv.Start(c.Context); err != nil {
+		return err
+	}
+	addr := srv.Addr()
+	if c.Bool("json") {
+		out := map[string]any{
+			"listen": addr, "url": "http://" + addr, "ws": "ws://" + addr + "/ws",
+			"version": version, "pid": os.Getpid(), "token_from": tokenFrom,
+		}
+		_ = json.NewEncoder(c.App.Writer).Encode(out)
+	} else {
+		fmt.Fprintf(c.App.ErrWriter, "agent gateway listening on http://%s (token: %s)\n", addr, tokenFrom)
+	}
+
+	<-sigs
+	// The drain takes DrainGrace, then children get their kill grace; a
+	// second signal stops waiting and interrupts every run at once.
+	ctx, cancel := context.WithTimeout(context.Background(), c.Duration("drain-grace")+time.Minute)
+	defer cancel()
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := srv.Stop(ctx); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return &exitError{code: 130, msg: "stopped without waiting for runs to finish; they are recorded interrupted"}
+		}
+		return err
+	}
+	return nil
+}
+
+// gatewayToken returns the token and where it came from: the environment,
+// or $AGENT_HOME/gateway.token, created on first start.
+func gatewayToken(home string) (token, from string, err error) {
+	if t := strings.TrimSpace(os.Getenv("AGENT_GATEWAY_TOKEN")); t != "" {
+		return t, "$AGENT_GATEWAY_TOKEN", nil
+	}
+	path := filepath.Join(home, "gateway.token")
+	for range 2 {
+		t, err := readTokenFile(path)
+		if err == nil {
+			return t, path, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", "", err
+		}
+		if err := writeTokenFile(path); err != nil && !errors.Is(err, fs.ErrExist) {
+			return "", "", err
+		}
+	}
+	return "", "", fmt.Errorf("token file %s vanished while it was created", path)
+}
+
+// readTokenFile refuses a file others can read: the token is the key to
+// every run and workspace.
+func readTokenFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", &config.Error{Msg: fmt.Sprintf("token file %s can be read by group or others (mode %04o); run: chmod 600 %s", path, st.Mode().Perm(), path)}
+	}
+	buf := make([]byte, 4096)
+	n, _ := f.Read(buf)
+	t := strings.TrimSpace(string(buf[:n]))
+	if t == "" {
+		return "", &config.Error{Msg: fmt.Sprintf("token file %s is empty; delete it to get a new token", path)}
+	}
+	return t, nil
+}
+
+// writeTokenFile creates a new random token, readable by this user only.
+func writeTokenFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return fmt.Errorf("generate a token: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(hex.EncodeToString(b[:]) + "\n"); err != nil {
+		f.Close()
+		os.Remove(path)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}

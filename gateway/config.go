@@ -1,0 +1,167 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"agent/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultListen            = "127.0.0.1:7420"
+	DefaultMaxConcurrentRuns = 4
+	DefaultRunTimeout        = 30 * time.Minute
+	DefaultDrainGrace        = 30 * time.Second
+	DefaultLeaseTTL          = 30 * time.Second
+	DefaultSubscriberBuffer  = 4096
+)
+
+// Reclaim policies: what Start does with a run a dead gateway left running.
+const (
+	// ReclaimResume continues such a run once (store.Run.Reclaims < 1) and
+	// fails it the next time, so a run that keeps killing its gateway
+	// cannot loop forever. Runs a clean Stop interrupted are always resumed.
+	ReclaimResume = "resume"
+	// ReclaimFail records such a run as failed.
+	ReclaimFail = "fail"
+)
+
+// Config is what a gateway needs. Zero values take the defaults above.
+type Config struct {
+	Listen      string // host:port; default 127.0.0.1:7420
+	AllowRemote bool   // allow a non-loopback Listen; the token is required anyway
+	Token       string // required: every request must present it
+	DB          *store.DB
+	Version     string // shown as "agent VERSION" in connect and /healthz
+
+	// DefaultWorkspace is where runs work when run.start names no
+	// workspace; default the current directory. Must be absolute.
+	DefaultWorkspace string
+	Model            ModelDefaults
+
+	// Children: the binary run as `agent runner` (default this one), its
+	// environment (default os.Environ(), plus OPENAI_API_KEY from
+	// Model.APIKey), its hang watchdog and SIGTERM-to-SIGKILL grace
+	// (zero: the adapter's defaults).
+	Exe              string
+	Env              []string
+	HeartbeatTimeout time.Duration
+	KillGrace        time.Duration
+	// LogDir receives each child's stderr as RUN_ID.log; empty: kept
+	// only for crash reasons.
+	LogDir string
+
+	MaxConcurrentRuns int           // runs executing at once; more wait in a FIFO queue
+	RunTimeout        time.Duration // per run, unless options.timeout says otherwise
+	DrainGrace        time.Duration // how long Stop lets running runs finish
+	ReclaimPolicy     string        // ReclaimResume (default) or ReclaimFail
+	LeaseTTL          time.Duration // run leases; renewed every LeaseTTL/3
+	// SubscriberBuffer is how many events a client may fall behind a
+	// session's live stream before it is disconnected (CodeSlowConsumer).
+	SubscriberBuffer int
+
+	Logger *slog.Logger     // default: text on stderr
+	Now    func() time.Time // the clock for durations and timestamps; default time.Now
+}
+
+// ModelDefaults are the model settings of runs that do not set their own.
+type ModelDefaults struct {
+	Name     string
+	BaseURL  string
+	APIKey   string // passed to children in their environment, never in a spec
+	Attempts int    // attempts per model call; 0: the client's default
+	MaxTurns int    // 0: the runner's default
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.DefaultWorkspace == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return c, fmt.Errorf("gateway: find the current directory: %w", err)
+		}
+		c.DefaultWorkspace = wd
+	}
+	if c.MaxConcurrentRuns == 0 {
+		c.MaxConcurrentRuns = DefaultMaxConcurrentRuns
+	}
+	if c.RunTimeout == 0 {
+		c.RunTimeout = DefaultRunTimeout
+	}
+	if c.DrainGrace == 0 {
+		c.DrainGrace = DefaultDrainGrace
+	}
+	if c.ReclaimPolicy == "" {
+		c.ReclaimPolicy = ReclaimResume
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.SubscriberBuffer == 0 {
+		c.SubscriberBuffer = DefaultSubscriberBuffer
+	}
+	if c.Env == nil {
+		c.Env = os.Environ()
+	}
+	if c.Model.APIKey != "" {
+		c.Env = append(c.Env[:len(c.Env):len(c.Env)], "OPENAI_API_KEY="+c.Model.APIKey)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	return c, c.validate()
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.DB == nil:
+		return errors.New("gateway: a store is required")
+	case c.Token == "":
+		return errors.New("gateway: a token is required")
+	case c.MaxConcurrentRuns < 1:
+		return fmt.Errorf("gateway: max concurrent runs must be at least 1, got %d", c.MaxConcurrentRuns)
+	case c.RunTimeout < 0, c.DrainGrace < 0, c.LeaseTTL < 0, c.HeartbeatTimeout < 0, c.KillGrace < 0:
+		return errors.New("gateway: durations must be positive")
+	case c.SubscriberBuffer < 1:
+		return fmt.Errorf("gateway: subscriber buffer must be at least 1, got %d", c.SubscriberBuffer)
+	case c.ReclaimPolicy != ReclaimResume && c.ReclaimPolicy != ReclaimFail:
+		return fmt.Errorf("gateway: reclaim policy %q is unknown (want %s or %s)", c.ReclaimPolicy, ReclaimResume, ReclaimFail)
+	case !filepath.IsAbs(c.DefaultWorkspace):
+		return fmt.Errorf("gateway: default workspace %q is not an absolute path", c.DefaultWorkspace)
+	}
+	if st, err := os.Stat(c.DefaultWorkspace); err != nil || !st.IsDir() {
+		return fmt.Errorf("gateway: default workspace %s is not a directory", c.DefaultWorkspace)
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("gateway: listen address %q: %w", c.Listen, err)
+	}
+	if !c.AllowRemote && !isLoopback(host) {
+		return fmt.Errorf("gateway: %s is reachable from other machines; listen on 127.0.0.1, or pass --allow-remote (the token is still required)", c.Listen)
+	}
+	return nil
+}
+
+// isLoopback reports whether host only accepts local connections. An
+// empty host listens on every interface.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

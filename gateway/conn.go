@@ -1,0 +1,443 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/coder/websocket"
+)
+
+// WebSocket limits.
+const (
+	maxFrame       = 4 << 20          // the largest frame a client may send
+	connectTimeout = 10 * time.Second // for the connect frame
+	writeTimeout   = 30 * time.Second // a client that takes longer to accept a frame is gone
+	pingInterval   = 30 * time.Second // a client that does not answer a ping within this is gone
+	replayPage     = 512              // events read from the store at a time during a replay
+)
+
+// Close statuses the gateway uses.
+const (
+	StatusGoingAway       = websocket.StatusGoingAway
+	StatusPolicyViolation = websocket.StatusPolicyViolation
+)
+
+// conn is one WebSocket client. Requests are handled one at a time, in
+// order; event frames come from one goroutine per attached session.
+type conn struct {
+	s      *Server
+	id     uint64
+	ws     *websocket.Conn
+	ctx    context.Context // ends when the connection does
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	subs    map[string]*subscriber // attached sessions
+	closing bool                   // shutdown began: attach nothing more
+	streams sync.WaitGroup         // stream goroutines; Add only under mu while !closing
+	wg      sync.WaitGroup         // the keepalive
+}
+
+// serveWS upgrades /ws after the checks every request gets.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	authed, e := s.checkRequest(r, true)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		InsecureSkipVerify: true, // the Origin was checked above, with a clearer answer
+	})
+	if err != nil {
+		return // Accept has answered the client
+	}
+	ws.SetReadLimit(maxFrame)
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &conn{s: s, id: s.nextID.Add(1), ws: ws, ctx: ctx, cancel: cancel, subs: map[string]*subscriber{}}
+
+	s.connMu.Lock()
+	if s.connsClosed {
+		s.connMu.Unlock()
+		ws.Close(StatusGoingAway, "the gateway is stopping")
+		cancel()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.connsWG.Add(1)
+	s.connMu.Unlock()
+	defer func() {
+		s.connMu.Lock()
+		delete(s.conns, c)
+		s.connMu.Unlock()
+		s.connsWG.Done()
+	}()
+	c.serve(authed)
+}
+
+func (c *conn) serve(authed bool) {
+	defer c.cleanup()
+	if !c.handshake(authed) {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.keepalive()
+	}()
+	for {
+		_, data, err := c.ws.Read(c.ctx)
+		if err != nil {
+			return
+		}
+		var req Request
+		if err := json.Unmarshal(data, &req); err != nil || req.Type != FrameReq || req.Method == "" {
+			c.reply(req.ID, nil, errorf(CodeBadRequest, "a frame must be {\"type\":\"req\",\"id\":…,\"method\":…,\"params\":{…}}"))
+			continue
+		}
+		result, then, err := c.handle(req)
+		if !c.reply(req.ID, result, err) {
+			return
+		}
+		if then != nil {
+			then()
+		}
+	}
+}
+
+// keepalive pings the client, so one that vanished without closing (a
+// dropped network, a sleeping laptop) does not keep its session locks.
+func (c *conn) keepalive() {
+	t := time.NewTicker(pingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, pingInterval)
+		err := c.ws.Ping(ctx)
+		cancel()
+		if err != nil {
+			c.ws.CloseNow()
+			return
+		}
+	}
+}
+
+// handshake reads the connect frame. Anything else, a protocol this
+// gateway does not speak, or a missing or wrong token ends the
+// connection with an error saying so.
+func (c *conn) handshake(authed bool) bool {
+	ctx, cancel := context.WithTimeout(c.ctx, connectTimeout)
+	_, data, err := c.ws.Read(ctx)
+	cancel()
+	if err != nil {
+		return false
+	}
+	var req Request
+	if err := json.Unmarshal(data, &req); err != nil || req.Type != FrameReq {
+		c.fail("", errorf(CodeNotConnected, "the first frame must be connect: {\"type\":\"req\",\"id\":\"1\",\"method\":\"connect\",\"params\":{\"protocol\":%d}}", Protocol))
+		return false
+	}
+	if req.Method != MethodConnect {
+		c.fail(req.ID, errorf(CodeNotConnected, "%s before connect: the first request must be connect {\"protocol\":%d}", req.Method, Protocol))
+		return false
+	}
+	var p ConnectParams
+	if len(req.Params) > 0 {
+		if err := json.Unmarshal(req.Params, &p); err != nil {
+			c.fail(req.ID, errorf(CodeBadRequest, "connect params: %v", err))
+			return false
+		}
+	}
+	switch {
+	case p.Protocol != Protocol:
+		c.fail(req.ID, errorf(CodeProtocol, "protocol %d is not supported: this gateway speaks protocol %d", p.Protocol, Protocol))
+		return false
+	case authed:
+	case p.Token == "":
+		c.fail(req.ID, &Error{Code: CodeUnauthorized, Message: msgNoToken})
+		return false
+	case !c.s.tokenEqual(p.Token):
+		c.fail(req.ID, &Error{Code: CodeUnauthorized, Message: msgBadToken})
+		return false
+	}
+	return c.reply(req.ID, c.s.connectResult(), nil)
+}
+
+// fail answers a refused handshake and closes the connection: a res
+// frame when there was a request to answer, else an error frame.
+func (c *conn) fail(id string, e *Error) {
+	if id != "" {
+		c.reply(id, nil, e)
+	} else {
+		c.write(ErrorFrame{Type: FrameError, Error: e})
+	}
+	c.ws.Close(StatusPolicyViolation, truncate(e.Message, 120))
+}
+
+// reply sends a request's response; false means the client is gone.
+func (c *conn) reply(id string, result any, err error) bool {
+	res := Response{Type: FrameRes, ID: id, OK: err == nil}
+	if err != nil {
+		res.Error = toError(err)
+		if res.Error.Code == CodeInternal {
+			c.s.log.Error("request failed", "conn", c.id, "err", err)
+		}
+	} else {
+		res.Result = result
+	}
+	return c.write(res) == nil
+}
+
+func (c *conn) write(v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode frame: %w", err)
+	}
+	return c.writeRaw(data)
+}
+
+// writeRaw sends one text frame. A client that does not take it within
+// writeTimeout is gone: the library closes the connection then.
+func (c *conn) writeRaw(data []byte) error {
+	ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
+	defer cancel()
+	return c.ws.Write(ctx, websocket.MessageText, data)
+}
+
+// shutdown closes the connection from the gateway's side, once the
+// events already on their way to the client have been sent (a client
+// watching a drain sees its runs end), or after a few seconds.
+func (c *conn) shutdown(code websocket.StatusCode, reason string) {
+	c.detach()
+	sent := make(chan struct{})
+	go func() {
+		c.streams.Wait()
+		close(sent)
+	}()
+	select {
+	case <-sent:
+	case <-time.After(5 * time.Second):
+	}
+	c.ws.Close(code, reason)
+}
+
+// detach ends every stream of the connection: their channels close, and
+// the stream goroutines exit once they have sent what was buffered.
+func (c *conn) detach() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closing = true
+	for id, sub := range c.subs {
+		if sess, ok := c.s.sessions.loaded(id); ok {
+			sess.hub.unsubscribe(sub)
+		}
+	}
+}
+
+// cleanup runs once the read loop ends: detach every stream, release the
+// session locks, wait for the goroutines.
+func (c *conn) cleanup() {
+	c.detach()
+	c.s.sessions.releaseAll(c.id)
+	c.ws.CloseNow()
+	c.cancel()
+	c.streams.Wait()
+	c.wg.Wait()
+}
+
+// handle runs one request. then, if not nil, runs after the response has
+// been sent (session.resume's replay follows its response).
+func (c *conn) handle(req Request) (result any, then func(), err error) {
+	ctx := c.ctx
+	s := c.s
+	switch req.Method {
+	case MethodConnect:
+		return nil, nil, errorf(CodeBadRequest, "already connected")
+	case MethodSessionCreate:
+		var p SessionCreateParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
+		}
+		row, err := s.sessions.create(ctx, p.Title)
+		if err != nil {
+			return nil, nil, err
+		}
+		return sessionInfo(row), nil, nil
+	case MethodSessionList:
+		var p SessionListParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
+		}
+		list, err := s.listSessions(ctx, p.Limit, c.id)
+		return list, nil, err
+	case MethodSessionGet:
+		var p SessionParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
+		}
+		d, err := s.sessionDetail(ctx, p.SessionID, c.id)
+		return d, nil, err
+	case MethodSessionFork:
+		var p SessionForkParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
+		}
+		info, err := s.forkSession(ctx, p)
+		return info, nil, err
+	case MethodSessionLock, MethodSessionRelease:
+		var p SessionParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
+		}
+		sess, _, err := s.sessions.open(ctx, p.SessionID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if req.Method == MethodSessionLock {
+			err = s.sessions.lock(sess.id, c.id)
+		} else {
+			err = s.sessions.release(sess.id, c.id)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return SessionLockResult{SessionID: sess.id, Locked: req.Method == MethodSessionLock}, nil, nil
+	case MethodSessionResume:
+		var p SessionResumeParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
+		}
+		return c.resume(p)
+	case MethodRunStart:
+		var p RunStartParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
+		}
+		res, err := s.startRun(ctx, p, c.id)
+		return res, nil, err
+	case MethodRunCancel, MethodRunGet:
+		var p RunParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
+		}
+		if req.Method == MethodRunCancel {
+			info, err := s.cancelRun(ctx, p.RunID)
+			return info, nil, err
+		}
+		info, err := s.getRun(ctx, p.RunID)
+		return info, nil, err
+	}
+	return nil, nil, errorf(CodeUnknownMethod, "method %q is not supported by this gateway; connect's answer lists the methods it has", req.Method)
+}
+
+// resume attaches the connection to a session's stream. The live stream
+// is joined first and buffered, the store's events after after_seq are
+// sent, then the buffer, skipping what the store already gave: no gap, no
+// duplicate.
+func (c *conn) resume(p SessionResumeParams) (any, func(), error) {
+	if p.AfterSeq < 0 {
+		return nil, nil, errorf(CodeBadRequest, "after_seq must be 0 or more")
+	}
+	sess, _, err := c.s.sessions.open(c.ctx, p.SessionID)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return nil, nil, errorf(CodeUnavailable, "the gateway is stopping")
+	}
+	if _, ok := c.subs[sess.id]; ok {
+		return nil, nil, errorf(CodeConflict, "this connection is already attached to session %s; reconnect to resume it from another seq", sess.id)
+	}
+	sub, last := sess.hub.subscribe()
+	c.subs[sess.id] = sub
+	then := func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.closing {
+			return // detach has closed sub
+		}
+		c.streams.Add(1)
+		go func() {
+			defer c.streams.Done()
+			c.stream(sess, sub, p.AfterSeq)
+		}()
+	}
+	return SessionResumeResult{SessionID: sess.id, AfterSeq: p.AfterSeq, LastSeq: last}, then, nil
+}
+
+// stream sends a session's events after afterSeq: the replay from the
+// store, then the live stream. A subscriber that overflowed is told where
+// to resume, and disconnected.
+func (c *conn) stream(sess *session, sub *subscriber, afterSeq int64) {
+	sent := afterSeq
+	for {
+		evs, err := c.s.db.ListSessionEvents(c.ctx, sess.id, sent, replayPage)
+		if err != nil {
+			if c.ctx.Err() == nil {
+				c.fail("", errorf(CodeInternal, "replay session %s: %v", sess.id, err))
+			}
+			return
+		}
+		for _, e := range evs {
+			if c.writeRaw(newItem(e).frame) != nil {
+				return
+			}
+			sent = e.Seq
+		}
+		if len(evs) < replayPage {
+			break
+		}
+	}
+	for it := range sub.ch {
+		if it.ev.Seq <= sent {
+			continue
+		}
+		if c.writeRaw(it.frame) != nil {
+			return
+		}
+		sent = it.ev.Seq
+	}
+	if sub.overflowed {
+		c.s.log.Warn("slow consumer disconnected", "conn", c.id, "session_id", sess.id, "after_seq", sent)
+		e := errorf(CodeSlowConsumer, "this connection fell more than %d events behind session %s; reconnect and session.resume with after_seq %d (nothing is lost)", c.s.cfg.SubscriberBuffer, sess.id, sent)
+		ctx, cancel := context.WithTimeout(c.ctx, time.Second)
+		defer cancel()
+		if data, err := json.Marshal(ErrorFrame{Type: FrameError, Error: e, SessionID: sess.id, AfterSeq: sent}); err == nil {
+			_ = c.ws.Write(ctx, websocket.MessageText, data)
+		}
+		c.ws.Close(StatusPolicyViolation, fmt.Sprintf("slow consumer: resume with after_seq %d", sent))
+	}
+}
+
+// decode reads a request's params; absent params are the zero value.
+func decode(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return errorf(CodeBadRequest, "params: %v", err)
+	}
+	return nil
+}
+
+// truncate cuts s to at most n bytes on a rune boundary: a close reason
+// must be short and valid UTF-8.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

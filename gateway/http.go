@@ -1,0 +1,286 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"agent/event"
+)
+
+// sseKeepalive is how often an idle event stream gets a comment line, so
+// proxies and clients can tell it is alive.
+const sseKeepalive = 15 * time.Second
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /v1/sessions", s.httpSessions)
+	mux.HandleFunc("GET /v1/runs/{id}", s.httpRun)
+	mux.HandleFunc("GET /v1/runs/{id}/events", s.httpEvents)
+	mux.HandleFunc("POST /v1/runs", s.httpStartRun)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	// /ws checks its own requests: its token may come in the connect frame.
+	root := http.NewServeMux()
+	root.HandleFunc("/ws", s.serveWS)
+	root.Handle("/", s.authenticated(mux))
+	return root
+}
+
+// authenticated lets through only requests with the token.
+func (s *Server) authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, e := s.checkRequest(r, false); e != nil {
+			writeError(w, e)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *Error) {
+	if e.Code == CodeUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="agent gateway"`)
+	}
+	writeJSON(w, httpStatus(e.Code), HTTPError{Error: e})
+}
+
+func (s *Server) writeErr(w http.ResponseWriter, err error) {
+	e := toError(err)
+	if e.Code == CodeInternal {
+		s.log.Error("request failed", "err", err)
+	}
+	writeError(w, e)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, Health{OK: true, Version: s.cfg.Version})
+}
+
+func (s *Server) httpSessions(w http.ResponseWriter, r *http.Request) {
+	limit := 0
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, errorf(CodeBadRequest, "limit %q is not a positive number", v))
+			return
+		}
+		limit = n
+	}
+	list, err := s.listSessions(r.Context(), limit, 0)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) httpRun(w http.ResponseWriter, r *http.Request) {
+	row, err := s.db.GetRun(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	evs, err := s.db.ListEvents(r.Context(), row.ID, 0, 0)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, RunDetail{Run: s.runInfo(row), Events: len(evs)})
+}
+
+// httpStartRun is POST /v1/runs: run.start over HTTP. Without a
+// session_id it creates a session, titled after the input.
+func (s *Server) httpStartRun(w http.ResponseWriter, r *http.Request) {
+	var p RunStartParams
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxFrame))
+	if err := dec.Decode(&p); err != nil {
+		writeError(w, errorf(CodeBadRequest, "body: want a JSON run.start params object: %v", err))
+		return
+	}
+	if p.SessionID == "" {
+		if s.stopping.Load() {
+			s.writeErr(w, errDraining)
+			return
+		}
+		if strings.TrimSpace(p.Input) == "" {
+			writeError(w, errorf(CodeBadRequest, "input is empty: say what the run should do"))
+			return
+		}
+		// Refuse bad options before a session is made for them.
+		if _, _, err := s.resolve(p); err != nil {
+			s.writeErr(w, err)
+			return
+		}
+		row, err := s.sessions.create(r.Context(), title(p.Input))
+		if err != nil {
+			s.writeErr(w, err)
+			return
+		}
+		p.SessionID = row.ID
+	}
+	res, err := s.startRun(r.Context(), p, 0)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, res)
+}
+
+// title is a session's title made from the first line of its first input.
+func title(input string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(input), "\n")
+	return truncate(line, 80)
+}
+
+// httpEvents is GET /v1/runs/ID/events?after_seq=N: the run's events as
+// Server-Sent Events (id: seq, event: type, data: the event as in
+// `agent run --json`), replayed from the store and then live until the
+// run ends (its last terminal event: a resumed run has more than one). A reconnecting EventSource's Last-Event-ID works as after_seq.
+func (s *Server) httpEvents(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	after, e := afterSeq(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	row, err := s.db.GetRun(ctx, r.PathValue("id"))
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, errorf(CodeInternal, "streaming is not supported by this connection"))
+		return
+	}
+	// Join the live stream before reading the store, as session.resume does.
+	var sub *subscriber
+	if row.SessionID != "" {
+		sess, _, err := s.sessions.open(ctx, row.SessionID)
+		if err != nil {
+			s.writeErr(w, err)
+			return
+		}
+		sub, _ = sess.hub.subscribe()
+		defer sess.hub.unsubscribe(sub)
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+
+	sent := after
+	// replay sends the stored events after sent; false if the client is
+	// gone. A terminal event does not end the stream by itself: a run
+	// the gateway interrupted may have been resumed since.
+	replay := func() bool {
+		for {
+			evs, err := s.db.ListEvents(ctx, row.ID, sent, replayPage)
+			if err != nil {
+				writeSSEError(w, toError(err))
+				return false
+			}
+			for _, e := range evs {
+				if writeSSE(w, e) != nil {
+					return false
+				}
+				sent = e.Seq
+			}
+			if len(evs) < replayPage {
+				flusher.Flush()
+				return true
+			}
+		}
+	}
+	if !replay() {
+		return
+	}
+	// A run this gateway is not running has all its events in the store
+	// by now, the last ones perhaps written since the first read.
+	live, _, ok := s.queue.get(row.ID)
+	if !ok || sub == nil {
+		replay()
+		return
+	}
+	keepalive := time.NewTicker(sseKeepalive)
+	defer keepalive.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-keepalive.C:
+			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
+				return
+			}
+			flusher.Flush()
+		case <-live.done:
+			replay() // its last events, if the live stream had not brought them yet
+			return
+		case it, ok := <-sub.ch:
+			if !ok {
+				if sub.overflowed {
+					writeSSEError(w, errorf(CodeSlowConsumer, "this stream fell more than %d events behind; reconnect with after_seq %d (nothing is lost)", s.cfg.SubscriberBuffer, sent))
+				}
+				return
+			}
+			if it.ev.RunID != row.ID || it.ev.Seq <= sent {
+				continue
+			}
+			if writeSSE(w, it.ev) != nil {
+				return
+			}
+			flusher.Flush()
+			sent = it.ev.Seq
+			if event.IsTerminal(it.ev.Type) {
+				return
+			}
+		}
+	}
+}
+
+func afterSeq(r *http.Request) (int64, *Error) {
+	v := r.URL.Query().Get("after_seq")
+	if v == "" {
+		v = r.Header.Get("Last-Event-ID")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, errorf(CodeBadRequest, "after_seq %q is not a seq (0 or more)", v)
+	}
+	return n, nil
+}
+
+func writeSSE(w io.Writer, e event.Event) error {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data)
+	return err
+}
+
+// writeSSEError ends a stream with an error event carrying the Error.
+func writeSSEError(w io.Writer, e *Error) {
+	data, _ := json.Marshal(HTTPError{Error: e})
+	fmt.Fprintf(w, "event: error\ndata: %s\n\n", data)
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+}

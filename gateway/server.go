@@ -1,0 +1,231 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"agent/event"
+	"agent/store"
+)
+
+// Server is the gateway daemon: HTTP and WebSocket on one port, runs in
+// `agent runner` children, sessions with replayable streams.
+type Server struct {
+	cfg   Config
+	db    *store.DB
+	log   *slog.Logger
+	owner string // lease owner of every run this gateway holds
+
+	sessions *sessions
+	queue    *queue
+
+	ln   net.Listener
+	http *http.Server
+
+	// admit orders run.start against Stop: starts hold it shared, Stop
+	// takes it to flip stopping.
+	admit    sync.RWMutex
+	started  atomic.Bool
+	stopping atomic.Bool
+	stopOnce sync.Once
+	stopErr  error
+
+	connMu      sync.Mutex
+	conns       map[*conn]struct{}
+	connsClosed bool // after the drain: no new connections
+	connsWG     sync.WaitGroup
+	nextID      atomic.Uint64
+
+	background sync.WaitGroup // serve loop and lease heartbeat
+	quit       chan struct{}  // stops the heartbeat
+}
+
+// New checks cfg and fills in its defaults; Start does the rest.
+func New(cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg: cfg, db: cfg.DB, log: cfg.Logger, owner: store.NewLeaseOwner(),
+		sessions: newSessions(cfg.DB, cfg.SubscriberBuffer),
+		conns:    map[*conn]struct{}{},
+		quit:     make(chan struct{}),
+	}
+	s.queue = newQueue(cfg.MaxConcurrentRuns, s.execute)
+	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// Start listens, reclaims the runs a dead gateway left behind, and
+// serves in the background. ctx bounds the start-up only; the server
+// runs until Stop.
+func (s *Server) Start(ctx context.Context) error {
+	if s.stopping.Load() || !s.started.CompareAndSwap(false, true) {
+		return errors.New("gateway: already started or stopped")
+	}
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("gateway: listen on %s: %w", s.cfg.Listen, err)
+	}
+	s.ln = ln
+	if err := s.reclaim(ctx); err != nil {
+		ln.Close()
+		return fmt.Errorf("gateway: reclaim runs: %w", err)
+	}
+	s.background.Add(2)
+	go func() {
+		defer s.background.Done()
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("serve", "err", err)
+		}
+	}()
+	go func() {
+		defer s.background.Done()
+		s.heartbeat()
+	}()
+	s.log.Debug("gateway listening", "addr", s.Addr(), "version", s.cfg.Version, "lease_owner", s.owner)
+	return nil
+}
+
+// Addr is the address the gateway listens on, e.g. 127.0.0.1:7420.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return s.cfg.Listen
+	}
+	return s.ln.Addr().String()
+}
+
+// Stop drains the gateway: run.start is refused (unavailable, retryable),
+// queued runs are recorded interrupted, running runs get DrainGrace to
+// finish and are then interrupted; interrupted runs keep the reason
+// "gateway stopped; resumable" and the next Start resumes them. Then the
+// connections close. Stop returns once every goroutine it started has
+// ended, or when ctx ends first.
+func (s *Server) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() { s.stopErr = s.stop(ctx) })
+	return s.stopErr
+}
+
+func (s *Server) stop(ctx context.Context) error {
+	s.admit.Lock()
+	s.stopping.Store(true)
+	s.admit.Unlock()
+	if !s.started.Load() {
+		return nil
+	}
+	s.log.Info("gateway stopping", "drain_grace", s.cfg.DrainGrace)
+	for _, r := range s.queue.close() {
+		s.endUnstarted(ctx, r, errDrained)
+	}
+	drainErr := s.queue.drain(ctx, s.cfg.DrainGrace, errDrained)
+	close(s.quit)
+
+	// Clients could watch the drain; now they are told to go.
+	s.connMu.Lock()
+	s.connsClosed = true
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.connMu.Unlock()
+	var closing sync.WaitGroup
+	for _, c := range conns {
+		closing.Add(1)
+		go func() {
+			defer closing.Done()
+			c.shutdown(StatusGoingAway, "the gateway is stopping")
+		}()
+	}
+	shutdownErr := s.http.Shutdown(ctx)
+	done := make(chan struct{})
+	go func() {
+		closing.Wait()
+		s.connsWG.Wait()
+		s.background.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		for _, c := range conns {
+			c.ws.CloseNow()
+		}
+		<-done
+	}
+	flushErr := s.sessions.flush(context.WithoutCancel(ctx))
+	s.log.Info("gateway stopped")
+	return errors.Join(drainErr, shutdownErr, flushErr)
+}
+
+// heartbeat renews the lease of every run the gateway holds, queued or
+// running, every LeaseTTL/3, so a dead gateway's runs can be reclaimed
+// and a live one's cannot.
+func (s *Server) heartbeat() {
+	t := time.NewTicker(s.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		for _, id := range s.queue.ids() {
+			s.renew(id)
+		}
+	}
+}
+
+func (s *Server) renew(id string) {
+	ctx := context.Background()
+	err := s.db.RenewLease(ctx, id, s.owner, s.cfg.LeaseTTL)
+	if errors.Is(err, store.ErrLeaseLost) {
+		if _, _, live := s.queue.get(id); !live {
+			return // it ended and gave its lease up since the list was made
+		}
+		// An expired lease nobody took (the machine slept) is simply ours
+		// again; one another process holds means it drives the run now.
+		err = s.db.AcquireLease(ctx, id, s.owner, s.cfg.LeaseTTL)
+		var held *store.LeaseHeldError
+		if errors.As(err, &held) {
+			s.log.Warn("lost a run lease", "run_id", id, "holder", held.Owner)
+			if waiting, _ := s.queue.stop(id, errLeaseLost); waiting != nil {
+				s.queue.forget(waiting)
+			}
+			return
+		}
+	}
+	if err != nil {
+		s.log.Error("renew lease", "run_id", id, "err", err)
+	}
+}
+
+// Methods this gateway implements, in connect's answer.
+var methods = []string{
+	MethodSessionCreate, MethodSessionResume, MethodSessionFork, MethodSessionList, MethodSessionGet,
+	MethodSessionLock, MethodSessionRelease, MethodRunStart, MethodRunCancel, MethodRunGet,
+}
+
+// Events the gateway emits: the run events of DESIGN.md §3 a gateway run
+// produces (rewind.completed comes with checkpoint.rewind, not yet here),
+// plus effect.failed (a side effect that certainly did not happen), which
+// `agent run --json` shows too.
+var events = []string{
+	event.RunStarted, event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted,
+	event.PlanCreated, event.PhaseStarted, event.PhaseCompleted, event.PhaseFailed,
+	event.IterationStarted, event.IterationCompleted, event.MessageDelta, event.MessageCompleted,
+	event.ToolStarted, event.ToolCompleted, event.ArtifactCreated, event.ReceiptRecorded,
+	event.LearningRecorded, event.ApproachFailed, event.VerificationCompleted,
+	event.CheckpointCreated, event.Retry, event.Warning, event.EffectFailed,
+}
+
+func (s *Server) connectResult() ConnectResult {
+	return ConnectResult{Server: "agent " + s.cfg.Version, Protocol: Protocol, Methods: methods, Events: events}
+}

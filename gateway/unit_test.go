@@ -1,0 +1,241 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"agent/event"
+	"agent/store"
+)
+
+func ev(seq int64, typ string) *item {
+	return newItem(event.Event{V: 1, Seq: seq, Type: typ, RunID: "r", SessionID: "s", TS: time.Unix(0, 0)})
+}
+
+func TestHubOverflow(t *testing.T) {
+	t.Parallel()
+	h := newHub(2, 0)
+	slow, _ := h.subscribe()
+	fast, _ := h.subscribe()
+	got := make(chan []int64)
+	go func() {
+		var seqs []int64
+		for it := range fast.ch {
+			seqs = append(seqs, it.ev.Seq)
+		}
+		got <- seqs
+	}()
+	for i := int64(1); i <= 3; i++ {
+		h.publish(ev(i, event.ToolStarted))
+		time.Sleep(10 * time.Millisecond) // let the fast one keep up
+	}
+	// The slow subscriber got what fitted, then was dropped, not blocked on.
+	var seqs []int64
+	for it := range slow.ch {
+		seqs = append(seqs, it.ev.Seq)
+	}
+	if !slow.overflowed || fmt.Sprint(seqs) != "[1 2]" {
+		t.Errorf("slow subscriber: overflowed %v, got %v", slow.overflowed, seqs)
+	}
+	if h.size() != 1 {
+		t.Errorf("%d subscribers left, want 1", h.size())
+	}
+	h.unsubscribe(fast)
+	h.unsubscribe(fast) // twice is fine
+	if s := <-got; fmt.Sprint(s) != "[1 2 3]" || fast.overflowed {
+		t.Errorf("fast subscriber got %v", s)
+	}
+}
+
+// A subscriber that joins mid-reply gets the deltas the journal has not
+// written yet, since it finds them neither in the store nor live.
+func TestHubPendingDeltas(t *testing.T) {
+	t.Parallel()
+	h := newHub(1, 4)
+	h.publish(ev(5, event.MessageCompleted))
+	h.publish(ev(6, event.MessageDelta))
+	h.publish(ev(7, event.MessageDelta))
+	sub, last := h.subscribe()
+	if last != 7 || len(sub.ch) != 2 {
+		t.Fatalf("last %d, %d buffered", last, len(sub.ch))
+	}
+	if a, b := <-sub.ch, <-sub.ch; a.ev.Seq != 6 || b.ev.Seq != 7 {
+		t.Errorf("seeded %d %d", a.ev.Seq, b.ev.Seq)
+	}
+	h.publish(ev(8, event.MessageCompleted)) // writes the deltas: no longer pending
+	late, _ := h.subscribe()
+	if len(late.ch) != 0 {
+		t.Errorf("a later subscriber got %d stale deltas", len(late.ch))
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	db, err := store.Open(t.TempDir() + "/agent.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ws := t.TempDir()
+	ok := Config{Token: "t", DB: db, DefaultWorkspace: ws}
+	tests := []struct {
+		change func(*Config)
+		want   string
+	}{
+		{func(c *Config) {}, ""},
+		{func(c *Config) { c.Listen = "[::1]:0" }, ""},
+		{func(c *Config) { c.Listen = "localhost:7420" }, ""},
+		{func(c *Config) { c.Listen = "0.0.0.0:7420" }, "--allow-remote"},
+		{func(c *Config) { c.Listen = ":7420" }, "--allow-remote"},
+		{func(c *Config) { c.Listen = "0.0.0.0:7420"; c.AllowRemote = true }, ""},
+		{func(c *Config) { c.Token = "" }, "token"},
+		{func(c *Config) { c.DB = nil }, "store"},
+		{func(c *Config) { c.ReclaimPolicy = "retry" }, "reclaim policy"},
+		{func(c *Config) { c.MaxConcurrentRuns = -1 }, "max concurrent runs"},
+		{func(c *Config) { c.DefaultWorkspace = "rel" }, "absolute"},
+		{func(c *Config) { c.Listen = "nonsense" }, "listen address"},
+	}
+	for i, tt := range tests {
+		c := ok
+		tt.change(&c)
+		_, err := New(c)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%d: %v", i, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%d: %v, want an error about %q", i, err, tt.want)
+		}
+	}
+	s, _ := New(ok)
+	if s.cfg.Listen != DefaultListen || s.cfg.MaxConcurrentRuns != 4 || s.cfg.RunTimeout != 30*time.Minute ||
+		s.cfg.DrainGrace != 30*time.Second || s.cfg.LeaseTTL != 30*time.Second || s.cfg.ReclaimPolicy != ReclaimResume {
+		t.Errorf("defaults: %+v", s.cfg)
+	}
+}
+
+func TestToError(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err       error
+		code      string
+		retryable bool
+		status    int
+	}{
+		{errorf(CodeSessionLocked, "x"), CodeSessionLocked, false, 409},
+		{fmt.Errorf("get: %w", store.ErrNotFound), CodeNotFound, false, 404},
+		{fmt.Errorf("prefix: %w", store.ErrAmbiguous), CodeBadRequest, false, 400},
+		{errDraining, CodeUnavailable, true, 503},
+		{&store.LeaseHeldError{RunID: "r"}, CodeConflict, true, 409},
+		{errors.New("disk on fire"), CodeInternal, false, 500},
+		{errorf(CodeUnauthorized, "x"), CodeUnauthorized, false, 401},
+	}
+	for _, tt := range tests {
+		e := toError(tt.err)
+		if e.Code != tt.code || e.Retryable != tt.retryable || httpStatus(e.Code) != tt.status {
+			t.Errorf("%v: %+v (HTTP %d)", tt.err, e, httpStatus(e.Code))
+		}
+	}
+}
+
+func TestOrigin(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		origin string
+		ok     bool
+	}{
+		{"", true},
+		{"http://127.0.0.1:7420", true},
+		{"http://127.0.0.1:7421", false},
+		{"https://evil.example", false},
+		{"null", false},
+	} {
+		r := httptest.NewRequest("GET", "http://127.0.0.1:7420/ws", nil)
+		if tt.origin != "" {
+			r.Header.Set("Origin", tt.origin)
+		}
+		if got := originAllowed(r); got != tt.ok {
+			t.Errorf("Origin %q: %v", tt.origin, got)
+		}
+	}
+	r := httptest.NewRequest("GET", "/v1/sessions?access_token=x", nil)
+	if !tokenInQuery(r.URL) {
+		t.Error("access_token in the query not seen")
+	}
+	r.Header.Set("Authorization", "Basic abc")
+	if tok, present := bearer(r); !present || tok != "" {
+		t.Errorf("Basic auth: %q %v", tok, present)
+	}
+	_ = http.StatusOK
+}
+
+// The queue runs runs first come first served, at most max at once and
+// one per session, without a busy session holding up the others.
+func TestQueueOrder(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var started []string
+	release := make(chan struct{})
+	q := newQueue(2, func(ctx context.Context, r *run) {
+		mu.Lock()
+		started = append(started, r.id)
+		mu.Unlock()
+		<-release
+	})
+	for _, r := range []*run{{id: "a1", sessionID: "a"}, {id: "a2", sessionID: "a"}, {id: "b1", sessionID: "b"}, {id: "c1", sessionID: "c"}} {
+		if _, err := q.add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLen := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			mu.Lock()
+			l := len(started)
+			mu.Unlock()
+			if l >= n || time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	waitLen(2)
+	mu.Lock()
+	slices.Sort(started) // they start on their own goroutines
+	if fmt.Sprint(started) != "[a1 b1]" {
+		t.Errorf("first started %v, want a1 b1 (a2 waits for a1)", started)
+	}
+	mu.Unlock()
+	if _, running, ok := q.get("a2"); !ok || running {
+		t.Errorf("a2 should be waiting")
+	}
+	if waiting, found := q.stop("c1", errCancelled); !found || waiting == nil {
+		t.Errorf("stopping a waiting run: %v %v", waiting, found)
+	} else {
+		q.forget(waiting)
+	}
+	close(release)
+	waitLen(3)
+	if err := q.drain(context.Background(), time.Second, errDrained); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(started[2:]) != "[a2]" {
+		t.Errorf("started %v", started)
+	}
+	if left := q.close(); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+	if _, err := q.add(&run{id: "d", sessionID: "d"}); !errors.Is(err, errDraining) {
+		t.Errorf("add after close: %v", err)
+	}
+}
