@@ -348,6 +348,7 @@ func TestEffectFastPathSlackOnce(t *testing.T) {
 		_, _ = io.WriteString(w, `{"ok":true,"channel":"C42","ts":"1700000000.000100"}`)
 	}))
 	t.Cleanup(slack.Close)
+	delayed := func(t llmtest.Turn) llmtest.Turn { t.DelayMS = 300; return t }
 	post := func(text string) llmtest.Turn {
 		args, _ := json.Marshal(map[string]string{"channel": "#ops", "text": text})
 		return llmtest.Turn{ToolCalls: []llmtest.Call{{Name: "slack_post", Arguments: args}}}
@@ -356,8 +357,8 @@ func TestEffectFastPathSlackOnce(t *testing.T) {
 		post("deploy done"),
 		post("deploy  done "), // the same message, differently spaced
 		llmtest.Turn{Text: "Posted once."},
-		post("second run"), // the run that gets killed
-		post("second run"), // after resume
+		delayed(post("second run")), // the run that gets killed
+		post("second run"),          // after resume
 		llmtest.Turn{Text: "Not reposted."},
 	)
 	env := func(cmdEnv []string) []string {
@@ -373,11 +374,24 @@ func TestEffectFastPathSlackOnce(t *testing.T) {
 		t.Errorf("%d posts; the repeat was not recognised:\n%s", posts, out)
 	}
 
-	b := e.startWith(env, "run", "--json", "post again")
-	runID := b.waitEvent(t, event.RunStarted).RunID
+	// The kill hook is armed before the run starts; the scripted post
+	// comes late enough that the process handle is known by then.
+	var victim *background
 	mu.Lock()
-	kill = func() { _ = b.cmd.Process.Signal(syscall.SIGKILL) }
+	kill = func() {
+		mu.Lock()
+		v := victim
+		mu.Unlock()
+		if v != nil {
+			_ = v.cmd.Process.Signal(syscall.SIGKILL)
+		}
+	}
 	mu.Unlock()
+	b := e.startWith(env, "run", "--json", "post again")
+	mu.Lock()
+	victim = b
+	mu.Unlock()
+	runID := b.waitEvent(t, event.RunStarted).RunID
 	<-b.done
 	_ = b.cmd.Wait()
 	mu.Lock()
