@@ -60,7 +60,9 @@ type DialError struct {
 	Err    error
 }
 
-func (e *DialError) Error() string { return fmt.Sprintf("gateway refused the connection (HTTP %d): %v", e.Status, e.Err) }
+func (e *DialError) Error() string {
+	return fmt.Sprintf("gateway refused the connection (HTTP %d): %v", e.Status, e.Err)
+}
 
 func (e *DialError) Unwrap() error { return e.Err }
 
