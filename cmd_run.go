@@ -64,6 +64,8 @@ func runCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "deny-tools", Usage: "never offer these tools, comma separated"},
 		&cli.StringFlag{Name: "until", Usage: "Ralph loop: repeat with fresh context until the final message has this `PROMISE` line"},
 		&cli.IntFlag{Name: "max-iterations", Usage: "Ralph loop: give up after N iterations (default 10)"},
+		&cli.StringFlag{Name: "gateway", Usage: "send the run to a gateway: `URL`, or bare for $AGENT_GATEWAY or " + defaultGateway},
+		&cli.StringFlag{Name: "session", Usage: "with --gateway: run in this gateway session, seeing its earlier messages (default: a new session)"},
 	)
 	return &cli.Command{
 		Name:      "run",
@@ -122,6 +124,12 @@ func runAction(c *cli.Context) error {
 	}
 	if err := cfg.validate(); err != nil {
 		return err
+	}
+	if addr, ok := gatewayAddress(c); ok {
+		return runViaGateway(c, addr, prompt, cfg)
+	}
+	if c.String("session") != "" {
+		return usageErrorf("--session needs --gateway: sessions live in the gateway")
 	}
 	dir := c.String("workspace")
 	if dir == "" {

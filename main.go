@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"agent/config"
+	"agent/gateway"
 	"agent/llm"
 	"agent/store"
 )
@@ -68,6 +69,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			harnessCommand(),
 			resumeCommand(),
 			rewindCommand(),
+			attachCommand(),
 			runsCommand(),
 			gatewayCommand(),
 			versionCommand(),
@@ -135,6 +137,8 @@ var errNotResumable = errors.New("not resumable")
 func exitCode(err error) int {
 	var (
 		usage  *usageError
+		gw     *gatewayError
+		dial   *gateway.DialError
 		exit   *exitError
 		cfg    *config.Error
 		model  *llm.Error
@@ -143,6 +147,13 @@ func exitCode(err error) int {
 	switch {
 	case errors.As(err, &exit):
 		return exit.code
+	case errors.As(err, &dial):
+		if dial.Status == 401 || dial.Status == 403 {
+			return 2 // a wrong token or origin is the user's configuration
+		}
+		return 3
+	case errors.As(err, &gw):
+		return gatewayExitCode(gw.err)
 	case errors.As(err, &usage), errors.As(err, &cfg):
 		return 2
 	case errors.As(err, &model):
