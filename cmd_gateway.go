@@ -19,6 +19,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"agent/config"
+	"agent/event"
 	"agent/gateway"
 	"agent/store"
 )
@@ -103,6 +104,9 @@ func gatewayAction(c *cli.Context) error {
 		MaxConcurrentRuns: c.Int("max-concurrent-runs"), RunTimeout: c.Duration("run-timeout"),
 		DrainGrace: c.Duration("drain-grace"), ReclaimPolicy: c.String("reclaim"), LeaseTTL: leaseTTL(),
 		Logger: logger,
+		Rewind: func(ctx context.Context, r *store.Run, to int, force bool, record func(context.Context, event.Event) error) (any, error) {
+			return rewindRun(ctx, db, settings.Home, r, to, force, record)
+		},
 	})
 	if err != nil {
 		return usageErrorf("%v", strings.TrimPrefix(err.Error(), "gateway: "))

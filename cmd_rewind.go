@@ -71,49 +71,12 @@ func rewindAction(c *cli.Context) error {
 		return printCheckpoints(c, r.ID, cps)
 	}
 
-	// Hold the run like resume does, so no process adds checkpoints or
-	// changes the files while they are put back.
-	owner := store.NewLeaseOwner()
-	if err := db.AcquireLease(c.Context, r.ID, owner, leaseTTL()); err != nil {
-		return err
-	}
-	defer db.ReleaseLease(context.WithoutCancel(c.Context), r.ID, owner) //nolint:errcheck // best effort: the lease expires anyway
-
-	cps, err := db.Checkpoints(c.Context, r.ID)
-	if err != nil {
-		return err
-	}
-	if len(cps) == 0 {
-		return printReport(c, checkpoint.Report{RunID: r.ID, Files: []checkpoint.File{}})
-	}
-	last, err := db.LastWrites(c.Context, r.ID)
-	if err != nil {
-		return err
-	}
-	req := checkpoint.Request{
-		RunID: r.ID, Workspace: r.Workspace, LastWrites: last, To: c.Int("to"), Force: c.Bool("force"),
-	}
-	for _, cp := range cps {
-		req.Points = append(req.Points, checkpoint.Point{
-			Number: cp.Number, Path: cp.Path, Existed: cp.Existed, Blob: cp.Blob, Mode: os.FileMode(cp.Mode),
-		})
-	}
-	rep, err := checkpoint.Rewind(checkpoint.BlobsIn(home), req)
+	rep, err := rewindRun(c.Context, db, home, r, c.Int("to"), c.Bool("force"), journalRecorder(db, r))
 	var rng *checkpoint.RangeError
 	if errors.As(err, &rng) {
 		return usageErrorf("--to: %v; see 'agent rewind %s --list'", err, shortID(r.ID))
 	}
 	if err != nil {
-		return err
-	}
-
-	// Recorded even when files failed: what was put back is part of the
-	// run's history either way.
-	journal, err := db.Journal(c.Context, r.ID, r.SessionID)
-	if err != nil {
-		return err
-	}
-	if _, err := journal.Append(context.WithoutCancel(c.Context), event.New(event.RewindCompleted, rep)); err != nil {
 		return err
 	}
 	if err := printReport(c, rep); err != nil {
@@ -201,4 +164,61 @@ func changedBy(cp store.Checkpoint) string {
 		s += fmt.Sprintf(" (phase %s attempt %d)", cp.PhaseID, cp.Attempt)
 	}
 	return s
+}
+
+// rewindRun puts a run's files back as they were before it (from
+// checkpoint to on), records rewind.completed in the run, and reports
+// each file. It holds the run's lease meanwhile, like resume, so no
+// process adds checkpoints or changes the files as they are put back. The
+// CLI and the gateway's checkpoint.rewind both use it.
+func rewindRun(ctx context.Context, db *store.DB, home string, r *store.Run, to int, force bool,
+	record func(context.Context, event.Event) error) (checkpoint.Report, error) {
+	owner := store.NewLeaseOwner()
+	if err := db.AcquireLease(ctx, r.ID, owner, leaseTTL()); err != nil {
+		return checkpoint.Report{}, err
+	}
+	defer db.ReleaseLease(context.WithoutCancel(ctx), r.ID, owner) //nolint:errcheck // best effort: the lease expires anyway
+
+	cps, err := db.Checkpoints(ctx, r.ID)
+	if err != nil {
+		return checkpoint.Report{}, err
+	}
+	if len(cps) == 0 {
+		return checkpoint.Report{RunID: r.ID, Files: []checkpoint.File{}}, nil
+	}
+	last, err := db.LastWrites(ctx, r.ID)
+	if err != nil {
+		return checkpoint.Report{}, err
+	}
+	req := checkpoint.Request{RunID: r.ID, Workspace: r.Workspace, LastWrites: last, To: to, Force: force}
+	for _, cp := range cps {
+		req.Points = append(req.Points, checkpoint.Point{
+			Number: cp.Number, Path: cp.Path, Existed: cp.Existed, Blob: cp.Blob, Mode: os.FileMode(cp.Mode),
+		})
+	}
+	rep, err := checkpoint.Rewind(checkpoint.BlobsIn(home), req)
+	if err != nil {
+		return rep, err
+	}
+	// Recorded even when files failed: what was put back is part of the
+	// run's history either way.
+	e := event.New(event.RewindCompleted, rep)
+	e.RunID = r.ID
+	return rep, record(context.WithoutCancel(ctx), e)
+}
+
+// journalRecorder records events of a run from a process that is not the
+// gateway: through the run's own journal, or its session's.
+func journalRecorder(db *store.DB, r *store.Run) func(context.Context, event.Event) error {
+	return func(ctx context.Context, e event.Event) error {
+		journal, err := db.Journal(ctx, r.ID, "")
+		if r.SessionID != "" {
+			journal, err = db.SessionJournal(ctx, r.SessionID)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = journal.Append(ctx, e)
+		return err
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -8,9 +9,14 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"agent/checkpoint"
 	"agent/event"
+	"agent/gateway"
+	"agent/gateway/gatewaytest"
 	"agent/llm/llmtest"
+	"agent/store"
 )
 
 // The CLI as a gateway client: `agent run --gateway` against an
@@ -232,5 +238,94 @@ func TestAttach(t *testing.T) {
 		if got[i].Seq != got[i-1].Seq+1 {
 			t.Fatalf("gap or duplicate: seq %d after %d", got[i].Seq, got[i-1].Seq)
 		}
+	}
+}
+
+// TestSessionsCommand lists, shows and forks sessions from the store.
+func TestSessionsCommand(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, llmtest.Turn{Text: "Paris."}, llmtest.Turn{Text: "You asked about France."})
+	srv, _ := e.inProcessGateway(nil)
+	cmd := e.command("run", "--json", "capital of France?")
+	cmd.Env = append(cmd.Env, e.gatewayEnv(srv.Addr())...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := decodeEvents(t, string(out))[0].SessionID
+
+	list := e.run("sessions", "list", "--json")
+	if !strings.Contains(list.stdout, `"id":"`+session+`"`) || !strings.Contains(list.stdout, `"runs":1`) {
+		t.Errorf("sessions list: %s", list.stdout)
+	}
+	show := e.run("sessions", "show", session[:8])
+	if show.code != 0 || !strings.Contains(show.stdout, "capital of France?") || !strings.Contains(show.stdout, "agent attach") {
+		t.Errorf("sessions show: %d %s", show.code, show.stdout)
+	}
+	fork := e.run("sessions", "fork", session, "--json")
+	var v sessionView
+	if err := json.Unmarshal([]byte(fork.stdout), &v); err != nil || v.ParentID != session {
+		t.Fatalf("sessions fork: %v %s %s", err, fork.stdout, fork.stderr)
+	}
+	// A run in the fork sees the source's conversation.
+	cmd = e.command("run", "--session", v.ID, "what did I ask?")
+	cmd.Env = append(cmd.Env, e.gatewayEnv(srv.Addr())...)
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if msgs := e.srv.Requests()[1].Messages(); len(msgs) != 4 || msgs[1].Content != "capital of France?" {
+		t.Errorf("the forked session's run saw %+v", msgs)
+	}
+	if res := e.run("sessions", "show", "nosuchsession"); res.code != 2 {
+		t.Errorf("unknown session: exit %d, want 2", res.code)
+	}
+}
+
+// TestGatewayCheckpointRewind: a gateway run's checkpoints are listed and
+// rewound over the protocol; attached clients see rewind.completed.
+func TestGatewayCheckpointRewind(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{call("write_file", `{"path":"keep.txt","content":"changed\n"}`),
+			call("write_file", `{"path":"new.txt","content":"new\n"}`)}},
+		llmtest.Turn{Text: "Both written."},
+	)
+	if err := os.WriteFile(filepath.Join(e.workspace, "keep.txt"), []byte("original\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var db *store.DB
+	srv, db := e.inProcessGateway(func(cfg *gateway.Config) {
+		cfg.Rewind = func(ctx context.Context, r *store.Run, to int, force bool, record func(context.Context, event.Event) error) (any, error) {
+			return rewindRun(ctx, db, e.home, r, to, force, record)
+		}
+	})
+	c := gwDial(t, srv.Addr())
+	sid := gwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
+	gwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
+	run := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "write two files"})
+	gwWait(t, c, run.RunID)
+
+	list := gwCall[gateway.CheckpointList](t, c, gateway.MethodCheckpointList, gateway.CheckpointListParams{RunID: run.RunID})
+	if len(list.Checkpoints) != 2 || list.Checkpoints[0].Path != "keep.txt" || !list.Checkpoints[0].Existed || list.Checkpoints[1].Existed {
+		t.Fatalf("checkpoints = %+v", list.Checkpoints)
+	}
+	rep := gwCall[checkpoint.Report](t, c, gateway.MethodCheckpointRewind, gateway.CheckpointRewindParams{RunID: run.RunID})
+	outcomes := map[string]string{}
+	for _, f := range rep.Files {
+		outcomes[f.Path] = f.Outcome
+	}
+	if outcomes["keep.txt"] != checkpoint.Restored || outcomes["new.txt"] != checkpoint.Removed {
+		t.Errorf("outcomes = %v: %+v", outcomes, rep.Files)
+	}
+	if data, _ := os.ReadFile(filepath.Join(e.workspace, "keep.txt")); string(data) != "original\n" {
+		t.Errorf("keep.txt = %q after rewind", data)
+	}
+	if _, err := os.Stat(filepath.Join(e.workspace, "new.txt")); !os.IsNotExist(err) {
+		t.Errorf("new.txt still exists: %v", err)
+	}
+	ctx, cancel := gatewaytest.Timeout(10 * time.Second)
+	defer cancel()
+	if _, err := c.WaitEvent(ctx, func(f gateway.EventFrame) bool { return f.Event == event.RewindCompleted && f.RunID == run.RunID }); err != nil {
+		t.Errorf("no rewind.completed on the session stream: %v", err)
 	}
 }

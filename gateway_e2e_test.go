@@ -38,7 +38,7 @@ func (e *e2e) inProcessGateway(change func(*gateway.Config)) (*gateway.Server, *
 		Listen: "127.0.0.1:0", Token: gwToken, DB: db, Version: "e2e", DefaultWorkspace: e.workspace,
 		Model:  gateway.ModelDefaults{Name: "test-model", BaseURL: e.srv.URL()},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Env:    append(os.Environ(), "OPENAI_API_KEY="),
+		Env:    append(os.Environ(), "OPENAI_API_KEY=", "AGENT_HOME="+e.home),
 	}
 	if change != nil {
 		change(&cfg)

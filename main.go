@@ -70,6 +70,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			resumeCommand(),
 			rewindCommand(),
 			attachCommand(),
+			sessionsCommand(),
 			runsCommand(),
 			gatewayCommand(),
 			versionCommand(),

@@ -66,7 +66,9 @@ type Config struct {
 	// session's live stream before it is disconnected (CodeSlowConsumer).
 	SubscriberBuffer int
 
-	Logger *slog.Logger     // default: text on stderr
+	Logger *slog.Logger // default: text on stderr
+	// Rewind serves checkpoint.rewind; nil leaves the method refused.
+	Rewind Rewinder
 	Now    func() time.Time // the clock for durations and timestamps; default time.Now
 }
 

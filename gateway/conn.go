@@ -334,6 +334,20 @@ func (c *conn) handle(req Request) (result any, then func(), err error) {
 		}
 		info, err := s.getRun(ctx, p.RunID)
 		return info, nil, err
+	case MethodCheckpointList:
+		var p CheckpointListParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
+		}
+		list, err := s.listCheckpoints(ctx, p)
+		return list, nil, err
+	case MethodCheckpointRewind:
+		var p CheckpointRewindParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
+		}
+		rep, err := s.rewind(ctx, p)
+		return rep, nil, err
 	}
 	return nil, nil, errorf(CodeUnknownMethod, "method %q is not supported by this gateway; connect's answer lists the methods it has", req.Method)
 }

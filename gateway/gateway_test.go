@@ -30,13 +30,13 @@ func TestConnect(t *testing.T) {
 		t.Errorf("connect = %+v", got)
 	}
 	for _, m := range []string{"session.create", "session.resume", "session.fork", "session.list", "session.get",
-		"session.lock", "session.release", "run.start", "run.cancel", "run.get"} {
+		"session.lock", "session.release", "run.start", "run.cancel", "run.get", "checkpoint.list"} {
 		if !slices.Contains(got.Methods, m) {
 			t.Errorf("methods %v lack %s", got.Methods, m)
 		}
 	}
 	for _, m := range got.Methods {
-		if strings.HasPrefix(m, "job.") || strings.HasPrefix(m, "checkpoint.") {
+		if strings.HasPrefix(m, "job.") || m == "checkpoint.rewind" { // no scheduler, no Rewinder here
 			t.Errorf("methods advertise %s, which this gateway does not implement", m)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -211,10 +212,11 @@ func (s *Server) renew(id string) {
 var methods = []string{
 	MethodSessionCreate, MethodSessionResume, MethodSessionFork, MethodSessionList, MethodSessionGet,
 	MethodSessionLock, MethodSessionRelease, MethodRunStart, MethodRunCancel, MethodRunGet,
+	MethodCheckpointList,
 }
 
 // Events the gateway emits: the run events of DESIGN.md §3 a gateway run
-// produces (rewind.completed comes with checkpoint.rewind, not yet here),
+// produces, rewind.completed (checkpoint.rewind),
 // plus effect.failed (a side effect that certainly did not happen), which
 // `agent run --json` shows too.
 var events = []string{
@@ -223,9 +225,13 @@ var events = []string{
 	event.IterationStarted, event.IterationCompleted, event.MessageDelta, event.MessageCompleted,
 	event.ToolStarted, event.ToolCompleted, event.ArtifactCreated, event.ReceiptRecorded,
 	event.LearningRecorded, event.ApproachFailed, event.VerificationCompleted,
-	event.CheckpointCreated, event.Retry, event.Warning, event.EffectFailed,
+	event.CheckpointCreated, event.RewindCompleted, event.Retry, event.Warning, event.EffectFailed,
 }
 
 func (s *Server) connectResult() ConnectResult {
-	return ConnectResult{Server: "agent " + s.cfg.Version, Protocol: Protocol, Methods: methods, Events: events}
+	ms := slices.Clone(methods)
+	if s.cfg.Rewind != nil {
+		ms = append(ms, MethodCheckpointRewind)
+	}
+	return ConnectResult{Server: "agent " + s.cfg.Version, Protocol: Protocol, Methods: ms, Events: events}
 }
