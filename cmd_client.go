@@ -85,7 +85,8 @@ func (e *gatewayError) Unwrap() error { return e.err }
 // gatewayExitCode maps a gateway error code to the CLI's exit codes.
 func gatewayExitCode(err error) int {
 	switch gateway.ErrorCode(err) {
-	case gateway.CodeBadRequest, gateway.CodeInvalidOptions, gateway.CodeNotFound, gateway.CodeUnauthorized, gateway.CodeForbidden:
+	case gateway.CodeBadRequest, gateway.CodeInvalidOptions, gateway.CodeNotFound, gateway.CodeUnauthorized, gateway.CodeForbidden,
+		gateway.CodeInvalidJob, gateway.CodeSchedulerOff:
 		return 2
 	case gateway.CodeSessionLocked, gateway.CodeConflict:
 		return 4

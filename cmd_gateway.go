@@ -39,9 +39,15 @@ func gatewayCommand() *cli.Command {
 			"SIGTERM or Ctrl-C drains: no new runs, running ones get --drain-grace to finish, the rest are\n" +
 			"recorded interrupted; the next start resumes them. A second signal stops waiting. Runs a crashed\n" +
 			"gateway left are resumed once on the next start (--reclaim resume) or marked failed (--reclaim fail).\n\n" +
+			"Scheduled jobs ('agent jobs') fire only with --scheduler, or SchedulerEnabled = true in\n" +
+			"$AGENT_HOME/config.toml (with SchedulerPollIntervalSeconds, SchedulerMaxConcurrentRuns and\n" +
+			"SchedulerRecoveryPolicy). Without it jobs can still be managed, but nothing fires. Each tick is a normal\n" +
+			"run in the job's session or a new one. On stop, job runs in flight are cancelled; ticks missed while\n" +
+			"the gateway was down follow each job's missed policy (default: SchedulerRecoveryPolicy).\n\n" +
 			"Examples:\n" +
 			"  agent gateway\n" +
 			"  agent gateway --listen 127.0.0.1:8080 --max-concurrent-runs 8 --run-timeout 1h\n" +
+			"  agent gateway --scheduler\n" +
 			"  curl -H \"Authorization: Bearer $(cat ~/.local/share/agent/gateway.token)\" http://127.0.0.1:7420/v1/sessions",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: gateway.DefaultListen, Usage: "`ADDR` to listen on (host:port; port 0 picks one)"},
@@ -53,6 +59,7 @@ func gatewayCommand() *cli.Command {
 			&cli.StringFlag{Name: "workspace", Aliases: []string{"C"}, Usage: "workspace of runs that name none (default: the current directory)"},
 			&cli.StringFlag{Name: "model", Usage: "default model of runs (env AGENT_MODEL, default " + config.DefaultModel + ")"},
 			&cli.StringFlag{Name: "base-url", Usage: "default OpenAI-compatible endpoint of runs (env OPENAI_BASE_URL)"},
+			&cli.BoolFlag{Name: "scheduler", Usage: "fire scheduled jobs (default: SchedulerEnabled in config.toml, else off)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the address and token location as one JSON object on stdout"},
 		},
 		Action: gatewayAction,
@@ -83,6 +90,10 @@ func gatewayAction(c *cli.Context) error {
 	if workspace, err = filepath.Abs(workspace); err != nil {
 		return usageErrorf("--workspace: %v", err)
 	}
+	scheduling := settings.SchedulerEnabled
+	if c.IsSet("scheduler") {
+		scheduling = c.Bool("scheduler") // --scheduler=false overrides the file
+	}
 	db, err := store.Open(config.DBPath(settings.Home))
 	if err != nil {
 		return err
@@ -104,6 +115,12 @@ func gatewayAction(c *cli.Context) error {
 		MaxConcurrentRuns: c.Int("max-concurrent-runs"), RunTimeout: c.Duration("run-timeout"),
 		DrainGrace: c.Duration("drain-grace"), ReclaimPolicy: c.String("reclaim"), LeaseTTL: leaseTTL(),
 		Logger: logger,
+		Scheduler: &gateway.SchedulerConfig{
+			Enabled:           scheduling,
+			PollInterval:      time.Duration(settings.SchedulerPollIntervalSeconds) * time.Second,
+			MaxConcurrentRuns: settings.SchedulerMaxConcurrentRuns,
+			RecoveryPolicy:    settings.SchedulerRecoveryPolicy,
+		},
 		Rewind: func(ctx context.Context, r *store.Run, to int, force bool, record func(context.Context, event.Event) error) (any, error) {
 			return rewindRun(ctx, db, settings.Home, r, to, force, record)
 		},
@@ -123,11 +140,15 @@ func gatewayAction(c *cli.Context) error {
 	if c.Bool("json") {
 		out := map[string]any{
 			"listen": addr, "url": "http://" + addr, "ws": "ws://" + addr + "/ws",
-			"version": version, "pid": os.Getpid(), "token_from": tokenFrom,
+			"version": version, "pid": os.Getpid(), "token_from": tokenFrom, "scheduler": scheduling,
 		}
 		_ = json.NewEncoder(c.App.Writer).Encode(out)
 	} else {
-		fmt.Fprintf(c.App.ErrWriter, "agent gateway listening on http://%s (token: %s)\n", addr, tokenFrom)
+		state := "off (--scheduler turns it on)"
+		if scheduling {
+			state = "on"
+		}
+		fmt.Fprintf(c.App.ErrWriter, "agent gateway listening on http://%s (token: %s), scheduler %s\n", addr, tokenFrom, state)
 	}
 
 	<-sigs

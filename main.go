@@ -73,6 +73,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			sessionsCommand(),
 			runsCommand(),
 			gatewayCommand(),
+			jobsCommand(),
 			versionCommand(),
 			runnerCommand(),
 		},

@@ -17,6 +17,10 @@ import (
 const (
 	DefaultBaseURL = "https://api.openai.com/v1"
 	DefaultModel   = "gpt-4o-mini"
+
+	DefaultSchedulerPollIntervalSeconds = 5
+	DefaultSchedulerMaxConcurrentRuns   = 2
+	DefaultSchedulerRecoveryPolicy      = "skip"
 )
 
 // File is the content of config.toml. Every key is optional.
@@ -25,6 +29,13 @@ type File struct {
 	BaseURL       string `toml:"base_url"`
 	MaxTurns      int    `toml:"max_turns"`
 	ModelAttempts int    `toml:"model_attempts"`
+
+	// The gateway's scheduler (DESIGN.md §10), under the key names the
+	// design gives them.
+	SchedulerEnabled             bool   `toml:"SchedulerEnabled"`
+	SchedulerPollIntervalSeconds int    `toml:"SchedulerPollIntervalSeconds"`
+	SchedulerMaxConcurrentRuns   int    `toml:"SchedulerMaxConcurrentRuns"`
+	SchedulerRecoveryPolicy      string `toml:"SchedulerRecoveryPolicy"`
 }
 
 // Settings are the resolved values before command-line flags apply.
@@ -35,6 +46,13 @@ type Settings struct {
 	APIKey        string
 	MaxTurns      int
 	ModelAttempts int
+
+	// SchedulerEnabled makes `agent gateway` fire scheduled jobs;
+	// `agent gateway --scheduler` does too.
+	SchedulerEnabled             bool
+	SchedulerPollIntervalSeconds int    // default 5
+	SchedulerMaxConcurrentRuns   int    // default 2
+	SchedulerRecoveryPolicy      string // skip (default) or run_once_on_recovery
 }
 
 // Home returns the data directory: $AGENT_HOME, else $XDG_DATA_HOME/agent,
@@ -91,8 +109,44 @@ func Load() (Settings, error) {
 		APIKey:        os.Getenv("OPENAI_API_KEY"),
 		MaxTurns:      f.MaxTurns,
 		ModelAttempts: f.ModelAttempts,
+
+		SchedulerEnabled:             f.SchedulerEnabled,
+		SchedulerPollIntervalSeconds: f.SchedulerPollIntervalSeconds,
+		SchedulerMaxConcurrentRuns:   f.SchedulerMaxConcurrentRuns,
+		SchedulerRecoveryPolicy:      f.SchedulerRecoveryPolicy,
+	}
+	if err := s.schedulerDefaults(path); err != nil {
+		return Settings{}, err
 	}
 	return s, nil
+}
+
+// schedulerDefaults fills in the scheduler settings the file left out
+// (0 or "") and rejects the ones that cannot work, naming the key.
+func (s *Settings) schedulerDefaults(path string) error {
+	bad := func(format string, args ...any) error {
+		return &Error{Msg: fmt.Sprintf("config %s: ", path) + fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case s.SchedulerPollIntervalSeconds < 0:
+		return bad("SchedulerPollIntervalSeconds must be positive, got %d", s.SchedulerPollIntervalSeconds)
+	case s.SchedulerPollIntervalSeconds == 0:
+		s.SchedulerPollIntervalSeconds = DefaultSchedulerPollIntervalSeconds
+	}
+	switch {
+	case s.SchedulerMaxConcurrentRuns < 0:
+		return bad("SchedulerMaxConcurrentRuns must be positive, got %d", s.SchedulerMaxConcurrentRuns)
+	case s.SchedulerMaxConcurrentRuns == 0:
+		s.SchedulerMaxConcurrentRuns = DefaultSchedulerMaxConcurrentRuns
+	}
+	switch s.SchedulerRecoveryPolicy {
+	case "":
+		s.SchedulerRecoveryPolicy = DefaultSchedulerRecoveryPolicy
+	case "skip", "run_once_on_recovery":
+	default:
+		return bad("SchedulerRecoveryPolicy %q: want \"skip\" or \"run_once_on_recovery\"", s.SchedulerRecoveryPolicy)
+	}
+	return nil
 }
 
 func first(vals ...string) string {

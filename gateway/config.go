@@ -70,6 +70,28 @@ type Config struct {
 	// Rewind serves checkpoint.rewind; nil leaves the method refused.
 	Rewind Rewinder
 	Now    func() time.Time // the clock for durations and timestamps; default time.Now
+
+	// Scheduler serves scheduled jobs (the job.* methods and events,
+	// DESIGN.md §10); nil leaves them out.
+	Scheduler *SchedulerConfig
+}
+
+// SchedulerConfig configures scheduled jobs. Zero values take the
+// scheduler's defaults.
+type SchedulerConfig struct {
+	// Enabled fires ticks. While it is off, jobs can still be created,
+	// listed and changed, but nothing fires and job.run_now answers
+	// scheduler_disabled.
+	Enabled bool
+	// PollInterval is the longest the scheduler sleeps between looks at
+	// the store; default 5s.
+	PollInterval time.Duration
+	// MaxConcurrentRuns bounds job runs in flight across all jobs;
+	// default 2. They also count against the gateway's own limit.
+	MaxConcurrentRuns int
+	// RecoveryPolicy is the missed-run policy of jobs that set none:
+	// "skip" (default) or "run_once_on_recovery".
+	RecoveryPolicy string
 }
 
 // ModelDefaults are the model settings of runs that do not set their own.

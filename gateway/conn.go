@@ -38,6 +38,7 @@ type conn struct {
 
 	mu      sync.Mutex
 	subs    map[string]*subscriber // attached sessions
+	jobSub  *subscriber            // job events, when the gateway has a scheduler
 	closing bool                   // shutdown began: attach nothing more
 	streams sync.WaitGroup         // stream goroutines; Add only under mu while !closing
 	wg      sync.WaitGroup         // the keepalive
@@ -89,6 +90,7 @@ func (c *conn) serve(authed bool) {
 		defer c.wg.Done()
 		c.keepalive()
 	}()
+	c.watchJobs()
 	for {
 		_, data, err := c.ws.Read(c.ctx)
 		if err != nil {
@@ -240,6 +242,9 @@ func (c *conn) detach() {
 			sess.hub.unsubscribe(sub)
 		}
 	}
+	if c.jobSub != nil {
+		c.s.jobEvents.unsubscribe(c.jobSub)
+	}
 }
 
 // cleanup runs once the read loop ends: detach every stream, release the
@@ -348,6 +353,12 @@ func (c *conn) handle(req Request) (result any, then func(), err error) {
 		}
 		rep, err := s.rewind(ctx, p)
 		return rep, nil, err
+	case MethodJobCreate, MethodJobUpdate, MethodJobPause, MethodJobResume, MethodJobDelete,
+		MethodJobList, MethodJobRunNow, MethodJobGetRuns:
+		if s.jobs != nil { // else unknown: this gateway has no scheduler
+			res, err := s.jobMethod(ctx, req)
+			return res, nil, err
+		}
 	}
 	return nil, nil, errorf(CodeUnknownMethod, "method %q is not supported by this gateway; connect's answer lists the methods it has", req.Method)
 }

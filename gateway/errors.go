@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"agent/scheduler"
 	"agent/store"
 )
 
@@ -31,6 +32,12 @@ func toError(err error) *Error {
 		return e
 	case errors.Is(err, errDraining):
 		return &Error{Code: CodeUnavailable, Message: err.Error(), Retryable: true}
+	case errors.Is(err, scheduler.ErrInvalidJob), errors.Is(err, store.ErrNameTaken):
+		return &Error{Code: CodeInvalidJob, Message: err.Error()}
+	case errors.Is(err, scheduler.ErrNotRunning):
+		return &Error{Code: CodeSchedulerOff, Message: err.Error() + "; scheduling is off in this gateway: start it with --scheduler, or set SchedulerEnabled = true in config.toml"}
+	case errors.Is(err, store.ErrTickTaken):
+		return &Error{Code: CodeConflict, Message: err.Error(), Retryable: true}
 	case errors.Is(err, store.ErrNotFound):
 		return &Error{Code: CodeNotFound, Message: err.Error()}
 	case errors.Is(err, store.ErrAmbiguous):
@@ -50,11 +57,11 @@ func httpStatus(code string) int {
 		return http.StatusUnauthorized
 	case CodeForbidden:
 		return http.StatusForbidden
-	case CodeBadRequest, CodeInvalidOptions, CodeProtocol, CodeNotConnected:
+	case CodeBadRequest, CodeInvalidOptions, CodeInvalidJob, CodeProtocol, CodeNotConnected:
 		return http.StatusBadRequest
 	case CodeNotFound, CodeUnknownMethod:
 		return http.StatusNotFound
-	case CodeSessionLocked, CodeConflict:
+	case CodeSessionLocked, CodeConflict, CodeSchedulerOff:
 		return http.StatusConflict
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable

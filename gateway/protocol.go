@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"agent/event"
+	"agent/scheduler"
 )
 
 // Protocol is the protocol version this gateway speaks.
@@ -38,6 +39,8 @@ type Response struct {
 }
 
 // EventFrame carries one persisted event: {"type":"event","event":"tool.started","session_id":…,"run_id":…,"seq":42,"ts":…,"data":{…}}.
+// Job events are the exception: they belong to no session, are not
+// persisted as events, and have seq 0 (see "Scheduled jobs" below).
 type EventFrame struct {
 	Type      string          `json:"type"`
 	Event     string          `json:"event"`
@@ -303,3 +306,93 @@ type Health struct {
 type HTTPError struct {
 	Error *Error `json:"error"`
 }
+
+// Scheduled jobs (DESIGN.md §10). The job.* methods exist when the
+// gateway has a scheduler (connect lists them); they work whether or not
+// scheduling is enabled, except job.run_now, which answers
+// scheduler_disabled while it is off. A job is named by its id, its name
+// or a unique id prefix. A job shows as scheduler.Job, one attempt of one
+// tick as scheduler.JobRun; both are what `agent jobs --json` prints.
+//
+// Job events (job.created, job.updated, job.triggered, job.started,
+// job.completed, job.failed, job.skipped_overlap) belong to no session:
+// every connected client receives them live, as event frames without
+// session_id and with seq 0, from the moment its connect is answered.
+// They are not replayed; job.get_runs is their durable record. The runs
+// a job starts are normal runs, whose events are in their session (the
+// job's target session, or a new one titled after the job) like any
+// other run's; job.started carries the run_id.
+
+// JobPolicy is the policy object of job.create and job.update, e.g.
+//
+//	{"overlap":"queue_one","missed":"run_once_on_recovery","timeout":"5m",
+//	 "retry":{"max_attempts":3,"base":"30s","cap":"10m"},"tools":["read_file","bash"]}
+//
+// overlap: skip_if_running (default), queue_one or parallel. missed: skip
+// or run_once_on_recovery; absent means the gateway's recovery policy.
+// timeout: per attempt, default 10m. tools: the runs' allowlist, checked
+// like run.start's options.allow_tools; absent or empty means the
+// default tools. Durations are Go durations or numbers of seconds.
+type JobPolicy = scheduler.Policy
+
+// JobCreateParams are job.create's params. Policy fields left out take
+// their defaults. SessionID, if set, names the session every run goes
+// to; otherwise each run gets a new session titled after the job.
+type JobCreateParams struct {
+	Name      string          `json:"name"`
+	CronExpr  string          `json:"cron_expr"`          // 5 fields, 6 with seconds, @hourly…, @every 90s
+	Timezone  string          `json:"timezone,omitempty"` // IANA zone the schedule is read in; default UTC
+	Prompt    string          `json:"prompt"`             // text/template: {{.JobName}} {{.ScheduledFor}} {{.Attempt}} {{.JobID}}
+	SessionID string          `json:"session_id,omitempty"`
+	Policy    json.RawMessage `json:"policy,omitempty"` // JobPolicy
+	Paused    bool            `json:"paused,omitempty"` // create it paused
+}
+
+// JobUpdateParams are job.update's params: only the fields given change,
+// policy fields included ({"policy":{"timeout":"1m"}} changes only the
+// timeout). A new schedule or zone takes effect from now. SessionID ""
+// goes back to a new session per run.
+type JobUpdateParams struct {
+	JobID     string          `json:"job_id"`
+	Name      *string         `json:"name,omitempty"`
+	CronExpr  *string         `json:"cron_expr,omitempty"`
+	Timezone  *string         `json:"timezone,omitempty"`
+	Prompt    *string         `json:"prompt,omitempty"`
+	SessionID *string         `json:"session_id,omitempty"`
+	Policy    json.RawMessage `json:"policy,omitempty"` // JobPolicy, partial
+}
+
+// JobParams name a job: job.pause, job.resume, job.delete, job.run_now.
+type JobParams struct {
+	JobID string `json:"job_id"`
+}
+
+// JobRunsParams are job.get_runs' params; a zero Limit means 50.
+type JobRunsParams struct {
+	JobID string `json:"job_id"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// JobList answers job.list: every job, by name.
+type JobList struct {
+	Jobs []scheduler.Job `json:"jobs"`
+}
+
+// JobRunList answers job.get_runs: the job and its runs, newest tick
+// first and, within a tick, the latest attempt first.
+type JobRunList struct {
+	Job  scheduler.Job      `json:"job"`
+	Runs []scheduler.JobRun `json:"runs"`
+}
+
+// JobDeleted answers job.delete.
+type JobDeleted struct {
+	JobID   string `json:"id"`
+	Name    string `json:"name"`
+	Deleted bool   `json:"deleted"`
+}
+
+// job.create, job.update, job.pause and job.resume answer the job
+// (scheduler.Job); job.run_now answers the claimed tick's first attempt
+// (scheduler.JobRun), status queued, or skipped when the overlap policy
+// skipped it (error_text says why).

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"agent/event"
+	"agent/scheduler"
 	"agent/store"
 )
 
@@ -26,6 +27,11 @@ type Server struct {
 
 	sessions *sessions
 	queue    *queue
+
+	// jobs is the scheduler and jobEvents fans its events out to every
+	// client; both nil without Config.Scheduler (jobs.go).
+	jobs      *scheduler.Engine
+	jobEvents *hub
 
 	ln   net.Listener
 	http *http.Server
@@ -62,6 +68,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.queue = newQueue(cfg.MaxConcurrentRuns, s.execute)
 	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	if err := s.initJobs(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -80,6 +89,10 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.reclaim(ctx); err != nil {
 		ln.Close()
 		return fmt.Errorf("gateway: reclaim runs: %w", err)
+	}
+	if err := s.startJobs(ctx); err != nil {
+		ln.Close()
+		return err
 	}
 	s.background.Add(2)
 	go func() {
@@ -123,6 +136,12 @@ func (s *Server) stop(ctx context.Context) error {
 		return nil
 	}
 	s.log.Info("gateway stopping", "drain_grace", s.cfg.DrainGrace)
+	// Scheduled runs belong to the scheduler: stopping it cancels them and
+	// records their ticks cancelled, so none is left to resume as a run no
+	// job tracks. Then the other runs drain.
+	if s.jobs != nil {
+		s.jobs.Stop()
+	}
 	for _, r := range s.queue.close() {
 		s.endUnstarted(ctx, r, errDrained)
 	}
@@ -228,10 +247,21 @@ var events = []string{
 	event.CheckpointCreated, event.RewindCompleted, event.Retry, event.Warning, event.EffectFailed,
 }
 
+// jobMethods are advertised when the gateway has a scheduler, whether or
+// not scheduling is enabled.
+var jobMethods = []string{
+	MethodJobCreate, MethodJobUpdate, MethodJobPause, MethodJobResume, MethodJobDelete,
+	MethodJobList, MethodJobRunNow, MethodJobGetRuns,
+}
+
 func (s *Server) connectResult() ConnectResult {
-	ms := slices.Clone(methods)
+	ms, evs := slices.Clone(methods), events
 	if s.cfg.Rewind != nil {
 		ms = append(ms, MethodCheckpointRewind)
 	}
-	return ConnectResult{Server: "agent " + s.cfg.Version, Protocol: Protocol, Methods: ms, Events: events}
+	if s.jobs != nil {
+		ms = append(ms, jobMethods...)
+		evs = append(slices.Clone(events), scheduler.EventTypes...)
+	}
+	return ConnectResult{Server: "agent " + s.cfg.Version, Protocol: Protocol, Methods: ms, Events: evs}
 }

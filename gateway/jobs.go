@@ -1,0 +1,425 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"agent/event"
+	"agent/scheduler"
+	"agent/store"
+	"agent/tools"
+)
+
+// Scheduled jobs (DESIGN.md §10): the job.* methods, the job events, and
+// the scheduler's Dispatcher, which turns a tick into a normal run.
+
+// errJobCancelled is why the scheduler stops a run before its timeout:
+// the job was deleted, or the scheduler is stopping. To the run it is a
+// cancellation like a client's.
+var errJobCancelled = fmt.Errorf("cancelled by the scheduler: %w", errCancelled)
+
+// defaultJobRuns is how many job runs job.get_runs returns by default.
+const defaultJobRuns = 50
+
+// initJobs creates the scheduler when the config asks for one. It fires
+// nothing until startJobs.
+func (s *Server) initJobs() error {
+	sc := s.cfg.Scheduler
+	if sc == nil {
+		return nil
+	}
+	s.jobEvents = newHub(s.cfg.SubscriberBuffer, 0)
+	eng, err := scheduler.New(scheduler.Config{
+		Store:             s.db,
+		Dispatcher:        &jobDispatcher{s: s, attempts: map[string]jobAttempt{}},
+		PollInterval:      sc.PollInterval,
+		MaxConcurrentRuns: sc.MaxConcurrentRuns,
+		RecoveryPolicy:    sc.RecoveryPolicy,
+		CheckTools:        s.checkTools,
+		Events:            s.publishJobEvent,
+		Logger:            s.log,
+	})
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	s.jobs = eng
+	return nil
+}
+
+// startJobs starts firing ticks if scheduling is enabled. Start calls it
+// after reclaim, so the scheduler can take back the job runs that
+// reclaim resumed (jobDispatcher.Reattach), and it applies the missed-run
+// policy to the ticks that fell due while no gateway was running.
+func (s *Server) startJobs(ctx context.Context) error {
+	if s.jobs == nil || !s.cfg.Scheduler.Enabled {
+		return nil
+	}
+	// ctx bounds the start-up only; the scheduler runs until Stop.
+	if err := s.jobs.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return nil
+}
+
+// publishJobEvent sends a job event to every connected client. Job events
+// go to no session journal: a job is not part of a session, the runs it
+// starts already put their own events in theirs, and job_runs is the
+// durable record (job.get_runs). It never blocks, as the scheduler
+// requires.
+func (s *Server) publishJobEvent(e event.Event) {
+	s.jobEvents.publish(newItem(e))
+}
+
+// watchJobs sends the job events to the client from now on. One that
+// falls more than SubscriberBuffer events behind is told and
+// disconnected, as for a session's stream.
+func (c *conn) watchJobs() {
+	jobs := c.s.jobEvents
+	if jobs == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return
+	}
+	sub, _ := jobs.subscribe()
+	c.jobSub = sub
+	c.streams.Add(1)
+	go func() {
+		defer c.streams.Done()
+		for it := range sub.ch {
+			if c.writeRaw(it.frame) != nil {
+				return
+			}
+		}
+		if sub.overflowed {
+			c.s.log.Warn("slow consumer of job events disconnected", "conn", c.id)
+			c.fail("", errorf(CodeSlowConsumer, "this connection fell more than %d job events behind; reconnect, then job.list and job.get_runs show what it missed", c.s.cfg.SubscriberBuffer))
+		}
+	}()
+}
+
+// jobMethod serves the job.* methods.
+func (s *Server) jobMethod(ctx context.Context, req Request) (any, error) {
+	switch req.Method {
+	case MethodJobList:
+		jobs, err := s.jobs.ListJobs(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return JobList{Jobs: orEmpty(jobs)}, nil
+	case MethodJobCreate:
+		var p JobCreateParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, err
+		}
+		return s.createJob(ctx, p)
+	case MethodJobUpdate:
+		var p JobUpdateParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, err
+		}
+		return s.updateJob(ctx, p)
+	case MethodJobGetRuns:
+		var p JobRunsParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, err
+		}
+		return s.jobRuns(ctx, p)
+	}
+	var p JobParams
+	if err := decode(req.Params, &p); err != nil {
+		return nil, err
+	}
+	if p.JobID == "" {
+		return nil, errorf(CodeBadRequest, "job_id is required")
+	}
+	switch req.Method {
+	case MethodJobPause:
+		return s.jobs.PauseJob(ctx, p.JobID)
+	case MethodJobResume:
+		return s.jobs.ResumeJob(ctx, p.JobID)
+	case MethodJobRunNow:
+		return s.jobs.RunNow(ctx, p.JobID)
+	case MethodJobDelete:
+		j, err := s.jobs.GetJob(ctx, p.JobID)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.jobs.DeleteJob(ctx, j.ID); err != nil {
+			return nil, err
+		}
+		return JobDeleted{JobID: j.ID, Name: j.Name, Deleted: true}, nil
+	}
+	return nil, errorf(CodeUnknownMethod, "method %q is not supported by this gateway", req.Method)
+}
+
+func (s *Server) createJob(ctx context.Context, p JobCreateParams) (scheduler.Job, error) {
+	policy, err := jobPolicy(scheduler.DefaultPolicy(), p.Policy)
+	if err != nil {
+		return scheduler.Job{}, err
+	}
+	sessionID, err := s.jobSession(ctx, p.SessionID)
+	if err != nil {
+		return scheduler.Job{}, err
+	}
+	return s.jobs.CreateJob(ctx, scheduler.JobSpec{
+		Name: p.Name, CronExpr: p.CronExpr, Timezone: p.Timezone, Prompt: p.Prompt,
+		SessionID: sessionID, Policy: policy, Paused: p.Paused,
+	})
+}
+
+func (s *Server) updateJob(ctx context.Context, p JobUpdateParams) (scheduler.Job, error) {
+	if p.JobID == "" {
+		return scheduler.Job{}, errorf(CodeBadRequest, "job_id is required")
+	}
+	cur, err := s.jobs.GetJob(ctx, p.JobID)
+	if err != nil {
+		return scheduler.Job{}, err
+	}
+	// The policy fields given change and the rest keep their values, so
+	// a client need not read the job first. (Two concurrent updates of
+	// one job: the last wins.)
+	policy, err := jobPolicy(cur.Policy, p.Policy)
+	if err != nil {
+		return scheduler.Job{}, err
+	}
+	if p.SessionID != nil {
+		id, err := s.jobSession(ctx, *p.SessionID)
+		if err != nil {
+			return scheduler.Job{}, err
+		}
+		p.SessionID = &id
+	}
+	return s.jobs.UpdateJob(ctx, cur.ID, scheduler.JobUpdate{
+		Name: p.Name, CronExpr: p.CronExpr, Timezone: p.Timezone, Prompt: p.Prompt,
+		SessionID: p.SessionID, Policy: policy,
+	})
+}
+
+func (s *Server) jobRuns(ctx context.Context, p JobRunsParams) (*JobRunList, error) {
+	switch {
+	case p.JobID == "":
+		return nil, errorf(CodeBadRequest, "job_id is required")
+	case p.Limit < 0:
+		return nil, errorf(CodeBadRequest, "limit must be 0 (the default, %d) or more", defaultJobRuns)
+	case p.Limit == 0:
+		p.Limit = defaultJobRuns
+	}
+	j, err := s.jobs.GetJob(ctx, p.JobID)
+	if err != nil {
+		return nil, err
+	}
+	runs, err := s.jobs.JobRuns(ctx, j.ID, p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return &JobRunList{Job: j, Runs: orEmpty(runs)}, nil
+}
+
+// policyFields are the keys of a policy object, to refuse a misspelt one
+// rather than ignore it.
+var policyFields = []string{"overlap", "missed", "retry", "timeout", "tools"}
+
+// jobPolicy applies the fields of a policy object to base; nil if there
+// is none.
+func jobPolicy(base scheduler.Policy, raw json.RawMessage) (*scheduler.Policy, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, errorf(CodeInvalidJob, "invalid policy: %v", err)
+	}
+	for k := range fields {
+		if !slices.Contains(policyFields, k) {
+			return nil, errorf(CodeInvalidJob, "invalid policy: unknown field %q (want overlap, missed, retry, timeout or tools)", k)
+		}
+	}
+	if err := json.Unmarshal(raw, &base); err != nil {
+		return nil, errorf(CodeInvalidJob, "invalid policy: %v", err)
+	}
+	return &base, nil
+}
+
+// jobSession resolves a job's target session (a unique prefix will do),
+// so a wrong one is refused when the job is saved, not at every tick.
+// "" means a new session per run.
+func (s *Server) jobSession(ctx context.Context, id string) (string, error) {
+	if id == "" {
+		return "", nil
+	}
+	row, err := s.db.GetSession(ctx, id)
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAmbiguous) {
+		return "", errorf(CodeInvalidJob, "target %v; create a session with session.create, or leave it out for a new session per run", err)
+	}
+	if err != nil {
+		return "", err
+	}
+	return row.ID, nil
+}
+
+// checkTools vets a job's tool allowlist as resolve vets run.start's
+// options.allow_tools: every name must be a tool, and the list must leave
+// one. The run is checked again when it starts.
+func (s *Server) checkTools(names []string) error {
+	ws, err := tools.NewWorkspace(s.cfg.DefaultWorkspace)
+	if err != nil {
+		return err
+	}
+	extra := tools.EffectTools(tools.EffectScope{}, nil, s.getenv)
+	deny := tools.WithoutUnconfigured(names, nil, s.getenv)
+	set, err := tools.NewSet(ws, tools.Options{Allow: names, Deny: deny}, extra...)
+	if err != nil {
+		return err
+	}
+	if len(set.Names()) == 0 {
+		return errors.New("the allowlist leaves no tool")
+	}
+	return nil
+}
+
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// jobDispatcher is the scheduler's Dispatcher. A tick becomes a normal
+// run, started as run.start starts one, so it has the same events,
+// session memory and retention: in the job's target session, or in a
+// new session titled after the job.
+type jobDispatcher struct {
+	s *Server
+
+	mu       sync.Mutex
+	attempts map[string]jobAttempt // by run id, until the run has ended
+}
+
+// jobAttempt is when a job's run was started and its timeout, so Cancel
+// can tell the scheduler's timeout from a stop.
+type jobAttempt struct {
+	began   time.Time
+	timeout time.Duration
+}
+
+// Start starts the tick's run. A target session another client holds
+// locked refuses it, as it refuses any run.start without the lock.
+func (d *jobDispatcher) Start(ctx context.Context, job scheduler.Job, tick scheduler.Tick) (string, <-chan scheduler.Result, error) {
+	s := d.s
+	sessionID := job.TargetSessionID
+	if sessionID == "" {
+		title := fmt.Sprintf("job %s · %s", job.Name, tick.ScheduledFor.Format("2006-01-02 15:04:05 MST"))
+		row, err := s.sessions.create(ctx, title)
+		if err != nil {
+			return "", nil, err
+		}
+		sessionID = row.ID
+	}
+	began := time.Now()
+	res, err := s.startRun(ctx, RunStartParams{
+		SessionID: sessionID,
+		Input:     tick.Prompt,
+		// The allowlist is the run's options.allow_tools: resolve checks
+		// it and the child is offered only those tools. The timeout is the
+		// run's own as well, so it holds even for a reclaimed run the
+		// scheduler no longer watches.
+		Options: RunOptions{AllowTools: tick.Tools, Timeout: tick.Timeout.String()},
+		// Ties the run to its job_runs row (run.get shows the key).
+		IdempotencyKey: "job-run:" + tick.JobRunID,
+	}, 0)
+	if err != nil {
+		return "", nil, err
+	}
+	d.mu.Lock()
+	d.attempts[res.RunID] = jobAttempt{began: began, timeout: tick.Timeout}
+	d.mu.Unlock()
+	return res.RunID, d.watch(res.RunID), nil
+}
+
+// Cancel stops a job's run, as run.cancel does. At the job's timeout the
+// run ends failed with "timed out after …", as the run's own timeout
+// would end it; otherwise (and for a reattached run, whose start this
+// gateway did not see) cancelled.
+func (d *jobDispatcher) Cancel(runID string) {
+	cause := errJobCancelled
+	d.mu.Lock()
+	a, ok := d.attempts[runID]
+	d.mu.Unlock()
+	if ok && time.Since(a.began) >= a.timeout {
+		cause = fmt.Errorf("timed out after %s: %w", a.timeout, errTimedOut)
+	}
+	if waiting, _ := d.s.queue.stop(runID, cause); waiting != nil {
+		d.s.endUnstarted(context.Background(), waiting, cause)
+	}
+}
+
+// Reattach hands back to a starting scheduler a job's run that the
+// previous gateway left running: one this gateway's reclaim resumed, or
+// one that has ended since (reclaim failed it), so the attempt is
+// recorded as it really ends instead of as interrupted. A run still
+// marked running that this gateway does not hold (another process has
+// it) is not handed back.
+func (d *jobDispatcher) Reattach(runID string) (<-chan scheduler.Result, bool) {
+	if _, _, live := d.s.queue.get(runID); !live {
+		row, err := d.s.db.GetRun(context.Background(), runID)
+		if err != nil || row.Status == store.StatusRunning {
+			return nil, false
+		}
+	}
+	return d.watch(runID), true
+}
+
+// watch returns the done channel of a job's run: it delivers the run's
+// Result and closes once the run has ended. The queue closes r.done when
+// the run's goroutine returns, which is after its child has exited, or
+// once a run that never started has been recorded; either way the store
+// then has the run's outcome.
+func (d *jobDispatcher) watch(runID string) <-chan scheduler.Result {
+	done := make(chan scheduler.Result, 1)
+	r, _, live := d.s.queue.get(runID)
+	go func() {
+		defer close(done)
+		defer d.forget(runID)
+		if live {
+			<-r.done
+		}
+		row, err := d.s.db.GetRun(context.Background(), runID)
+		if err != nil {
+			d.s.log.Error("read how a job's run ended", "run_id", runID, "err", err)
+			return // closed without a Result: the attempt failed
+		}
+		done <- runResult(row)
+	}()
+	return done
+}
+
+func (d *jobDispatcher) forget(runID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.attempts, runID)
+}
+
+// runResult is how a job's run ended, from its stored row.
+func runResult(r *store.Run) scheduler.Result {
+	switch r.Status {
+	case store.StatusCompleted:
+		return scheduler.Result{Status: scheduler.ResultCompleted}
+	case store.StatusCancelled:
+		return scheduler.Result{Status: scheduler.ResultCancelled, Err: r.Reason}
+	case store.StatusFailed:
+		return scheduler.Result{Status: scheduler.ResultFailed, Err: r.Reason}
+	}
+	msg := "the run stopped as " + r.Status
+	if r.Reason != "" {
+		msg += ": " + r.Reason
+	}
+	return scheduler.Result{Status: scheduler.ResultFailed, Err: msg}
+}
