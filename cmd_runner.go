@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/urfave/cli/v2"
 
 	"agent/adapter"
@@ -35,14 +36,36 @@ func runnerCommand() *cli.Command {
 // childSink writes events to the parent. It fills in the envelope from
 // the spec; the parent assigns seq.
 type childSink struct {
-	enc  *event.Encoder
-	spec adapter.PhaseSpec
+	enc     *event.Encoder
+	spec    adapter.PhaseSpec
+	intents *adapter.Intents
 }
 
-func (s *childSink) Emit(_ context.Context, e event.Event) error {
+func (s *childSink) Emit(ctx context.Context, e event.Event) error {
 	e.RunID, e.SessionID, e.PhaseID, e.Attempt = s.spec.RunID, s.spec.SessionID, s.spec.PhaseID, s.spec.Attempt
 	if err := s.enc.Encode(e); err != nil {
 		return fmt.Errorf("write to the parent: %w", err)
+	}
+	if e.Type == event.ToolStarted || e.Type == event.CheckpointCreated {
+		return s.sync(ctx)
+	}
+	return nil
+}
+
+// sync waits until the parent has persisted everything sent so far: a
+// tool call is on record before it runs, a checkpoint before the file
+// changes, even if the parent dies the next moment (DESIGN.md §7).
+func (s *childSink) sync(ctx context.Context) error {
+	id := uuid.NewString()
+	if err := s.enc.Encode(event.New(event.Sync, event.SyncData{ID: id})); err != nil {
+		return fmt.Errorf("write to the parent: %w", err)
+	}
+	ack, err := s.intents.Wait(ctx, id)
+	if err != nil {
+		return fmt.Errorf("the parent did not confirm: %w", err)
+	}
+	if !ack.Proceed {
+		return fmt.Errorf("the parent refused to go on: %s", ack.Reason)
 	}
 	return nil
 }
@@ -71,7 +94,7 @@ func runnerAction(c *cli.Context) error {
 		}
 	}()
 
-	sink := &childSink{enc: event.NewEncoder(c.App.Writer), spec: spec}
+	sink := &childSink{enc: event.NewEncoder(c.App.Writer), spec: spec, intents: intents}
 	stopBeat := heartbeat(ctx, sink, time.Duration(spec.HeartbeatMS)*time.Millisecond)
 	defer stopBeat()
 

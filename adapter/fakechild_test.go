@@ -48,6 +48,7 @@ var fakeChildren = map[string]func(f *fake) int{
 	"ignore-term": fakeIgnoreTerm,
 	"cancel":      fakeCancel,
 	"intent":      fakeIntent,
+	"sync":        fakeSync,
 	"chatty":      fakeChatty,
 }
 
@@ -236,4 +237,20 @@ func fakeChatty(f *fake) int {
 		f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c", Name: "bash"})
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// fakeSync sends a tool.started, then asks the parent to sync before it
+// "runs" the tool, and says what the ack was.
+func fakeSync(f *fake) int {
+	f.spec()
+	intents := &Intents{}
+	go WatchControls(f.in, intents.Ack, intents.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "bash"})
+	f.emit(event.Sync, event.SyncData{ID: "s1"})
+	c, err := intents.Wait(ctx, "s1")
+	f.say(fmt.Sprintf("sync type=%s proceed=%v err=%v", c.Type, c.Proceed, err))
+	f.result(StatusCompleted, "synced", "")
+	return 0
 }

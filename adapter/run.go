@@ -307,6 +307,8 @@ func (a *attempt) handle(d decoded) {
 		a.result(e)
 	case event.EffectIntent:
 		a.intent(e)
+	case event.Sync:
+		a.sync(e)
 	default:
 		a.fold(e)
 		a.forward(e)
@@ -390,6 +392,26 @@ func (a *attempt) intent(e event.Event) {
 		c = a.cfg.OnIntent(in)
 	}
 	c.Type, c.ID = ControlAck, in.ID
+	a.sendControl(c)
+}
+
+// sync acks a child's sync request. Events are handled one at a time and
+// OnEvent persists before it returns, so everything the child sent before
+// is durable now. A stopping attempt, or one whose events can no longer
+// be persisted, gets a refusal: the child must not go on.
+func (a *attempt) sync(e event.Event) {
+	var d event.SyncData
+	if err := e.Decode(&d); err != nil || d.ID == "" {
+		a.warn(fmt.Sprintf("runner sent a malformed %s: %s", event.Sync, e.Data))
+		return
+	}
+	c := Control{Type: ControlAck, ID: d.ID, Proceed: true}
+	switch {
+	case a.stopping:
+		c.Proceed, c.Reason = false, "the attempt is stopping"
+	case a.eventErr != nil:
+		c.Proceed, c.Reason = false, "events cannot be persisted: "+a.eventErr.Error()
+	}
 	a.sendControl(c)
 }
 

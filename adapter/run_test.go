@@ -126,6 +126,28 @@ func TestRun(t *testing.T) {
 			check: checkIntent,
 		},
 		{
+			// The ack comes only after OnEvent persisted tool.started, and
+			// the sync request itself is not forwarded.
+			name: "sync", behaviour: "sync",
+			check: func(t *testing.T, o outcome) {
+				wantStatus(t, o, StatusCompleted, 0)
+				var types, said []string
+				for _, e := range o.events {
+					types = append(types, e.Type)
+					var m event.MessageData
+					if e.Type == event.MessageCompleted && e.Decode(&m) == nil {
+						said = append(said, m.Text)
+					}
+				}
+				if strings.Join(types, ",") != "tool.started,message.completed" {
+					t.Errorf("forwarded %v, want tool.started then the child's report", types)
+				}
+				if len(said) != 1 || said[0] != "sync type=ack proceed=true err=<nil>" {
+					t.Errorf("child got %q", said)
+				}
+			},
+		},
+		{
 			name: "OnEvent error stops the child", behaviour: "chatty",
 			onEvent: func(event.Event, context.CancelFunc) error { return errBoom },
 			check: func(t *testing.T, o outcome) {

@@ -197,3 +197,8 @@ type CheckpointData struct {
 	CallID  string `json:"call_id,omitempty"` // the tool call about to change it
 	Tool    string `json:"tool,omitempty"`
 }
+
+// SyncData names a sync request; the parent's ack carries the same id.
+type SyncData struct {
+	ID string `json:"id"`
+}

@@ -49,6 +49,9 @@ const (
 	EffectIntent = "effect.intent"
 	EffectFailed = "effect.failed"
 	RunnerResult = "runner.result"
+	// Sync asks the parent to ack once every earlier event is persisted,
+	// so a child never runs a tool whose tool.started could still be lost.
+	Sync = "sync"
 )
 
 // Event is one line of the stream. Seq is assigned by the process that
