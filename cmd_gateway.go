@@ -104,7 +104,7 @@ func gatewayAction(c *cli.Context) error {
 		Listen: c.String("listen"), AllowRemote: c.Bool("allow-remote"), Token: token, DB: db, Version: version,
 		DefaultWorkspace: workspace,
 		Model: gateway.ModelDefaults{
-			Name: pick(c.String("model"), settings.Model), BaseURL: pick(c.String("base-url"), settings.BaseURL),
+			Name: config.Pick(c.String("model"), settings.Model), BaseURL: config.Pick(c.String("base-url"), settings.BaseURL),
 			APIKey: settings.APIKey, Attempts: settings.ModelAttempts, MaxTurns: settings.MaxTurns,
 		},
 		// AGENT_RUNNER_EXEC runs children through another program, as for

@@ -120,13 +120,13 @@ func harnessAction(c *cli.Context) error {
 
 // harnessSettings resolves the harness flags against the config.
 func harnessSettings(c *cli.Context, settings config.Settings) (harnessConfig, *tools.Workspace, error) {
-	model, err := modelSettings(c, pick(c.String("model"), settings.Model), pick(c.String("base-url"), settings.BaseURL),
-		pickInt(c.Int("model-attempts"), settings.ModelAttempts))
+	model, err := modelSettings(c, config.Pick(c.String("model"), settings.Model), config.Pick(c.String("base-url"), settings.BaseURL),
+		config.PickInt(c.Int("model-attempts"), settings.ModelAttempts))
 	if err != nil {
 		return harnessConfig{}, nil, err
 	}
 	hc := harnessConfig{
-		Model: model, MaxTurns: pickInt(c.Int("max-turns"), settings.MaxTurns), Parallel: c.Int("parallel"),
+		Model: model, MaxTurns: config.PickInt(c.Int("max-turns"), settings.MaxTurns), Parallel: c.Int("parallel"),
 		PhaseTimeout: c.Duration("phase-timeout").String(), ContextBudget: c.Int("context-budget"),
 	}
 	switch {
@@ -169,10 +169,10 @@ func resumeHarness(c *cli.Context, db *store.DB, r *store.Run, apiKey string) er
 	if err := json.Unmarshal(r.Config, &hc); err != nil {
 		return fmt.Errorf("run %s has unreadable settings: %v: %w", r.ID, err, errNotResumable)
 	}
-	hc.Model.Name = pick(c.String("model"), hc.Model.Name)
-	hc.Model.BaseURL = pick(c.String("base-url"), hc.Model.BaseURL)
-	hc.Model.MaxAttempts = pickInt(c.Int("model-attempts"), hc.Model.MaxAttempts)
-	hc.MaxTurns = pickInt(c.Int("max-turns"), hc.MaxTurns)
+	hc.Model.Name = config.Pick(c.String("model"), hc.Model.Name)
+	hc.Model.BaseURL = config.Pick(c.String("base-url"), hc.Model.BaseURL)
+	hc.Model.MaxAttempts = config.PickInt(c.Int("model-attempts"), hc.Model.MaxAttempts)
+	hc.MaxTurns = config.PickInt(c.Int("max-turns"), hc.MaxTurns)
 	if c.IsSet("record") || c.IsSet("replay") {
 		m, err := modelSettings(c, hc.Model.Name, hc.Model.BaseURL, hc.Model.MaxAttempts)
 		if err != nil {

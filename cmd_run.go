@@ -113,10 +113,10 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	cfg := runConfig{
-		Model:         pick(c.String("model"), settings.Model),
-		BaseURL:       pick(c.String("base-url"), settings.BaseURL),
-		MaxTurns:      pickInt(c.Int("max-turns"), settings.MaxTurns),
-		ModelAttempts: pickInt(c.Int("model-attempts"), settings.ModelAttempts),
+		Model:         config.Pick(c.String("model"), settings.Model),
+		BaseURL:       config.Pick(c.String("base-url"), settings.BaseURL),
+		MaxTurns:      config.PickInt(c.Int("max-turns"), settings.MaxTurns),
+		ModelAttempts: config.PickInt(c.Int("model-attempts"), settings.ModelAttempts),
 		AllowTools:    splitList(c.StringSlice("allow-tools")),
 		DenyTools:     splitList(c.StringSlice("deny-tools")),
 		Until:         strings.TrimSpace(c.String("until")),
@@ -200,10 +200,10 @@ func resumeAction(c *cli.Context) error {
 	if err := json.Unmarshal(r.Config, &cfg); err != nil {
 		return fmt.Errorf("run %s has unreadable settings: %v: %w", r.ID, err, errNotResumable)
 	}
-	cfg.Model = pick(c.String("model"), cfg.Model)
-	cfg.BaseURL = pick(c.String("base-url"), cfg.BaseURL)
-	cfg.MaxTurns = pickInt(c.Int("max-turns"), cfg.MaxTurns)
-	cfg.ModelAttempts = pickInt(c.Int("model-attempts"), cfg.ModelAttempts)
+	cfg.Model = config.Pick(c.String("model"), cfg.Model)
+	cfg.BaseURL = config.Pick(c.String("base-url"), cfg.BaseURL)
+	cfg.MaxTurns = config.PickInt(c.Int("max-turns"), cfg.MaxTurns)
+	cfg.ModelAttempts = config.PickInt(c.Int("model-attempts"), cfg.ModelAttempts)
 	if err := cfg.validate(); err != nil {
 		return err
 	}
@@ -614,24 +614,6 @@ func (cfg runConfig) validate() error {
 
 // newRunID returns a random id, so that short prefixes tell runs apart.
 func newRunID() string { return uuid.NewString() }
-
-func pick(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-func pickInt(vals ...int) int {
-	for _, v := range vals {
-		if v != 0 {
-			return v
-		}
-	}
-	return 0
-}
 
 func splitList(vals []string) []string {
 	var out []string

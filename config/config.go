@@ -104,8 +104,8 @@ func Load() (Settings, error) {
 	}
 	s := Settings{
 		Home:          home,
-		Model:         first(os.Getenv("AGENT_MODEL"), f.Model, DefaultModel),
-		BaseURL:       first(os.Getenv("OPENAI_BASE_URL"), f.BaseURL, DefaultBaseURL),
+		Model:         Pick(os.Getenv("AGENT_MODEL"), f.Model, DefaultModel),
+		BaseURL:       Pick(os.Getenv("OPENAI_BASE_URL"), f.BaseURL, DefaultBaseURL),
 		APIKey:        os.Getenv("OPENAI_API_KEY"),
 		MaxTurns:      f.MaxTurns,
 		ModelAttempts: f.ModelAttempts,
@@ -149,11 +149,23 @@ func (s *Settings) schedulerDefaults(path string) error {
 	return nil
 }
 
-func first(vals ...string) string {
+// Pick returns the first non-empty value: flag, then environment, then
+// file, then default, in the order the caller passes them.
+func Pick(vals ...string) string {
 	for _, v := range vals {
 		if v != "" {
 			return v
 		}
 	}
 	return ""
+}
+
+// PickInt is Pick for numbers, where zero means unset.
+func PickInt(vals ...int) int {
+	for _, v := range vals {
+		if v != 0 {
+			return v
+		}
+	}
+	return 0
 }

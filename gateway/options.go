@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"agent/adapter"
+	"agent/config"
 	"agent/orchestrator"
 	"agent/store"
 	"agent/tools"
@@ -43,10 +44,10 @@ type settings struct {
 func (s *Server) resolve(p RunStartParams) (settings, *tools.Workspace, error) {
 	o := p.Options
 	st := settings{
-		Model:         pick(o.Model, s.cfg.Model.Name),
-		BaseURL:       pick(o.BaseURL, s.cfg.Model.BaseURL),
-		ModelAttempts: pickInt(o.ModelAttempts, s.cfg.Model.Attempts),
-		MaxTurns:      pickInt(o.MaxTurns, s.cfg.Model.MaxTurns),
+		Model:         config.Pick(o.Model, s.cfg.Model.Name),
+		BaseURL:       config.Pick(o.BaseURL, s.cfg.Model.BaseURL),
+		ModelAttempts: config.PickInt(o.ModelAttempts, s.cfg.Model.Attempts),
+		MaxTurns:      config.PickInt(o.MaxTurns, s.cfg.Model.MaxTurns),
 		AllowTools:    o.AllowTools,
 		DenyTools:     o.DenyTools,
 		Until:         strings.TrimSpace(o.Until),
@@ -238,22 +239,4 @@ func (st settings) phaseTimeout() time.Duration {
 
 func (st settings) model() adapter.Model {
 	return adapter.Model{Name: st.Model, BaseURL: st.BaseURL, MaxAttempts: st.ModelAttempts, Replay: st.Replay}
-}
-
-func pick(vals ...string) string {
-	for _, v := range vals {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-func pickInt(vals ...int) int {
-	for _, v := range vals {
-		if v != 0 {
-			return v
-		}
-	}
-	return 0
 }

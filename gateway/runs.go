@@ -12,6 +12,7 @@ import (
 
 	"agent/adapter"
 	"agent/event"
+	"agent/orchestrator"
 	"agent/store"
 )
 
@@ -335,16 +336,7 @@ func (s *Server) childSpec(ctx context.Context, row *store.Run, st settings, res
 // never repeated once done or lost (DESIGN.md §6), as the orchestrator
 // does for phases.
 func (s *Server) intent(ctx context.Context, runID string, in event.EffectIntentData) adapter.Control {
-	r, err := s.db.BeginEffect(ctx, store.Receipt{Key: in.Key, RunID: runID, Tool: in.Tool, Type: in.ReceiptType}, false)
-	switch {
-	case errors.Is(err, store.ErrOutcomeUnknown):
-		return adapter.Control{Unknown: true, Reason: err.Error()}
-	case err != nil:
-		return adapter.Control{Reason: "the intent could not be recorded: " + err.Error()}
-	case r != nil:
-		return adapter.Control{Receipt: &event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details}}
-	}
-	return adapter.Control{Proceed: true}
+	return orchestrator.IntentAck(ctx, s.db, store.Receipt{Key: in.Key, RunID: runID, Tool: in.Tool, Type: in.ReceiptType}, false)
 }
 
 // childOutcome decides a child run's terminal event, like the fast

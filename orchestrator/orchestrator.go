@@ -493,9 +493,19 @@ func (o *Orchestrator) adapterConfig(ctx context.Context, phaseID string, attemp
 // the ack, and an effect that already happened, or whose outcome was lost,
 // does not happen again (DESIGN.md §6).
 func (o *Orchestrator) intent(ctx context.Context, phaseID string, attempt int, in event.EffectIntentData) adapter.Control {
-	r, err := o.cfg.Store.BeginEffect(ctx, store.Receipt{
+	return IntentAck(ctx, o.cfg.Store, store.Receipt{
 		Key: in.Key, RunID: o.cfg.RunID, PhaseID: phaseID, Attempt: attempt, Tool: in.Tool, Type: in.ReceiptType,
 	}, o.cfg.ResendUnknown)
+}
+
+// IntentAck persists a child's effect intent, then answers it: proceed,
+// here is the receipt of the effect that already happened, or no — its
+// earlier outcome is unknown. The gateway answers its runs' intents with
+// it too.
+func IntentAck(ctx context.Context, s interface {
+	BeginEffect(ctx context.Context, r store.Receipt, resendUnknown bool) (*store.Receipt, error)
+}, intent store.Receipt, resendUnknown bool) adapter.Control {
+	r, err := s.BeginEffect(ctx, intent, resendUnknown)
 	switch {
 	case errors.Is(err, store.ErrOutcomeUnknown):
 		return adapter.Control{Unknown: true, Reason: err.Error()}
