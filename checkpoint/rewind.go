@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"agent/tools"
 )
 
 // Outcomes of one file in a rewind.
@@ -192,7 +194,7 @@ func rewindFile(blobs Blobs, root string, p Point, lastWrite string, force bool)
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return fail(err)
 	}
-	if err := writeAtomic(abs, data, mode); err != nil {
+	if err := tools.WriteFileAtomic(abs, data, mode); err != nil {
 		return fail(err)
 	}
 	f.Outcome = Restored
@@ -263,38 +265,4 @@ func current(abs string) (exists bool, sum string, err error) {
 		return true, "", err
 	}
 	return true, hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// writeAtomic replaces path with data through a temporary file and a
-// rename, so an interrupted rewind leaves the old file or the restored
-// one, never a torn one.
-func writeAtomic(path string, data []byte, mode fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".rewind*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(mode); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	syncDir(dir)
-	return nil
 }

@@ -2,11 +2,12 @@ package evidence
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"agent/tools"
 )
 
 // WriteFindings writes f to dir/PHASE-ATTEMPT.json as indented JSON,
@@ -42,32 +43,8 @@ func WriteFindings(dir string, f Findings) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("write findings %s: %w", name, err)
 	}
-	if err := writeAtomic(path, data); err != nil {
+	if err := tools.WriteFileAtomic(path, data, 0o644); err != nil {
 		return "", fmt.Errorf("write findings %s: %w", name, err)
 	}
 	return path, nil
-}
-
-// writeAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path.
-func writeAtomic(path string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(tmp.Name())
-		}
-	}()
-	_, werr := tmp.Write(data)
-	serr := tmp.Sync()
-	cerr := tmp.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // CreateTemp makes it 0600
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -211,5 +211,5 @@ func (o *Orchestrator) writeProgress(ctx context.Context) error {
 			fmt.Fprintf(&b, "- %s: %s\n", l.PhaseID, l.Text)
 		}
 	}
-	return writeFileAtomic(filepath.Join(o.cfg.RunDir, "progress.md"), []byte(b.String()))
+	return writeFile(filepath.Join(o.cfg.RunDir, "progress.md"), []byte(b.String()))
 }

@@ -161,7 +161,7 @@ func (o *Orchestrator) Adopt(ctx context.Context, p *plan.Plan) error {
 	if st, err := o.cfg.Store.PlanState(ctx, o.cfg.RunID); err == nil && st.Started() {
 		return errors.New("the plan cannot change once a phase has started")
 	}
-	if err := writeFileAtomic(o.MissionPath(), p.JSON()); err != nil {
+	if err := writeFile(o.MissionPath(), p.JSON()); err != nil {
 		return err
 	}
 	rel, _ := filepath.Rel(o.cfg.Workspace, o.MissionPath())
@@ -553,23 +553,11 @@ func (o *Orchestrator) emitPhase(ctx context.Context, typ, phaseID string, attem
 	return o.emit(ctx, e)
 }
 
-// writeFileAtomic writes via a temp file and rename, so readers never
-// see half a file.
-func writeFileAtomic(path string, data []byte) error {
+// writeFile writes a run file (mission.json, progress.md) atomically,
+// creating the run directory on first use.
+func writeFile(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return tools.WriteFileAtomic(path, data, 0o644)
 }

@@ -97,7 +97,7 @@ func (t *editFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 		updated = strings.Replace(text, old, repl, 1)
 	}
 	out := []byte(updated)
-	if err := writeAtomic(abs, out, fi.Mode().Perm()); err != nil {
+	if err := WriteFileAtomic(abs, out, fi.Mode().Perm()); err != nil {
 		return errorf("edit %s: %v", rel, err)
 	}
 	msg := fmt.Sprintf("replaced 1 occurrence in %s (line %d)", rel, line)

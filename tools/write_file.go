@@ -64,7 +64,7 @@ func (t *writeFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage
 		return errorf("write %s: create parent directories: %v", rel, err)
 	}
 	data := []byte(a.Content)
-	if err := writeAtomic(abs, data, mode); err != nil {
+	if err := WriteFileAtomic(abs, data, mode); err != nil {
 		return errorf("write %s: %v", rel, err)
 	}
 	return Result{
@@ -73,12 +73,13 @@ func (t *writeFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage
 	}
 }
 
-// writeAtomic replaces path with data through a temporary file in the same
-// directory and a rename, so a crash leaves the old file or the new one,
-// never a torn one. The temporary file is fsynced before the rename and the
-// directory after it, because a run resumed after a power loss trusts the
-// artifacts it recorded.
-func writeAtomic(path string, data []byte, mode fs.FileMode) (err error) {
+// WriteFileAtomic replaces path with data through a temporary file in the
+// same directory and a rename, so a crash leaves the old file or the new
+// one, never a torn one. The temporary file is fsynced before the rename
+// and the directory after it, because a run resumed after a power loss
+// trusts what it recorded. The tools, rewind, findings and mission.json
+// all write this way.
+func WriteFileAtomic(path string, data []byte, mode fs.FileMode) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
