@@ -49,6 +49,11 @@ func startDriving(c *cli.Context, db *store.DB, r *store.Run, owner string, harn
 		d.close()
 		return nil, err
 	}
+	if r.SessionID == "" {
+		// This process alone writes the run, so whole messages and
+		// artifacts may ride along with the next durable event.
+		journal.SetLazy(event.MessageCompleted, event.ArtifactCreated)
+	}
 	d.sink = &runSink{journal: journal, show: newDisplay(c, harness)}
 	d.undo = append(d.undo, d.sink.close)
 	return d, nil

@@ -6,14 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"agent/tools"
 )
 
 // WriteFindings writes f to dir/PHASE-ATTEMPT.json as indented JSON,
 // creating dir. The caller passes WORKSPACE/.agent/runs/RUN/verification.
-// The file is written to a temporary name and renamed, so a reader (or a
-// crash) never sees half a file.
+// The findings are also stored with verification.completed, which is the
+// durable record; this file is their readable copy.
 func WriteFindings(dir string, f Findings) (string, error) {
 	// The phase id becomes a file name: refuse anything that could leave dir.
 	if f.TaskID == "" || f.TaskID == "." || f.TaskID == ".." || strings.ContainsAny(f.TaskID, `/\`) {
@@ -43,7 +41,9 @@ func WriteFindings(dir string, f Findings) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("write findings %s: %w", name, err)
 	}
-	if err := tools.WriteFileAtomic(path, data, 0o644); err != nil {
+	// The findings are stored with verification.completed; this file is
+	// their readable copy, so it is not worth an fsync on every attempt.
+	if err := os.WriteFile(path, data, 0o644); err != nil {
 		return "", fmt.Errorf("write findings %s: %w", name, err)
 	}
 	return path, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -211,5 +212,10 @@ func (o *Orchestrator) writeProgress(ctx context.Context) error {
 			fmt.Fprintf(&b, "- %s: %s\n", l.PhaseID, l.Text)
 		}
 	}
-	return writeFile(filepath.Join(o.cfg.RunDir, "progress.md"), []byte(b.String()))
+	// For people, rewritten at every transition: not worth an fsync.
+	path := filepath.Join(o.cfg.RunDir, "progress.md")
+	if err := os.MkdirAll(o.cfg.RunDir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

@@ -553,8 +553,8 @@ func (o *Orchestrator) emitPhase(ctx context.Context, typ, phaseID string, attem
 	return o.emit(ctx, e)
 }
 
-// writeFile writes a run file (mission.json, progress.md) atomically,
-// creating the run directory on first use.
+// writeFile writes a run file that must survive a crash whole
+// (mission.json), creating the run directory on first use.
 func writeFile(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err

@@ -7,19 +7,43 @@ import (
 	"embed"
 	"fmt"
 	"strings"
+	"sync"
 	"text/template"
 )
 
 //go:embed *.tmpl
 var files embed.FS
 
-var templates = template.Must(template.New("").Option("missingkey=error").
-	Funcs(template.FuncMap{"join": strings.Join}).ParseFS(files, "*.tmpl"))
+// parsed caches each template on first use: every process starts with
+// this package, but a runner child renders one or two of the templates.
+var (
+	parsedMu sync.Mutex
+	parsed   = map[string]*template.Template{}
+)
+
+func lookup(name string) (*template.Template, error) {
+	parsedMu.Lock()
+	defer parsedMu.Unlock()
+	if t, ok := parsed[name]; ok {
+		return t, nil
+	}
+	t, err := template.New(name+".tmpl").Option("missingkey=error").
+		Funcs(template.FuncMap{"join": strings.Join}).ParseFS(files, name+".tmpl")
+	if err != nil {
+		return nil, err
+	}
+	parsed[name] = t
+	return t, nil
+}
 
 // Render executes the named template (file name without .tmpl) with data.
 func Render(name string, data any) (string, error) {
+	t, err := lookup(name)
+	if err != nil {
+		return "", fmt.Errorf("render prompt %s: %w", name, err)
+	}
 	var b bytes.Buffer
-	if err := templates.ExecuteTemplate(&b, name+".tmpl", data); err != nil {
+	if err := t.Execute(&b, data); err != nil {
 		return "", fmt.Errorf("render prompt %s: %w", name, err)
 	}
 	return strings.TrimSpace(b.String()), nil

@@ -28,6 +28,10 @@ type Journal struct {
 	// event, and every write also touches the session.
 	session bool
 
+	// lazy are the event types, besides message.delta, that wait for the
+	// next other event instead of being written at once (SetLazy).
+	lazy map[string]bool
+
 	mu      sync.Mutex
 	next    int64           // seq of the next event
 	pending []event.Event   // deltas not yet written
@@ -104,7 +108,7 @@ func (j *Journal) Append(ctx context.Context, e event.Event) (event.Event, error
 	e.Seq = j.next
 	j.next++
 
-	if e.Type == event.MessageDelta {
+	if e.Type == event.MessageDelta || j.lazy[e.Type] {
 		j.pending = append(j.pending, e)
 		return e, nil
 	}
@@ -116,7 +120,22 @@ func (j *Journal) Append(ctx context.Context, e event.Event) (event.Event, error
 	return e, nil
 }
 
-// Flush writes the buffered deltas now.
+// SetLazy lets events of these types wait, like deltas, for the next
+// other event's transaction. For a run driven in this process, whole
+// messages and artifacts can: the tool call that follows a message, or
+// the run's end, is written before anything depends on them, and a crash
+// in between loses at most the model response in flight (DESIGN.md §7),
+// which resume asks for again. Call it before the first Append.
+func (j *Journal) SetLazy(types ...string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.lazy = make(map[string]bool, len(types))
+	for _, t := range types {
+		j.lazy[t] = true
+	}
+}
+
+// Flush writes the buffered events now.
 func (j *Journal) Flush(ctx context.Context) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()

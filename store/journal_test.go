@@ -147,3 +147,33 @@ func BenchmarkJournalAppend(b *testing.B) {
 		}
 	}
 }
+
+// Lazy types wait, like deltas, and are written in order with the next
+// durable event.
+func TestJournalLazyTypes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	createRun(t, db, "run-1")
+	j, err := db.Journal(ctx, "run-1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.SetLazy(event.MessageCompleted)
+	if _, err := j.Append(ctx, userMsg("hi", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(ctx, assistantMsg("calling", 0, event.ToolCall{ID: "c1", Name: "bash"})); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _ := db.ListEvents(ctx, "run-1", 0, 0); len(evs) != 0 {
+		t.Fatalf("lazy events written at once: %d", len(evs))
+	}
+	if _, err := j.Append(ctx, toolStarted("c1", "bash", `{}`)); err != nil {
+		t.Fatal(err)
+	}
+	assertSeqs(t, db, "run-1", []string{event.MessageCompleted, event.MessageCompleted, event.ToolStarted})
+	if conv, err := db.Conversation(ctx, "run-1"); err != nil || len(conv) != 2 {
+		t.Errorf("conversation after the flush = %+v, %v", conv, err)
+	}
+}
