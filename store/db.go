@@ -137,3 +137,77 @@ func (v timeValue) Scan(src any) error {
 	*v.t = t
 	return nil
 }
+
+// prefixMatch returns the one id in table that starts with prefix, like
+// git's short hashes: at least minPrefix characters, and unique, or
+// ErrNotFound / ErrAmbiguous naming the candidates. Callers try the exact
+// id first.
+func prefixMatch(ctx context.Context, tx *sql.Tx, noun, table, prefix string) (string, error) {
+	if len(prefix) < minPrefix {
+		return "", fmt.Errorf("%s %s: %w", noun, prefix, ErrNotFound)
+	}
+	// substr, not LIKE: ids are matched literally and case-sensitively.
+	rows, err := tx.QueryContext(ctx,
+		`SELECT id FROM `+table+` WHERE substr(id, 1, length(?)) = ? ORDER BY id LIMIT 6`, prefix, prefix)
+	if err != nil {
+		return "", fmt.Errorf("get %s %s: %w", noun, prefix, err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return "", fmt.Errorf("get %s %s: %w", noun, prefix, err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("get %s %s: %w", noun, prefix, err)
+	}
+	switch len(ids) {
+	case 0:
+		return "", fmt.Errorf("%s %s: %w", noun, prefix, ErrNotFound)
+	case 1:
+		return ids[0], nil
+	}
+	if len(ids) > 5 {
+		ids = append(ids[:5], "…")
+	}
+	return "", fmt.Errorf("%s id prefix %s is %w: matches %s", noun, prefix, ErrAmbiguous, strings.Join(ids, ", "))
+}
+
+// scanner is a row to scan: *sql.Row or *sql.Rows.
+type scanner interface{ Scan(...any) error }
+
+// scanAll runs query in tx and scans every row with scan.
+func scanAll[T any](ctx context.Context, tx *sql.Tx, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// readAll is scanAll in a read-only transaction of its own; what names
+// the read in errors.
+func readAll[T any](ctx context.Context, db *DB, what string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer tx.Rollback()
+	out, err := scanAll(ctx, tx, scan, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, tx.Commit()
+}

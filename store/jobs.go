@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -468,7 +467,7 @@ const jobColumns = `
 	id, name, cron_expr, timezone, enabled, COALESCE(target_session_id, ''), prompt_template,
 	policy_json, created_at, updated_at, last_run_at, next_run_at`
 
-func scanJob(row interface{ Scan(...any) error }) (*Job, error) {
+func scanJob(row scanner) (*Job, error) {
 	var j Job
 	var policy string
 	err := row.Scan(&j.ID, &j.Name, &j.CronExpr, &j.Timezone, &j.Enabled, &j.TargetSessionID, &j.PromptTemplate,
@@ -483,7 +482,7 @@ func scanJob(row interface{ Scan(...any) error }) (*Job, error) {
 const jobRunColumns = `
 	id, job_id, run_id, scheduled_for, started_at, completed_at, status, attempt, COALESCE(error_text, '')`
 
-func scanJobRun(row interface{ Scan(...any) error }) (JobRun, error) {
+func scanJobRun(row scanner) (JobRun, error) {
 	var r JobRun
 	err := row.Scan(&r.ID, &r.JobID, &r.RunID, timeValue{&r.ScheduledFor}, timeValue{&r.StartedAt},
 		timeValue{&r.CompletedAt}, &r.Status, &r.Attempt, &r.ErrorText)
@@ -501,89 +500,27 @@ func getJob(ctx context.Context, tx *sql.Tx, idOrName string) (*Job, error) {
 			return nil, fmt.Errorf("get job %s: %w", idOrName, err)
 		}
 	}
-	if len(idOrName) < minPrefix {
-		return nil, fmt.Errorf("job %s: %w", idOrName, ErrNotFound)
+	full, err := prefixMatch(ctx, tx, "job", "scheduled_jobs", idOrName)
+	if err != nil {
+		return nil, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT `+jobColumns+` FROM scheduled_jobs
-		WHERE substr(id, 1, length(?)) = ? ORDER BY id LIMIT 6`, idOrName, idOrName)
+	j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM scheduled_jobs WHERE id = ?`, full))
 	if err != nil {
 		return nil, fmt.Errorf("get job %s: %w", idOrName, err)
 	}
-	defer rows.Close()
-	var matches []*Job
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, fmt.Errorf("get job %s: %w", idOrName, err)
-		}
-		matches = append(matches, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("get job %s: %w", idOrName, err)
-	}
-	switch len(matches) {
-	case 0:
-		return nil, fmt.Errorf("job %s: %w", idOrName, ErrNotFound)
-	case 1:
-		return matches[0], nil
-	}
-	ids := make([]string, 0, len(matches))
-	for i, m := range matches {
-		if i == 5 {
-			ids = append(ids, "…")
-			break
-		}
-		ids = append(ids, m.ID)
-	}
-	return nil, fmt.Errorf("job id prefix %s is %w: matches %s", idOrName, ErrAmbiguous, strings.Join(ids, ", "))
+	return j, nil
 }
 
 func (db *DB) queryJobs(ctx context.Context, what, query string, args ...any) ([]Job, error) {
-	tx, err := db.ro.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	var jobs []Job
-	for rows.Next() {
-		j, err := scanJob(rows)
+	return readAll(ctx, db, what, func(r scanner) (Job, error) {
+		j, err := scanJob(r)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+			return Job{}, err
 		}
-		jobs = append(jobs, *j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return jobs, tx.Commit()
+		return *j, nil
+	}, query, args...)
 }
 
 func (db *DB) queryJobRuns(ctx context.Context, what, query string, args ...any) ([]JobRun, error) {
-	tx, err := db.ro.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	defer rows.Close()
-	var runs []JobRun
-	for rows.Next() {
-		r, err := scanJobRun(rows)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		runs = append(runs, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	return runs, tx.Commit()
+	return readAll(ctx, db, what, scanJobRun, query, args...)
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"agent/event"
@@ -233,7 +232,7 @@ const runColumns = `
 	COALESCE(lease_owner, ''), lease_expires_at, lease_heartbeat_at,
 	created_at, updated_at, finished_at, idempotency_key, reclaims`
 
-func scanRun(row interface{ Scan(...any) error }) (*Run, error) {
+func scanRun(row scanner) (*Run, error) {
 	var r Run
 	var config string
 	err := row.Scan(
@@ -261,43 +260,15 @@ func getRun(ctx context.Context, tx *sql.Tx, id string) (*Run, error) {
 	if !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get run %s: %w", id, err)
 	}
-	if len(id) < minPrefix {
-		return nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	full, err := prefixMatch(ctx, tx, "run", "runs", id)
+	if err != nil {
+		return nil, err
 	}
-
-	// substr, not LIKE: ids are matched literally and case-sensitively.
-	rows, err := tx.QueryContext(ctx,
-		`SELECT `+runColumns+` FROM runs WHERE substr(id, 1, length(?)) = ? ORDER BY id LIMIT 6`, id, id)
+	r, err = scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, full))
 	if err != nil {
 		return nil, fmt.Errorf("get run %s: %w", id, err)
 	}
-	defer rows.Close()
-	var matches []*Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, fmt.Errorf("get run %s: %w", id, err)
-		}
-		matches = append(matches, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("get run %s: %w", id, err)
-	}
-	switch len(matches) {
-	case 0:
-		return nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
-	case 1:
-		return matches[0], nil
-	}
-	ids := make([]string, 0, len(matches))
-	for i, m := range matches {
-		if i == 5 {
-			ids = append(ids, "…")
-			break
-		}
-		ids = append(ids, m.ID)
-	}
-	return nil, fmt.Errorf("run id prefix %s is %w: matches %s", id, ErrAmbiguous, strings.Join(ids, ", "))
+	return r, nil
 }
 
 func listRuns(ctx context.Context, tx *sql.Tx, limit int) ([]Run, error) {
@@ -332,20 +303,13 @@ func runByIdempotencyKey(ctx context.Context, tx *sql.Tx, sessionID, key string)
 }
 
 func queryRuns(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]Run, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var runs []Run
-	for rows.Next() {
-		r, err := scanRun(rows)
+	return scanAll(ctx, tx, func(r scanner) (Run, error) {
+		run, err := scanRun(r)
 		if err != nil {
-			return nil, err
+			return Run{}, err
 		}
-		runs = append(runs, *r)
-	}
-	return runs, rows.Err()
+		return *run, nil
+	}, query, args...)
 }
 
 func setRunStatus(ctx context.Context, tx *sql.Tx, id, status string, now time.Time) error {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"agent/event"
@@ -286,7 +285,7 @@ const sessionColumns = `
 	(SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = sessions.id),
 	(SELECT COUNT(*) FROM runs WHERE session_id = sessions.id)`
 
-func scanSession(row interface{ Scan(...any) error }) (*Session, error) {
+func scanSession(row scanner) (*Session, error) {
 	var s Session
 	err := row.Scan(&s.ID, &s.Title, &s.ParentID, &s.ForkedFromSeq,
 		timeValue{&s.CreatedAt}, timeValue{&s.UpdatedAt}, &s.LastSeq, &s.Runs)
@@ -305,42 +304,15 @@ func getSession(ctx context.Context, tx *sql.Tx, id string) (*Session, error) {
 	if !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("get session %s: %w", id, err)
 	}
-	if len(id) < minPrefix {
-		return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
+	full, err := prefixMatch(ctx, tx, "session", "sessions", id)
+	if err != nil {
+		return nil, err
 	}
-
-	// substr, not LIKE: ids are matched literally and case-sensitively.
-	rows, err := tx.QueryContext(ctx,
-		`SELECT id FROM sessions WHERE substr(id, 1, length(?)) = ? ORDER BY id LIMIT 6`, id, id)
+	s, err = scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, full))
 	if err != nil {
 		return nil, fmt.Errorf("get session %s: %w", id, err)
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var match string
-		if err := rows.Scan(&match); err != nil {
-			return nil, fmt.Errorf("get session %s: %w", id, err)
-		}
-		ids = append(ids, match)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("get session %s: %w", id, err)
-	}
-	switch len(ids) {
-	case 0:
-		return nil, fmt.Errorf("session %s: %w", id, ErrNotFound)
-	case 1:
-		s, err := scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, ids[0]))
-		if err != nil {
-			return nil, fmt.Errorf("get session %s: %w", id, err)
-		}
-		return s, nil
-	}
-	if len(ids) > 5 {
-		ids = append(ids[:5], "…")
-	}
-	return nil, fmt.Errorf("session id prefix %s is %w: matches %s", id, ErrAmbiguous, strings.Join(ids, ", "))
+	return s, nil
 }
 
 // sessionExists checks an exact id.
