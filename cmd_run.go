@@ -30,18 +30,8 @@ import (
 	"agent/tools"
 )
 
-// runConfig is what a run needs to be resumed the same way; it is stored
-// with the run. Secrets are never part of it.
-type runConfig struct {
-	Model         string   `json:"model"`
-	BaseURL       string   `json:"base_url"`
-	MaxTurns      int      `json:"max_turns"`
-	ModelAttempts int      `json:"model_attempts,omitempty"`
-	AllowTools    []string `json:"allow_tools,omitempty"`
-	DenyTools     []string `json:"deny_tools,omitempty"`
-	Until         string   `json:"until,omitempty"`
-	MaxIterations int      `json:"max_iterations,omitempty"`
-}
+// runConfig is the stored run configuration, with the CLI's checks.
+type runConfig struct{ store.RunConfig }
 
 // Flags shared by run and resume.
 func modelFlags() []cli.Flag {
@@ -112,7 +102,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := runConfig{
+	cfg := runConfig{store.RunConfig{
 		Model:         config.Pick(c.String("model"), settings.Model),
 		BaseURL:       config.Pick(c.String("base-url"), settings.BaseURL),
 		MaxTurns:      config.PickInt(c.Int("max-turns"), settings.MaxTurns),
@@ -121,7 +111,7 @@ func runAction(c *cli.Context) error {
 		DenyTools:     splitList(c.StringSlice("deny-tools")),
 		Until:         strings.TrimSpace(c.String("until")),
 		MaxIterations: c.Int("max-iterations"),
-	}
+	}}
 	if err := cfg.validate(); err != nil {
 		return err
 	}

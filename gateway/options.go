@@ -153,14 +153,7 @@ func (s *Server) getenv(name string) string {
 // Stored settings. Their JSON keys are those of the fast path's run and
 // harness configs, so `agent resume` can continue a gateway run too.
 type storedRun struct {
-	Model         string   `json:"model"`
-	BaseURL       string   `json:"base_url"`
-	MaxTurns      int      `json:"max_turns"`
-	ModelAttempts int      `json:"model_attempts,omitempty"`
-	AllowTools    []string `json:"allow_tools,omitempty"`
-	DenyTools     []string `json:"deny_tools,omitempty"`
-	Until         string   `json:"until,omitempty"`
-	MaxIterations int      `json:"max_iterations,omitempty"`
+	store.RunConfig
 	// Gateway only.
 	Tools   []string `json:"tools,omitempty"`
 	Offered []string `json:"offered,omitempty"`
@@ -190,8 +183,10 @@ func (st settings) encode() json.RawMessage {
 		}
 	} else {
 		v = storedRun{
-			Model: st.Model, BaseURL: st.BaseURL, MaxTurns: st.MaxTurns, ModelAttempts: st.ModelAttempts,
-			AllowTools: st.AllowTools, DenyTools: st.DenyTools, Until: st.Until, MaxIterations: st.MaxIterations,
+			RunConfig: store.RunConfig{
+				Model: st.Model, BaseURL: st.BaseURL, MaxTurns: st.MaxTurns, ModelAttempts: st.ModelAttempts,
+				AllowTools: st.AllowTools, DenyTools: st.DenyTools, Until: st.Until, MaxIterations: st.MaxIterations,
+			},
 			Tools: st.Tools, Offered: st.Offered, Timeout: st.Timeout.String(), Replay: st.Replay,
 		}
 	}
