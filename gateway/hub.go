@@ -103,13 +103,6 @@ func (h *hub) publish(it *item) {
 	}
 }
 
-// lastSeq is the seq of the last event published.
-func (h *hub) lastSeq() int64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.last
-}
-
 // size is the number of subscribers.
 func (h *hub) size() int {
 	h.mu.Lock()
