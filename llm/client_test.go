@@ -209,6 +209,20 @@ func TestStreamQuirks(t *testing.T) {
 			finish: "length",
 		},
 		{
+			// #7: [DONE] marks a complete stream without any finish_reason (Snowflake Cortex).
+			name:   "7 no finish reason but [DONE]",
+			turn:   llmtest.Turn{Text: "4", Usage: &llmtest.Usage{PromptTokens: 22, CompletionTokens: 5}, Quirks: []string{"no_finish_reason"}},
+			text:   "4",
+			finish: "stop",
+			usage:  llm.Usage{PromptTokens: 22, CompletionTokens: 5},
+		},
+		{
+			name:   "7 no finish reason but [DONE] with tool calls",
+			turn:   llmtest.Turn{ToolCalls: twoCalls, Quirks: []string{"no_finish_reason"}},
+			calls:  wantTwo,
+			finish: "tool_calls",
+		},
+		{
 			name:   "8 usage with empty choices",
 			turn:   llmtest.Turn{Text: "hi", Usage: &llmtest.Usage{PromptTokens: 5, CompletionTokens: 6}, Quirks: []string{"usage_empty_choices"}},
 			text:   "hi",
@@ -255,6 +269,31 @@ func TestStreamQuirks(t *testing.T) {
 			turn: llmtest.Turn{Body: "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"hm\",\"reasoning_content\":\"hm\"}}]}\n\n" +
 				"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"},
 			text:      "ok",
+			finish:    "stop",
+			reasoning: "hm",
+		},
+		{
+			// #16: text parts are the answer, thinking parts the reasoning.
+			name:      "16 content as parts",
+			turn:      llmtest.Turn{Text: "2 + 2 = 4", Reasoning: "basic arithmetic", Quirks: []string{"content_parts"}},
+			text:      "2 + 2 = 4",
+			finish:    "stop",
+			reasoning: "basic arithmetic",
+		},
+		{
+			name:      "16 content as parts with tool calls",
+			turn:      llmtest.Turn{Text: "Let me look.", Reasoning: "read it", ToolCalls: twoCalls, Quirks: []string{"content_parts"}},
+			text:      "Let me look.",
+			calls:     wantTwo,
+			finish:    "tool_calls",
+			reasoning: "read it",
+		},
+		{
+			// Parts of other types are ignored; string and array content mix.
+			name: "16 mixed content shapes",
+			turn: llmtest.Turn{Body: "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":[{\"type\":\"thinking\",\"thinking\":\"hm\"},{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}},{\"type\":\"text\",\"text\":\"a\"}]}}]}\n\n" +
+				"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"},
+			text:      "ab",
 			finish:    "stop",
 			reasoning: "hm",
 		},
@@ -357,8 +396,13 @@ func TestStreamErrors(t *testing.T) {
 		message   string // a substring of Error()
 	}{
 		{
-			name: "7 no finish reason is truncation", turn: llmtest.Turn{Text: "partial", Quirks: []string{"no_finish_reason"}},
+			// #7: cut off (context overflow) with neither finish_reason nor [DONE].
+			name: "7 cut off is truncation", turn: llmtest.Turn{Text: "partial answer", Quirks: []string{"cut_off"}},
 			kind: llm.KindTruncated, retryable: true, message: "finish_reason",
+		},
+		{
+			name: "7 [DONE] alone is no reply", turn: llmtest.Turn{Body: "data: [DONE]\n\n"},
+			kind: llm.KindTruncated, retryable: true, message: "no choices",
 		},
 		{
 			name: "disconnect mid-stream", turn: llmtest.Turn{Text: "a long answer that gets cut", Quirks: []string{"disconnect"}},
@@ -438,7 +482,7 @@ func TestStreamRetriesTransientFailures(t *testing.T) {
 	failures := map[string]llmtest.Turn{
 		"429":              {Status: 429},
 		"503":              {Status: 503, Body: "upstream busy"},
-		"truncated":        {Text: "par", Quirks: []string{"no_finish_reason"}},
+		"truncated":        {Text: "partial answer", Quirks: []string{"cut_off"}},
 		"disconnect":       {Text: "partial answer", Quirks: []string{"disconnect"}},
 		"openrouter error": {Text: "par", Quirks: []string{"error_openrouter"}},
 		"vllm error":       {Text: "par", Quirks: []string{"error_vllm"}},
@@ -729,6 +773,20 @@ func TestCompleteParsesToolCalls(t *testing.T) {
 	checkCalls(t, resp.Message.ToolCalls, wantTwo)
 	if resp.FinishReason != "tool_calls" || resp.Reasoning != "think" {
 		t.Errorf("finish %q reasoning %q", resp.FinishReason, resp.Reasoning)
+	}
+}
+
+// #16 in a whole response: thinking parts stay out of the answer.
+func TestCompleteContentParts(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t, llmtest.Script{Turns: []llmtest.Turn{{Text: "391", Reasoning: "17 * 23", Quirks: []string{"content_parts"}}}})
+	c, _ := newClient(t, srv.URL(), nil)
+	resp, err := c.Complete(context.Background(), simpleRequest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Message.Content != "391" || resp.Reasoning != "17 * 23" || resp.FinishReason != "stop" {
+		t.Errorf("content %q reasoning %q finish %q", resp.Message.Content, resp.Reasoning, resp.FinishReason)
 	}
 }
 

@@ -21,7 +21,7 @@ const (
 	KindRateLimit        ErrorKind = "rate_limit"        // 429
 	KindServer           ErrorKind = "server"            // 5xx (and 408)
 	KindConnection       ErrorKind = "connection"        // no HTTP response at all
-	KindTruncated        ErrorKind = "truncated"         // the stream ended without a finish_reason
+	KindTruncated        ErrorKind = "truncated"         // the stream ended without a finish_reason or [DONE]
 	KindStream           ErrorKind = "stream"            // an error object or garbage inside a 200 stream
 	KindBadRequest       ErrorKind = "bad_request"       // other 4xx: never retried
 	KindUnsupportedTools ErrorKind = "unsupported_tools" // the server cannot handle tools

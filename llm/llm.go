@@ -60,7 +60,7 @@ type Usage struct {
 // arguments may then be cut short. Every tool call has a non-empty ID
 // (synthesized when the server sent none). Usage is the last usage the
 // server reported, zero if it reported none. Reasoning collects the
-// reasoning_content / reasoning deltas.
+// reasoning_content / reasoning deltas and "thinking" content parts.
 type Response struct {
 	Message      Message `json:"message"` // Role is always RoleAssistant
 	FinishReason string  `json:"finish_reason"`

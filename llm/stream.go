@@ -29,11 +29,12 @@ func readStream(body io.Reader, onText func(string)) (*Response, error) {
 				return nil, lerr
 			}
 			if done {
+				a.done = true
 				return a.response()
 			}
 		}
 		if err == io.EOF {
-			// Servers may omit [DONE]; a finish_reason is what matters.
+			// Servers may omit [DONE]; then a finish_reason must have come.
 			return a.response()
 		}
 		if err != nil {
@@ -54,6 +55,8 @@ type assembler struct {
 	byIndex   map[int]*callBuilder // calls whose deltas carry an index
 	finish    string
 	usage     Usage
+	answered  bool // a choice arrived
+	done      bool // the stream ended with data: [DONE]
 }
 
 type callBuilder struct {
@@ -95,23 +98,25 @@ func (a *assembler) chunk(data []byte, onText func(string)) error {
 			return e
 		}
 	}
+	// A field of an unexpected type is only a type error: the rest is
+	// decoded, so go on.
 	var c openai.ChatCompletionStreamResponse
-	if err := json.Unmarshal(data, &c); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if !errors.As(err, &typeErr) {
-			return &Error{Kind: KindStream, Message: "malformed chunk: " + clip(string(data)), Retryable: true, Err: err}
-		}
-		// A field had an unexpected type; the rest was decoded, go on.
+	var typeErr *json.UnmarshalTypeError
+	if err := json.Unmarshal(data, &c); err != nil && !errors.As(err, &typeErr) {
+		return &Error{Kind: KindStream, Message: "malformed chunk: " + clip(string(data)), Retryable: true, Err: err}
 	}
-	// go-openai knows reasoning_content but not Ollama's "reasoning".
+	// go-openai knows neither Ollama's "reasoning" nor content sent as an
+	// array of parts (Mistral), which fails its string field with a type
+	// error: decode both ourselves when they may be there.
 	var extra struct {
 		Choices []struct {
 			Delta struct {
-				Reasoning string `json:"reasoning"`
+				Content   json.RawMessage `json:"content"`
+				Reasoning string          `json:"reasoning"`
 			} `json:"delta"`
 		} `json:"choices"`
 	}
-	if bytes.Contains(data, []byte(`"reasoning"`)) {
+	if typeErr != nil || bytes.Contains(data, []byte(`"reasoning"`)) {
 		_ = json.Unmarshal(data, &extra)
 	}
 
@@ -124,18 +129,24 @@ func (a *assembler) chunk(data []byte, onText func(string)) error {
 		if ch.Index != 0 {
 			continue // we never ask for n > 1
 		}
+		a.answered = true
 		d := ch.Delta
-		if d.Content != "" {
-			a.content.WriteString(d.Content)
-			if onText != nil {
-				onText(d.Content)
+		content, reasoning := d.Content, d.ReasoningContent
+		if i < len(extra.Choices) {
+			x := extra.Choices[i].Delta
+			// Some servers fill both fields with the same text.
+			if x.Reasoning != "" && x.Reasoning != reasoning {
+				reasoning += x.Reasoning
+			}
+			if text, thinking, ok := contentParts(x.Content); ok {
+				content = text
+				reasoning += thinking
 			}
 		}
-		reasoning := d.ReasoningContent
-		if i < len(extra.Choices) {
-			// Some servers fill both fields with the same text.
-			if r := extra.Choices[i].Delta.Reasoning; r != "" && r != reasoning {
-				reasoning += r
+		if content != "" {
+			a.content.WriteString(content)
+			if onText != nil {
+				onText(content)
 			}
 		}
 		a.reasoning.WriteString(reasoning)
@@ -196,11 +207,21 @@ func startsNewCall(cur *callBuilder, tc openai.ToolCall) bool {
 
 // response finishes the message, or reports truncation.
 func (a *assembler) response() (*Response, error) {
-	switch a.finish {
-	case "":
-		return nil, &Error{Kind: KindTruncated, Message: "the stream ended without a finish_reason (context overflow or a dropped connection?)", Retryable: true}
-	case "error":
+	finish := a.finish
+	switch {
+	case finish == "error":
 		return nil, &Error{Kind: KindStream, Message: "the provider ended the stream with finish_reason \"error\"", Retryable: true}
+	case finish != "":
+	case !a.done:
+		// Cut off: context overflow on some servers, or a dropped connection.
+		return nil, &Error{Kind: KindTruncated, Message: "the stream ended without a finish_reason or [DONE] (context overflow or a dropped connection?)", Retryable: true}
+	case !a.answered:
+		// [DONE] alone is no reply; retry rather than return an empty one.
+		return nil, &Error{Kind: KindTruncated, Message: "the stream ended with [DONE] but no finish_reason and no choices", Retryable: true}
+	default:
+		// [DONE] says the stream is complete: Snowflake Cortex and some
+		// LiteLLM routes never send a finish_reason.
+		finish = "stop"
 	}
 	calls := make([]ToolCall, 0, len(a.calls))
 	for _, cb := range a.calls {
@@ -209,7 +230,43 @@ func (a *assembler) response() (*Response, error) {
 		}
 		calls = append(calls, ToolCall{ID: cb.id, Name: cb.name, Arguments: cb.args.String()})
 	}
-	return assemble(a.content.String(), a.reasoning.String(), calls, a.finish, a.usage), nil
+	return assemble(a.content.String(), a.reasoning.String(), calls, finish, a.usage), nil
+}
+
+// contentPart is one element of content sent as an array.
+type contentPart struct {
+	Type     string          `json:"type"`
+	Text     string          `json:"text"`
+	Thinking json.RawMessage `json:"thinking"`
+}
+
+// contentParts reads content sent as an array of parts, as Mistral does:
+// [{"type":"text","text":…}] is the answer, and {"type":"thinking",
+// "thinking":[text parts]} is reasoning, never part of the answer. Other
+// part types are ignored. ok is false when raw is not an array, e.g. the
+// usual string, which go-openai has decoded already.
+func contentParts(raw json.RawMessage) (text, thinking string, ok bool) {
+	if len(raw) == 0 || raw[0] != '[' {
+		return "", "", false
+	}
+	var parts []contentPart
+	_ = json.Unmarshal(raw, &parts) // a part of another shape is left empty
+	var tb, rb strings.Builder
+	for _, p := range parts {
+		switch p.Type {
+		case "text":
+			tb.WriteString(p.Text)
+		case "thinking":
+			// Mistral nests text parts; accept a plain string too.
+			var s string
+			if json.Unmarshal(p.Thinking, &s) == nil {
+				rb.WriteString(s)
+			} else if t, _, ok := contentParts(p.Thinking); ok {
+				rb.WriteString(t)
+			}
+		}
+	}
+	return tb.String(), rb.String(), true
 }
 
 // assemble builds a Response, synthesizing missing call ids and trusting
@@ -257,7 +314,8 @@ func parseCompletion(data []byte) (*Response, error) {
 	var extra struct {
 		Choices []struct {
 			Message struct {
-				Reasoning string `json:"reasoning"`
+				Content   json.RawMessage `json:"content"`
+				Reasoning string          `json:"reasoning"`
 			} `json:"message"`
 		} `json:"choices"`
 	}
@@ -267,10 +325,17 @@ func parseCompletion(data []byte) (*Response, error) {
 			continue
 		}
 		m := ch.Message
-		reasoning := m.ReasoningContent
+		content, reasoning := m.Content, m.ReasoningContent
 		if i < len(extra.Choices) {
-			if r := extra.Choices[i].Message.Reasoning; r != "" && r != reasoning {
-				reasoning += r
+			x := extra.Choices[i].Message
+			if x.Reasoning != "" && x.Reasoning != reasoning {
+				reasoning += x.Reasoning
+			}
+			// go-openai keeps array content in MultiContent; read the
+			// parts ourselves so thinking stays out of the answer.
+			if text, thinking, ok := contentParts(x.Content); ok {
+				content = text
+				reasoning += thinking
 			}
 		}
 		var calls []ToolCall
@@ -286,7 +351,7 @@ func parseCompletion(data []byte) (*Response, error) {
 			finish = "stop"
 		}
 		usage := Usage{PromptTokens: c.Usage.PromptTokens, CompletionTokens: c.Usage.CompletionTokens}
-		return assemble(m.Content, reasoning, calls, finish, usage), nil
+		return assemble(content, reasoning, calls, finish, usage), nil
 	}
 	return nil, &Error{Kind: KindStream, Message: "the response has no choices", Retryable: true}
 }

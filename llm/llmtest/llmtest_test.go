@@ -211,6 +211,8 @@ func TestQuirkShapes(t *testing.T) {
 		{Turn{ToolCalls: call, Quirks: []string{"duplicate_index"}}, []string{`"arguments":""}},{"index":0,"function"`}, nil, true},
 		{Turn{ToolCalls: call, Quirks: []string{"finish_stop_with_tools"}}, []string{`"finish_reason":"stop"`}, []string{`"tool_calls"}`}, true},
 		{Turn{Text: "x", Quirks: []string{"no_finish_reason"}}, []string{`"choices":[],"usage"`}, []string{`"finish_reason":"`}, true},
+		{Turn{Text: "hello world", Quirks: []string{"cut_off"}}, []string{`"content":"hell"`}, []string{`"finish_reason":"`, "[DONE]", `"usage"`}, false},
+		{Turn{Text: "x", Reasoning: "r", Quirks: []string{"content_parts"}}, []string{`"content":[{"type":"thinking","thinking":[{"type":"text","text":"r"}]}]`, `"content":[{"type":"text","text":"x"}]`}, []string{"reasoning_content"}, true},
 		{Turn{Text: "x", Quirks: []string{"usage_empty_choices"}}, []string{`"choices":[],"usage"`}, nil, true},
 		{Turn{Text: "x", Quirks: []string{"keepalive"}}, []string{": OPENROUTER PROCESSING\n\n"}, nil, true},
 		{Turn{Text: "hello world", Quirks: []string{"error_openrouter"}}, []string{`data: {"error":{"code":502,"message":"upstream"}}`}, []string{"[DONE]", "finish_reason\":\""}, false},

@@ -26,10 +26,24 @@ type choice struct {
 
 type delta struct {
 	Role             string      `json:"role,omitempty"`
-	Content          *string     `json:"content,omitempty"`
+	Content          any         `json:"content,omitempty"` // *string, or []part with QuirkContentParts
 	Reasoning        string      `json:"reasoning,omitempty"`
 	ReasoningContent string      `json:"reasoning_content,omitempty"`
 	ToolCalls        []toolDelta `json:"tool_calls,omitempty"`
+}
+
+// part is an element of content sent as an array (Mistral).
+type part struct {
+	Type     string `json:"type"`
+	Text     string `json:"text,omitempty"`
+	Thinking []part `json:"thinking,omitempty"`
+}
+
+// textParts and thinkingParts are the array forms of content and reasoning.
+func textParts(s string) []part { return []part{{Type: "text", Text: s}} }
+
+func thinkingParts(s string) []part {
+	return []part{{Type: "thinking", Thinking: textParts(s)}}
 }
 
 type toolDelta struct {
@@ -51,6 +65,7 @@ const (
 	endDone       ending = iota // finish, usage, data: [DONE]
 	endError                    // an error object after some content
 	endDisconnect               // the connection drops mid-stream
+	endCutOff                   // the body ends cleanly mid-reply, without [DONE]
 	endHang                     // block after some content
 )
 
@@ -74,14 +89,21 @@ func streamPlan(t Turn, seq int, model string, usage Usage) plan {
 
 	add(delta{Role: "assistant"}, nil)
 	for _, p := range pieces(t.Reasoning, defaultSize(t.Reasoning)) {
-		if t.has(QuirkReasoningField) {
+		switch {
+		case t.has(QuirkContentParts):
+			add(delta{Content: thinkingParts(p)}, nil)
+		case t.has(QuirkReasoningField):
 			add(delta{Reasoning: p}, nil)
-		} else {
+		default:
 			add(delta{ReasoningContent: p}, nil)
 		}
 	}
 	for _, p := range pieces(t.Text, defaultSize(t.Text)) {
-		add(delta{Content: &p}, nil)
+		if t.has(QuirkContentParts) {
+			add(delta{Content: textParts(p)}, nil)
+		} else {
+			add(delta{Content: &p}, nil)
+		}
 	}
 	for i, c := range t.ToolCalls {
 		for _, tds := range callDeltas(t, c, i, seq) {
@@ -126,6 +148,8 @@ func streamPlan(t Turn, seq int, model string, usage Usage) plan {
 	case t.has(QuirkErrorVLLM):
 		p.ending, p.cutAt = endError, someContent
 		p.errObj = `{"object":"error","message":"llmtest: scripted vllm error","type":"InternalServerError","param":null,"code":500}`
+	case t.has(QuirkCutOff):
+		p.ending, p.cutAt = endCutOff, someContent
 	case t.has(QuirkDisconnect):
 		p.ending, p.cutAt = endDisconnect, min(max(2, len(chunks)/2), finishAt)
 	case t.Hang:
@@ -219,19 +243,31 @@ func completion(t Turn, seq int, model string, usage Usage) []byte {
 		Function fn     `json:"function"`
 	}
 	type message struct {
-		Role             string  `json:"role"`
-		Content          *string `json:"content"`
-		Reasoning        string  `json:"reasoning,omitempty"`
-		ReasoningContent string  `json:"reasoning_content,omitempty"`
-		ToolCalls        []call  `json:"tool_calls,omitempty"`
+		Role             string `json:"role"`
+		Content          any    `json:"content"` // null, a string or []part
+		Reasoning        string `json:"reasoning,omitempty"`
+		ReasoningContent string `json:"reasoning_content,omitempty"`
+		ToolCalls        []call `json:"tool_calls,omitempty"`
 	}
 	m := message{Role: "assistant"}
-	if t.Text != "" || len(t.ToolCalls) == 0 {
-		m.Content = ptr(t.Text)
+	switch {
+	case t.has(QuirkContentParts) && (t.Text != "" || t.Reasoning != ""):
+		var parts []part
+		if t.Reasoning != "" {
+			parts = append(parts, thinkingParts(t.Reasoning)...)
+		}
+		if t.Text != "" {
+			parts = append(parts, textParts(t.Text)...)
+		}
+		m.Content = parts
+	case t.Text != "" || len(t.ToolCalls) == 0:
+		m.Content = t.Text
 	}
-	if t.has(QuirkReasoningField) {
+	switch {
+	case t.has(QuirkContentParts):
+	case t.has(QuirkReasoningField):
 		m.Reasoning = t.Reasoning
-	} else {
+	default:
 		m.ReasoningContent = t.Reasoning
 	}
 	for i, c := range t.ToolCalls {

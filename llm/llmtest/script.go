@@ -113,7 +113,8 @@ const (
 	QuirkIDEmpty            = "id_empty"               // #3 "id": "" in every delta (LM Studio)
 	QuirkDuplicateIndex     = "duplicate_index"        // #5 two entries with the same index in one chunk
 	QuirkFinishStopWithTool = "finish_stop_with_tools" // #6 finish_reason "stop" after tool calls
-	QuirkNoFinishReason     = "no_finish_reason"       // #7 no finish_reason at all (still ends with [DONE])
+	QuirkNoFinishReason     = "no_finish_reason"       // #7 no finish_reason at all, but a complete stream ending with [DONE] (Snowflake Cortex)
+	QuirkCutOff             = "cut_off"                // #7 the body ends after some content with neither finish_reason nor [DONE] (context overflow)
 	QuirkUsageEmptyChoices  = "usage_empty_choices"    // #8 usage in a final chunk with "choices": []
 	QuirkUsageEveryChunk    = "usage_every_chunk"      // #9 usage on every chunk, growing
 	QuirkKeepalive          = "keepalive"              // #10 ": OPENROUTER PROCESSING" and blank lines
@@ -124,15 +125,16 @@ const (
 	QuirkReasoningContent   = "reasoning_content"      // #12 reasoning in "reasoning_content" (the default)
 	QuirkJinja500           = "jinja_500"              // #13 HTTP 500 "tools param requires --jinja flag"
 	QuirkDisconnect         = "disconnect"             // close the connection mid-stream, no [DONE]
+	QuirkContentParts       = "content_parts"          // #16 content as [{"type":"text"}] parts, reasoning as {"type":"thinking"} parts (Mistral)
 )
 
 var knownQuirks = []string{
 	QuirkNoIndex, QuirkSplitArgs, QuirkWholeArgs, QuirkArgsInFirstChunk,
 	QuirkIDFirstOnly, QuirkIDRepeated, QuirkIDNewEachChunk, QuirkIDEmpty,
-	QuirkDuplicateIndex, QuirkFinishStopWithTool, QuirkNoFinishReason,
+	QuirkDuplicateIndex, QuirkFinishStopWithTool, QuirkNoFinishReason, QuirkCutOff,
 	QuirkUsageEmptyChoices, QuirkUsageEveryChunk, QuirkKeepalive, QuirkEventLines,
 	QuirkErrorOpenRouter, QuirkErrorVLLM, QuirkReasoningField, QuirkReasoningContent,
-	QuirkJinja500, QuirkDisconnect,
+	QuirkJinja500, QuirkDisconnect, QuirkContentParts,
 }
 
 // routed reports whether turns are matched to requests by When rather

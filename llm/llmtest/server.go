@@ -302,6 +302,8 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, t Turn, p pl
 		if conn, _, err := rc.Hijack(); err == nil {
 			conn.Close()
 		}
+	case endCutOff:
+		// Return: the body ends properly, just without the rest.
 	case endHang:
 		select {
 		case <-ctx.Done():
