@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"agent/config"
 	"agent/event"
 	"agent/gateway"
+	"agent/supervisor"
 )
 
 // defaultGateway is where the CLI looks for a gateway when --gateway has no
@@ -42,20 +42,15 @@ func gatewayAddress(c *cli.Context) (addr string, ok bool) {
 	return "", false
 }
 
-// clientToken is AGENT_GATEWAY_TOKEN, else $AGENT_HOME/gateway.token,
-// which a client reads but never creates.
+// clientToken is the token this client presents to a gateway.
 func clientToken() (string, error) {
-	if t := strings.TrimSpace(os.Getenv("AGENT_GATEWAY_TOKEN")); t != "" {
-		return t, nil
-	}
 	home, err := config.Home()
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(home, "gateway.token")
-	t, err := readTokenFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return "", usageErrorf("no gateway token: set AGENT_GATEWAY_TOKEN or start 'agent gateway' once to create %s", path)
+	t, err := gateway.ClientToken(home)
+	if errors.Is(err, gateway.ErrNoToken) {
+		return "", usageErrorf("no gateway token: %v", err)
 	}
 	return t, err
 }
@@ -100,109 +95,129 @@ func frameToEvent(f gateway.EventFrame) event.Event {
 }
 
 // runViaGateway sends a run to the gateway and renders its events exactly
-// as a local run would, with the same exit codes. Ctrl-C cancels the run.
-func runViaGateway(c *cli.Context, addr, prompt string, cfg runConfig) error {
-	if c.String("record") != "" {
+// as a local run would, with the same exit codes. Ctrl-C interrupts the
+// run resumably, as it does locally.
+func runViaGateway(c *cli.Context, addr, prompt string, opts supervisor.Options) error {
+	if opts.Record != "" {
 		return usageErrorf("--record is not supported with --gateway: the gateway makes the model calls")
 	}
-	ws := c.String("workspace")
-	if ws == "" {
-		ws = "."
-	}
-	ws, err := filepath.Abs(ws)
+	ws, err := filepath.Abs(config.Pick(c.String("workspace"), "."))
 	if err != nil {
-		return usageErrorf("workspace: %v", err)
+		return usageErrorf("--workspace: %v", err)
 	}
-	opts := gateway.RunOptions{
-		Model: c.String("model"), BaseURL: c.String("base-url"), MaxTurns: cfg.MaxTurns, ModelAttempts: cfg.ModelAttempts,
-		AllowTools: cfg.AllowTools, DenyTools: cfg.DenyTools, Until: cfg.Until, MaxIterations: cfg.MaxIterations,
-	}
-	if d := c.Duration("timeout"); d > 0 {
-		opts.Timeout = d.String()
-	}
-	if p := c.String("replay"); p != "" {
-		if opts.Replay, err = filepath.Abs(p); err != nil {
-			return usageErrorf("--replay: %v", err)
-		}
-	}
-
-	ctx, cancel := context.WithCancel(c.Context)
-	defer cancel()
-	frames := make(chan gateway.EventFrame, 1024)
-	problems := make(chan gateway.ErrorFrame, 4)
-	gc, err := dialGateway(ctx, addr,
-		func(f gateway.EventFrame) { frames <- f },
-		func(f gateway.ErrorFrame) { problems <- f })
+	f, err := dialFollower(c, addr)
 	if err != nil {
 		return err
 	}
-	defer gc.Close()
-
-	var sess gateway.SessionInfo
-	if id := c.String("session"); id != "" {
-		var detail gateway.SessionDetail
-		err = gc.Call(ctx, gateway.MethodSessionGet, gateway.SessionParams{SessionID: id}, &detail)
-		sess = detail.Session
-	} else {
-		err = gc.Call(ctx, gateway.MethodSessionCreate, gateway.SessionCreateParams{Title: oneLine(prompt, 60)}, &sess)
+	defer f.gc.Close()
+	ctx := c.Context
+	sessionID := c.String("session")
+	if sessionID == "" {
+		// Creating the session attaches this connection to it (DESIGN.md §9).
+		var sess gateway.SessionInfo
+		if err := f.gc.Call(ctx, gateway.MethodSessionCreate, gateway.SessionCreateParams{Title: oneLine(prompt, 60)}, &sess); err != nil {
+			return gatewayCallError(err)
+		}
+		sessionID = sess.SessionID
 	}
-	if err != nil {
-		return &exitError{code: gatewayExitCode(err), msg: "gateway: " + err.Error()}
-	}
-	// Attach before starting, so no event of the run can be missed.
-	var attached gateway.SessionResumeResult
-	if err := gc.Call(ctx, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sess.SessionID, AfterSeq: sess.LastSeq}, &attached); err != nil {
-		return &exitError{code: gatewayExitCode(err), msg: "gateway: " + err.Error()}
-	}
+	// Starting a run in a session attaches to it from before the run.
 	var started gateway.RunStartResult
-	if err := gc.Call(ctx, gateway.MethodRunStart, gateway.RunStartParams{
-		SessionID: sess.SessionID, Input: prompt, Workspace: ws, Options: opts,
+	if err := f.gc.Call(ctx, gateway.MethodRunStart, gateway.RunStartParams{
+		SessionID: sessionID, Input: prompt, Workspace: ws, Options: opts,
 	}, &started); err != nil {
-		return &exitError{code: gatewayExitCode(err), msg: "gateway: " + err.Error()}
+		return gatewayCallError(err)
 	}
+	return f.follow(c, started)
+}
 
+// resumeViaGateway asks the gateway to resume one of its sessions' runs,
+// and follows it as runViaGateway does.
+func resumeViaGateway(c *cli.Context, addr, runID string) error {
+	for _, name := range []string{"model", "base-url", "max-turns", "model-attempts", "timeout", "record", "replay"} {
+		if c.IsSet(name) {
+			return usageErrorf("--%s with --gateway: the gateway resumes a run with the options it was started with", name)
+		}
+	}
+	f, err := dialFollower(c, addr)
+	if err != nil {
+		return err
+	}
+	defer f.gc.Close()
+	var started gateway.RunStartResult
+	if err := f.gc.Call(c.Context, gateway.MethodRunResume, gateway.RunResumeParams{
+		RunID: runID, ResendUnknown: c.Bool("resend-unknown"),
+	}, &started); err != nil {
+		return gatewayCallError(err)
+	}
+	return f.follow(c, started)
+}
+
+// follower is a connection that shows one run's events as they come.
+type follower struct {
+	gc       *gateway.Client
+	frames   chan gateway.EventFrame
+	problems chan gateway.ErrorFrame
+}
+
+func dialFollower(c *cli.Context, addr string) (*follower, error) {
+	f := &follower{frames: make(chan gateway.EventFrame, 1024), problems: make(chan gateway.ErrorFrame, 4)}
+	gc, err := dialGateway(c.Context, addr,
+		func(fr gateway.EventFrame) { f.frames <- fr },
+		func(fr gateway.ErrorFrame) { f.problems <- fr })
+	if err != nil {
+		return nil, err
+	}
+	f.gc = gc
+	return f, nil
+}
+
+func gatewayCallError(err error) error {
+	return &exitError{code: gatewayExitCode(err), msg: "gateway: " + err.Error()}
+}
+
+// follow shows the run's events until its terminal event, whose exit code
+// it returns. Ctrl-C interrupts the run (run.cancel, mode interrupt); a
+// second one stops waiting.
+func (f *follower) follow(c *cli.Context, started gateway.RunStartResult) error {
 	show := newDisplay(c, false)
 	defer show.Close()
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	cancelled := false
+	interrupted := false
+	var lastSeq int64
 	for {
 		select {
-		case f := <-frames:
-			if f.RunID != started.RunID {
+		case fr := <-f.frames:
+			if fr.SessionID == started.SessionID {
+				lastSeq = fr.Seq
+			}
+			if fr.RunID != started.RunID {
 				continue
 			}
-			e := frameToEvent(f)
+			e := frameToEvent(fr)
 			show.Print(e)
 			if event.IsTerminal(e.Type) {
 				var fin event.RunFinishedData
 				_ = e.Decode(&fin)
-				if fin.ExitCode == 0 {
-					return nil
-				}
-				msg := ""
-				if c.Bool("json") {
-					msg = fin.Reason
-				}
-				return &exitError{code: fin.ExitCode, msg: msg}
+				return finished(c, fin)
 			}
-		case p := <-problems:
+		case p := <-f.problems:
 			return &exitError{code: 3, msg: "gateway: " + p.Error.Error()}
 		case <-sig:
-			if cancelled {
+			if interrupted {
 				return &exitError{code: 130, msg: "stopped waiting; the run may still be ending in the gateway"}
 			}
-			cancelled = true
-			cctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
-			err := gc.Call(cctx, gateway.MethodRunCancel, gateway.RunParams{RunID: started.RunID}, nil)
+			interrupted = true
+			ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+			err := f.gc.Call(ctx, gateway.MethodRunCancel, gateway.RunCancelParams{RunID: started.RunID, Mode: gateway.CancelModeInterrupt}, nil)
 			stop()
 			if err != nil {
-				return &exitError{code: 130, msg: "gateway: cancel: " + err.Error()}
+				return &exitError{code: 130, msg: "gateway: interrupt: " + err.Error()}
 			}
-		case <-gc.Done():
+		case <-f.gc.Done():
 			return &gatewayError{err: fmt.Errorf("connection lost before run %s ended: %v; follow it with: agent attach %s --after-seq %d",
-				started.RunID, gc.Err(), sess.SessionID, attached.LastSeq)}
+				started.RunID, f.gc.Err(), started.SessionID, lastSeq)}
 		}
 	}
 }

@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -19,9 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"agent/config"
-	"agent/event"
 	"agent/gateway"
-	"agent/store"
 )
 
 func gatewayCommand() *cli.Command {
@@ -77,7 +72,7 @@ func gatewayAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	token, tokenFrom, err := gatewayToken(settings.Home)
+	token, tokenFrom, err := gateway.ServerToken(settings.Home)
 	if err != nil {
 		return err
 	}
@@ -94,7 +89,7 @@ func gatewayAction(c *cli.Context) error {
 	if c.IsSet("scheduler") {
 		scheduling = c.Bool("scheduler") // --scheduler=false overrides the file
 	}
-	db, err := store.Open(config.DBPath(settings.Home))
+	db, err := openStore(settings)
 	if err != nil {
 		return err
 	}
@@ -102,7 +97,7 @@ func gatewayAction(c *cli.Context) error {
 	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
 	srv, err := gateway.New(gateway.Config{
 		Listen: c.String("listen"), AllowRemote: c.Bool("allow-remote"), Token: token, DB: db, Version: version,
-		DefaultWorkspace: workspace,
+		DefaultWorkspace: workspace, Home: settings.Home,
 		Model: gateway.ModelDefaults{
 			Name: config.Pick(c.String("model"), settings.Model), BaseURL: config.Pick(c.String("base-url"), settings.BaseURL),
 			APIKey: settings.APIKey, Attempts: settings.ModelAttempts, MaxTurns: settings.MaxTurns,
@@ -120,9 +115,6 @@ func gatewayAction(c *cli.Context) error {
 			PollInterval:      time.Duration(settings.SchedulerPollIntervalSeconds) * time.Second,
 			MaxConcurrentRuns: settings.SchedulerMaxConcurrentRuns,
 			RecoveryPolicy:    settings.SchedulerRecoveryPolicy,
-		},
-		Rewind: func(ctx context.Context, r *store.Run, to int, force bool, record func(context.Context, event.Event) error) (any, error) {
-			return rewindRun(ctx, db, settings.Home, r, to, force, record)
 		},
 	})
 	if err != nil {
@@ -170,71 +162,4 @@ func gatewayAction(c *cli.Context) error {
 		return err
 	}
 	return nil
-}
-
-// gatewayToken returns the token and where it came from: the environment,
-// or $AGENT_HOME/gateway.token, created on first start.
-func gatewayToken(home string) (token, from string, err error) {
-	if t := strings.TrimSpace(os.Getenv("AGENT_GATEWAY_TOKEN")); t != "" {
-		return t, "$AGENT_GATEWAY_TOKEN", nil
-	}
-	path := filepath.Join(home, "gateway.token")
-	for range 2 {
-		t, err := readTokenFile(path)
-		if err == nil {
-			return t, path, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", "", err
-		}
-		if err := writeTokenFile(path); err != nil && !errors.Is(err, fs.ErrExist) {
-			return "", "", err
-		}
-	}
-	return "", "", fmt.Errorf("token file %s vanished while it was created", path)
-}
-
-// readTokenFile refuses a file others can read: the token is the key to
-// every run and workspace.
-func readTokenFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", &config.Error{Msg: fmt.Sprintf("token file %s can be read by group or others (mode %04o); run: chmod 600 %s", path, st.Mode().Perm(), path)}
-	}
-	buf := make([]byte, 4096)
-	n, _ := f.Read(buf)
-	t := strings.TrimSpace(string(buf[:n]))
-	if t == "" {
-		return "", &config.Error{Msg: fmt.Sprintf("token file %s is empty; delete it to get a new token", path)}
-	}
-	return t, nil
-}
-
-// writeTokenFile creates a new random token, readable by this user only.
-func writeTokenFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return fmt.Errorf("generate a token: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(hex.EncodeToString(b[:]) + "\n"); err != nil {
-		f.Close()
-		os.Remove(path)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Close()
 }

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
 	"agent/checkpoint"
 	"agent/config"
-	"agent/event"
 	"agent/store"
 )
 
@@ -54,15 +51,22 @@ func rewindAction(c *cli.Context) error {
 	if c.Int("to") < 1 {
 		return usageErrorf("--to must be a checkpoint number, 1 or more")
 	}
-	home, err := config.Home()
+	if c.Args().Len() != 1 {
+		return usageErrorf("rewind needs exactly one RUN_ID; see 'agent runs list'")
+	}
+	settings, err := config.Load()
 	if err != nil {
 		return err
 	}
-	db, r, err := openRun(c, "rewind")
+	db, sup, err := openSupervisor(settings)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	r, err := db.GetRun(c.Context, c.Args().First())
+	if err != nil {
+		return err
+	}
 	if c.Bool("list") {
 		cps, err := db.Checkpoints(c.Context, r.ID)
 		if err != nil {
@@ -71,7 +75,7 @@ func rewindAction(c *cli.Context) error {
 		return printCheckpoints(c, r.ID, cps)
 	}
 
-	rep, err := rewindRun(c.Context, db, home, r, c.Int("to"), c.Bool("force"), journalRecorder(db, r))
+	rep, err := sup.Rewind(c.Context, r, c.Int("to"), c.Bool("force"), nil)
 	var rng *checkpoint.RangeError
 	if errors.As(err, &rng) {
 		return usageErrorf("--to: %v; see 'agent rewind %s --list'", err, shortID(r.ID))
@@ -164,61 +168,4 @@ func changedBy(cp store.Checkpoint) string {
 		s += fmt.Sprintf(" (phase %s attempt %d)", cp.PhaseID, cp.Attempt)
 	}
 	return s
-}
-
-// rewindRun puts a run's files back as they were before it (from
-// checkpoint to on), records rewind.completed in the run, and reports
-// each file. It holds the run's lease meanwhile, like resume, so no
-// process adds checkpoints or changes the files as they are put back. The
-// CLI and the gateway's checkpoint.rewind both use it.
-func rewindRun(ctx context.Context, db *store.DB, home string, r *store.Run, to int, force bool,
-	record func(context.Context, event.Event) error) (checkpoint.Report, error) {
-	owner := store.NewLeaseOwner()
-	if err := db.AcquireLease(ctx, r.ID, owner, leaseTTL()); err != nil {
-		return checkpoint.Report{}, err
-	}
-	defer db.ReleaseLease(context.WithoutCancel(ctx), r.ID, owner) //nolint:errcheck // best effort: the lease expires anyway
-
-	cps, err := db.Checkpoints(ctx, r.ID)
-	if err != nil {
-		return checkpoint.Report{}, err
-	}
-	if len(cps) == 0 {
-		return checkpoint.Report{RunID: r.ID, Files: []checkpoint.File{}}, nil
-	}
-	last, err := db.LastWrites(ctx, r.ID)
-	if err != nil {
-		return checkpoint.Report{}, err
-	}
-	req := checkpoint.Request{RunID: r.ID, Workspace: r.Workspace, LastWrites: last, To: to, Force: force}
-	for _, cp := range cps {
-		req.Points = append(req.Points, checkpoint.Point{
-			Number: cp.Number, Path: cp.Path, Existed: cp.Existed, Blob: cp.Blob, Mode: os.FileMode(cp.Mode),
-		})
-	}
-	rep, err := checkpoint.Rewind(checkpoint.BlobsIn(home), req)
-	if err != nil {
-		return rep, err
-	}
-	// Recorded even when files failed: what was put back is part of the
-	// run's history either way.
-	e := event.New(event.RewindCompleted, rep)
-	e.RunID = r.ID
-	return rep, record(context.WithoutCancel(ctx), e)
-}
-
-// journalRecorder records events of a run from a process that is not the
-// gateway: through the run's own journal, or its session's.
-func journalRecorder(db *store.DB, r *store.Run) func(context.Context, event.Event) error {
-	return func(ctx context.Context, e event.Event) error {
-		journal, err := db.Journal(ctx, r.ID, "")
-		if r.SessionID != "" {
-			journal, err = db.SessionJournal(ctx, r.SessionID)
-		}
-		if err != nil {
-			return err
-		}
-		_, err = journal.Append(ctx, e)
-		return err
-	}
 }

@@ -56,12 +56,13 @@ func runsCommand() *cli.Command {
 	}
 }
 
-func openStore() (*store.DB, error) {
+// loadStore reads the settings and opens the store.
+func loadStore() (*store.DB, error) {
 	settings, err := config.Load()
 	if err != nil {
 		return nil, err
 	}
-	return store.Open(config.DBPath(settings.Home))
+	return openStore(settings)
 }
 
 // openRun opens the store and finds the run named by the only argument.
@@ -69,7 +70,7 @@ func openRun(c *cli.Context, command string) (*store.DB, *store.Run, error) {
 	if c.Args().Len() != 1 {
 		return nil, nil, usageErrorf("%s needs exactly one RUN_ID; see 'agent runs list'", command)
 	}
-	db, err := openStore()
+	db, err := loadStore()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -92,6 +93,7 @@ type runView struct {
 	Model             string          `json:"model"`
 	Result            string          `json:"result,omitempty"`
 	Reason            string          `json:"reason,omitempty"`
+	Detail            string          `json:"detail,omitempty"`
 	ExitCode          int             `json:"exit_code"`
 	Turns             int             `json:"turns"`
 	Usage             event.Usage     `json:"usage"`
@@ -129,8 +131,8 @@ type toolCallView struct {
 
 // displayStatus names a harness run stopped after --plan "planned".
 func displayStatus(r store.Run) string {
-	if r.Status == store.StatusInterrupted && strings.HasPrefix(r.Reason, "planned") {
-		return "planned"
+	if r.Status == event.StatusInterrupted && r.Reason == event.ReasonPlanned {
+		return event.StatusPlanned
 	}
 	return r.Status
 }
@@ -138,7 +140,7 @@ func displayStatus(r store.Run) string {
 func newRunView(r store.Run) runView {
 	v := runView{
 		ID: r.ID, Kind: r.Kind, SessionID: r.SessionID, Status: displayStatus(r), Prompt: r.Prompt,
-		Workspace: r.Workspace, Model: r.Model, Result: r.Result, Reason: r.Reason, ExitCode: r.ExitCode,
+		Workspace: r.Workspace, Model: r.Model, Result: r.Result, Reason: r.Reason, Detail: r.Detail, ExitCode: r.ExitCode,
 		Turns: r.Turns, Usage: r.Usage, Iteration: r.IterationCount, MaxIterations: r.MaxIterations,
 		CompletionPromise: r.CompletionPromise, CreatedAt: r.CreatedAt,
 	}
@@ -161,7 +163,7 @@ func runsListAction(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return usageErrorf("runs list takes no arguments")
 	}
-	db, err := openStore()
+	db, err := loadStore()
 	if err != nil {
 		return err
 	}
@@ -242,8 +244,8 @@ func runsShowAction(c *cli.Context) error {
 func printRun(w io.Writer, v runView) {
 	fmt.Fprintf(w, "run       %s\n", v.ID)
 	fmt.Fprintf(w, "status    %s", v.Status)
-	if v.Reason != "" && v.Status != "completed" {
-		fmt.Fprintf(w, " (%s)", v.Reason)
+	if why := config.Pick(v.Detail, v.Reason); why != "" && v.Status != event.StatusCompleted {
+		fmt.Fprintf(w, " (%s)", why)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "kind      %s\n", v.Kind)
@@ -373,7 +375,7 @@ func eventSummary(e event.Event) string {
 	case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
 		var d event.RunFinishedData
 		_ = e.Decode(&d)
-		return fmt.Sprintf("exit %d %s", d.ExitCode, oneLine(d.Reason, 80))
+		return fmt.Sprintf("exit %d %s: %s", d.ExitCode, d.Reason, oneLine(d.Detail, 80))
 	}
 	return oneLine(string(e.Data), 100)
 }

@@ -59,7 +59,7 @@ func sessionsListAction(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return usageErrorf("sessions list takes no arguments")
 	}
-	db, err := openStore()
+	db, err := loadStore()
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func sessionsShowAction(c *cli.Context) error {
 	if c.Args().Len() != 1 {
 		return usageErrorf("sessions show needs exactly one SESSION")
 	}
-	db, err := openStore()
+	db, err := loadStore()
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func sessionsForkAction(c *cli.Context) error {
 	if c.Int64("seq") < 0 {
 		return usageErrorf("--seq must not be negative")
 	}
-	db, err := openStore()
+	db, err := loadStore()
 	if err != nil {
 		return err
 	}

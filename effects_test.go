@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -92,33 +93,38 @@ func emailTurn(to, subject, body string) llmtest.Turn {
 	return llmtest.Turn{ToolCalls: []llmtest.Call{{Name: "send_email", Arguments: args}}}
 }
 
-// runnerChild finds the `agent runner` child of a harness parent.
+// runnerChild waits for the `agent runner` child of a harness parent.
 func runnerChild(t *testing.T, parent int) int {
 	t.Helper()
 	var found int
 	waitFor(t, "the runner child", func() bool {
-		entries, _ := os.ReadDir("/proc")
-		for _, ent := range entries {
-			pid, err := strconv.Atoi(ent.Name())
-			if err != nil {
-				continue
-			}
-			stat, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
-			if err != nil {
-				continue
-			}
-			fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-			if len(fields) > 1 && fields[1] == strconv.Itoa(parent) {
-				cmdline, _ := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
-				if strings.Contains(string(cmdline), "runner") {
-					found = pid
-					return true
-				}
-			}
-		}
-		return false
+		found = findRunnerChild(parent)
+		return found != 0
 	})
 	return found
+}
+
+// findRunnerChild returns the pid of parent's `agent runner` child, or 0.
+func findRunnerChild(parent int) int {
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + ent.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(parent) {
+			cmdline, _ := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
+			if strings.Contains(string(cmdline), "runner") {
+				return pid
+			}
+		}
+	}
+	return 0
 }
 
 const notifyPlan = `{"objective":"Tell Bob","phases":[
@@ -190,13 +196,20 @@ func TestEffectChildKilledAfterSend(t *testing.T) {
 	cmd.Env = e.withMail(cmd.Env, mail)
 	var out strings.Builder
 	cmd.Stdout = &out
+	// The child is found when the message arrives, while it waits for the
+	// server's reply: it may live too briefly to be seen any earlier.
+	var parent atomic.Int64
+	mail.mu.Lock()
+	mail.afterData = func() {
+		if child := findRunnerChild(int(parent.Load())); child != 0 {
+			_ = syscall.Kill(child, syscall.SIGKILL)
+		}
+	}
+	mail.mu.Unlock()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	child := runnerChild(t, cmd.Process.Pid)
-	mail.mu.Lock()
-	mail.afterData = func() { _ = syscall.Kill(child, syscall.SIGKILL) }
-	mail.mu.Unlock()
+	parent.Store(int64(cmd.Process.Pid))
 	err := cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != 1 {
 		t.Fatalf("harness: %v (exit %d), want exit 1", err, code)
@@ -315,8 +328,8 @@ func TestEffectParentKilledBetweenIntentAndSend(t *testing.T) {
 	if code != 1 || mail.count() != 0 {
 		t.Fatalf("resume: exit %d with %d messages; want 1 and none sent", code, mail.count())
 	}
-	if fin := lastFinished(t, evs); !strings.Contains(fin.Reason, "unknown outcome") {
-		t.Errorf("final reason = %s", fin.Reason)
+	if fin := lastFinished(t, evs); fin.Reason != "verification" || !strings.Contains(fin.Detail, "unknown outcome") {
+		t.Errorf("final reason = %s: %s", fin.Reason, fin.Detail)
 	}
 	code, _ = resume("--resend-unknown")
 	if code != 0 || mail.count() != 1 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"agent/gateway"
 	"agent/gateway/gatewaytest"
 	"agent/llm/llmtest"
-	"agent/store"
 )
 
 // The CLI as a gateway client: `agent run --gateway` against an
@@ -139,6 +137,7 @@ func TestGatewayRunCLI(t *testing.T) {
 		llmtest.Turn{Text: "The code word was ORCHID."},
 		llmtest.Turn{ToolCalls: []llmtest.Call{call("list_files", `{}`)}}, // max turns 1: exit 1
 		llmtest.Turn{Text: "thinking", Hang: true},
+		llmtest.Turn{Text: "Done thinking."},
 	)
 	srv, _ := e.inProcessGateway(nil)
 	env := func(cmdEnv []string) []string { return append(cmdEnv, e.gatewayEnv(srv.Addr())...) }
@@ -166,12 +165,13 @@ func TestGatewayRunCLI(t *testing.T) {
 	}
 
 	limited := run("run", "--max-turns", "1", "loop")
-	if limited.code != 1 || !strings.Contains(limited.stderr, "max_turns") {
+	if limited.code != 1 || !strings.Contains(limited.stderr, "turn limit (--max-turns)") {
 		t.Errorf("max turns through the gateway: exit %d %q, want 1 as locally", limited.code, limited.stderr)
 	}
 
+	// Ctrl-C interrupts the run resumably, exactly as it does locally.
 	b := e.startWith(env, "run", "--json", "think forever")
-	b.waitEvent(t, event.RunStarted)
+	runID := b.waitEvent(t, event.RunStarted).RunID
 	waitFor(t, "the model call", func() bool { return e.srv.RequestCount() == 4 })
 	if err := b.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -181,7 +181,13 @@ func TestGatewayRunCLI(t *testing.T) {
 	if code := b.cmd.ProcessState.ExitCode(); code != 130 {
 		t.Errorf("Ctrl-C: exit %d, want 130; stderr: %s", code, b.stderr.String())
 	}
-	b.waitEvent(t, event.RunCancelled)
+	if fin := lastFinished(t, []event.Event{b.waitEvent(t, event.RunInterrupted)}); fin.Reason != "interrupted" || fin.ExitCode != 130 {
+		t.Errorf("Ctrl-C ended the run %+v, want interrupted, exit 130", fin)
+	}
+	resumed := run("resume", runID, "--json")
+	if resumed.code != 0 || !strings.Contains(resumed.stdout, `"result":"Done thinking."`) {
+		t.Errorf("resume through the gateway after Ctrl-C: exit %d %s %s", resumed.code, resumed.stdout, resumed.stderr)
+	}
 
 	// Bad input is refused like locally, before anything starts.
 	if res := run("run", "--record", "x.jsonl", "hi"); res.code != 2 {
@@ -293,12 +299,7 @@ func TestGatewayCheckpointRewind(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.workspace, "keep.txt"), []byte("original\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var db *store.DB
-	srv, db := e.inProcessGateway(func(cfg *gateway.Config) {
-		cfg.Rewind = func(ctx context.Context, r *store.Run, to int, force bool, record func(context.Context, event.Event) error) (any, error) {
-			return rewindRun(ctx, db, e.home, r, to, force, record)
-		}
-	})
+	srv, _ := e.inProcessGateway(nil)
 	c := gwDial(t, srv.Addr())
 	sid := gwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
 	gwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})

@@ -35,7 +35,7 @@ func (e *e2e) inProcessGateway(change func(*gateway.Config)) (*gateway.Server, *
 		e.t.Fatal(err)
 	}
 	cfg := gateway.Config{
-		Listen: "127.0.0.1:0", Token: gwToken, DB: db, Version: "e2e", DefaultWorkspace: e.workspace,
+		Listen: "127.0.0.1:0", Token: gwToken, DB: db, Version: "e2e", DefaultWorkspace: e.workspace, Home: e.home,
 		Model:  gateway.ModelDefaults{Name: "test-model", BaseURL: e.srv.URL()},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Env:    append(os.Environ(), "OPENAI_API_KEY=", "AGENT_HOME="+e.home),
@@ -221,7 +221,7 @@ func TestGatewayRunnerCrash(t *testing.T) {
 		evs := gwWait(t, c, run.RunID)
 		end := finishedFrame(t, lastFrame(evs))
 		if frameTypes(evs) != "run.started message.completed run.failed" || end.ExitCode != 1 ||
-			!strings.Contains(end.Reason, "runner exited with status 7 without a result") || !strings.Contains(end.Reason, "out of memory") {
+			end.Reason != "crashed" || !strings.Contains(end.Detail, "runner exited with status 7 without a result") || !strings.Contains(end.Detail, "out of memory") {
 			t.Errorf("%s %+v", frameTypes(evs), end)
 		}
 		// The lease is released right after the terminal event.
@@ -469,7 +469,7 @@ func TestGatewayKill9Reclaim(t *testing.T) {
 					t.Errorf("%d model requests", e.srv.RequestCount())
 				}
 			case "fail":
-				if last.Type != "run.failed" || !strings.Contains(fin.Reason, "not resumed (reclaim policy fail)") || fin.ExitCode != 1 {
+				if last.Type != "run.failed" || fin.Reason != "crashed" || !strings.Contains(fin.Detail, "not resumed (reclaim policy fail)") || fin.ExitCode != 1 {
 					t.Errorf("failed run: %s %+v", last.Type, fin)
 				}
 			}
@@ -517,8 +517,8 @@ func TestGatewaySIGTERMDrain(t *testing.T) {
 	if s.Status != "completed" || s.Result != "short done" {
 		t.Errorf("short run after the drain: %s %q", s.Status, s.Reason)
 	}
-	if l.Status != "interrupted" || l.Reason != "gateway stopped; resumable" || l.ExitCode != 130 || l.LeaseOwner != "" {
-		t.Errorf("long run after the drain: %s %q exit %d lease %q", l.Status, l.Reason, l.ExitCode, l.LeaseOwner)
+	if l.Status != "interrupted" || l.Reason != "interrupted" || l.Detail != "gateway stopped; resumable" || l.ExitCode != 130 || l.LeaseOwner != "" {
+		t.Errorf("long run after the drain: %s %q %q exit %d lease %q", l.Status, l.Reason, l.Detail, l.ExitCode, l.LeaseOwner)
 	}
 
 	g2 := e.startGateway()
@@ -594,7 +594,7 @@ func TestGatewayHarness(t *testing.T) {
 		SessionID: sid, Input: "write a greeting", Options: gateway.RunOptions{Harness: true}})
 	evs := gwWait(t, c, run.RunID)
 	end := finishedFrame(t, lastFrame(evs))
-	if lastFrame(evs).Event != "run.completed" || end.Reason != "every phase verified" || end.Result != "hello.txt says hello." {
+	if lastFrame(evs).Event != "run.completed" || end.Reason != "completed" || end.Detail != "every phase verified" || end.Result != "hello.txt says hello." {
 		t.Fatalf("harness run: %s %+v", frameTypes(evs), end)
 	}
 	for _, typ := range []string{"plan.created", "phase.started", "verification.completed", "phase.completed"} {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"agent/event"
 	"agent/gateway"
 	"agent/llm/llmtest"
 	"agent/scheduler"
@@ -128,7 +129,7 @@ func TestJobsEverySecond(t *testing.T) {
 			t.Errorf("run %s in the session: %v", done.RunID, inSession)
 		}
 		r, err := db.GetRun(context.Background(), done.RunID)
-		if err != nil || r.SessionID != sid || r.Status != store.StatusCompleted || !prompt.MatchString(r.Prompt) || r.Result != "All systems nominal." {
+		if err != nil || r.SessionID != sid || r.Status != event.StatusCompleted || !prompt.MatchString(r.Prompt) || r.Result != "All systems nominal." {
 			t.Errorf("stored run %+v %v", r, err)
 		}
 	}
@@ -223,7 +224,7 @@ func TestJobsToolsAndTimeout(t *testing.T) {
 		t.Errorf("job run %+v after %s, want failed: timed out after 1s", failed, took)
 	}
 	r, err := db.GetRun(context.Background(), failed.RunID)
-	if err != nil || r.Status != store.StatusFailed || !strings.HasPrefix(r.Reason, "timed out after 1s") {
+	if err != nil || r.Status != event.StatusFailed || r.Reason != "timeout" || !strings.HasPrefix(r.Detail, "timed out after 1s") {
 		t.Errorf("the timed-out run %+v %v", r, err)
 	}
 	runs := jsonLines[scheduler.JobRun](t, e.mustJobs(addr, "runs", "hang", "--json"))

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -16,6 +17,8 @@ import (
 	"agent/gateway"
 	"agent/llm"
 	"agent/store"
+	"agent/supervisor"
+	"agent/worker"
 )
 
 // Set at build time by scripts/build.sh.
@@ -131,20 +134,22 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-// errNotResumable means the run exists but cannot be continued: exit 4.
-var errNotResumable = errors.New("not resumable")
-
 // exitCode maps an error to the exit codes of DESIGN.md §2. It is the only
 // place that does.
 func exitCode(err error) int {
 	var (
-		usage  *usageError
-		gw     *gatewayError
-		dial   *gateway.DialError
-		exit   *exitError
-		cfg    *config.Error
-		model  *llm.Error
-		leased *store.LeaseHeldError
+		usage   *usageError
+		gw      *gatewayError
+		dial    *gateway.DialError
+		exit    *exitError
+		cfg     *config.Error
+		option  *supervisor.OptionError
+		spec    *worker.SpecError
+		setup   *llm.SetupError
+		token   *gateway.TokenError
+		model   *llm.Error
+		leased  *store.LeaseHeldError
+		stopped *supervisor.NotResumableError
 	)
 	switch {
 	case errors.As(err, &exit):
@@ -156,11 +161,12 @@ func exitCode(err error) int {
 		return 3
 	case errors.As(err, &gw):
 		return gatewayExitCode(gw.err)
-	case errors.As(err, &usage), errors.As(err, &cfg):
+	case errors.As(err, &usage), errors.As(err, &cfg), errors.As(err, &option), errors.As(err, &spec),
+		errors.As(err, &setup), errors.As(err, &token):
 		return 2
 	case errors.As(err, &model):
 		return 3
-	case errors.As(err, &leased), errors.Is(err, errNotResumable):
+	case errors.As(err, &leased), errors.As(err, &stopped):
 		return 4
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrAmbiguous):
 		return 2
@@ -170,9 +176,35 @@ func exitCode(err error) int {
 	return 1
 }
 
-// errorLine keeps a message to the single line the contract promises.
+// openStore opens the store under AGENT_HOME.
+func openStore(settings config.Settings) (*store.DB, error) {
+	return store.Open(config.DBPath(settings.Home))
+}
+
+// leaseTTL is how long a lease outlives its last renewal. AGENT_LEASE_TTL
+// exists for tests.
+func leaseTTL() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("AGENT_LEASE_TTL")); err == nil && d > 0 {
+		return d
+	}
+	return supervisor.DefaultLeaseTTL
+}
+
+// durationEnv reads a duration knob that exists for tests; 0 if unset.
+func durationEnv(name string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(name))
+	return d
+}
+
+// errorLine keeps a message to the single line the contract promises,
+// naming options by their flags.
 func errorLine(err error) string {
-	s := strings.TrimSpace(err.Error())
+	s := err.Error()
+	var option *supervisor.OptionError
+	if errors.As(err, &option) {
+		s = option.Message(flagName)
+	}
+	s = strings.TrimSpace(s)
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		s = s[:i]
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"agent/llm/llmtest"
+	"agent/store"
 )
 
 // TestMain lets the test binary act as the agent command, so scripts and
@@ -54,6 +56,7 @@ func TestScripts(t *testing.T) {
 			"fakemodel": cmdFakeModel,
 			"waitfile":  cmdWaitFile,
 			"modelreqs": cmdModelRequests,
+			"lastrun":   cmdLastRun,
 		},
 	})
 }
@@ -142,4 +145,22 @@ func cmdModelRequests(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Check(os.WriteFile(ts.MkAbs(fmt.Sprintf("req/%d.txt", n)), []byte(b.String()), 0o644))
 	}
 	ts.Check(sc.Err())
+}
+
+// cmdLastRun sets an environment variable to the id of the newest run:
+//
+//	lastrun VAR
+func cmdLastRun(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: lastrun VAR")
+	}
+	db, err := store.Open(filepath.Join(ts.Getenv("AGENT_HOME"), "agent.db"))
+	ts.Check(err)
+	defer db.Close()
+	runs, err := db.ListRuns(context.Background(), 1)
+	ts.Check(err)
+	if len(runs) == 0 {
+		ts.Fatalf("no runs yet")
+	}
+	ts.Setenv(args[0], runs[0].ID)
 }

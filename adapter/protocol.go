@@ -22,7 +22,8 @@ type PhaseSpec struct {
 	Workspace string `json:"workspace"`
 
 	// Mode is ModePhase for a plan phase, ModePlan for the planner, or
-	// ModeRun for a whole fast-path run in a child (the gateway).
+	// ModeRun for a whole single run in a child (the gateway, workers). A
+	// ModeRun child has no phase: its events read like `agent run --json`.
 	Mode string `json:"mode"`
 
 	Model Model `json:"model"`
@@ -42,15 +43,17 @@ type PhaseSpec struct {
 
 	HeartbeatMS int `json:"heartbeat_ms,omitempty"`
 
-	// ModeRun only: where the run stands, so a gateway can continue a
-	// session (Prior) or resume a reclaimed run (the rest), exactly as
-	// `agent resume` does in the fast path.
+	// ModeRun only: where the run stands, so it can continue a session
+	// (Prior) or resume (the rest), exactly as it would in-process.
 	Prior     []llm.Message `json:"prior,omitempty"`
 	History   []llm.Message `json:"history,omitempty"`
 	Started   []string      `json:"started,omitempty"` // tool calls that started and never completed
 	Iteration int           `json:"iteration,omitempty"`
 	Turns     int           `json:"turns,omitempty"`
 	Usage     event.Usage   `json:"usage,omitempty"`
+	// Continue: the run ran out of turns or iterations and is resumed
+	// with a fresh budget.
+	Continue bool `json:"continue,omitempty"`
 
 	Checkpointed []string `json:"checkpointed,omitempty"` // files this run already checkpointed: not saved again
 }
@@ -105,12 +108,13 @@ func (e *SpecError) Error() string { return "phase spec: " + e.Field + " " + e.P
 // Validate checks the fields a child cannot run without. Both ends call
 // it: the parent before starting a child, the child in ReadSpec.
 func (s PhaseSpec) Validate() error {
+	phase := s.Mode != ModeRun
 	switch {
 	case s.RunID == "":
 		return &SpecError{Field: "run_id", Problem: "is required"}
-	case s.PhaseID == "":
+	case phase && s.PhaseID == "":
 		return &SpecError{Field: "phase_id", Problem: "is required"}
-	case s.Attempt < 1:
+	case phase && s.Attempt < 1:
 		return &SpecError{Field: "attempt", Problem: fmt.Sprintf("must be at least 1, got %d", s.Attempt)}
 	case s.Workspace == "":
 		return &SpecError{Field: "workspace", Problem: "is required"}

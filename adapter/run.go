@@ -66,7 +66,8 @@ type Config struct {
 	OnIntent func(event.EffectIntentData) Control
 }
 
-// Result is what one attempt produced.
+// Result is what one attempt produced. What the attempt did to the
+// workspace and the world is in its events, which the caller persisted.
 type Result struct {
 	Status string // one of the Status constants
 	Output string // the runner's final text
@@ -75,12 +76,9 @@ type Result struct {
 	Reason string
 	Turns  int
 	Usage  event.Usage
-
-	Artifacts        []event.ArtifactData // last write of a path wins, in order of first appearance
-	Receipts         []event.ReceiptData
-	Learnings        []string
-	FailedApproaches []event.ApproachData
-	ToolsUsed        []string // distinct tool names, in first-use order
+	// Report is the runner.result as the child sent it; nil without one.
+	// Its Reason word says, for instance, that the model provider failed.
+	Report *event.RunnerResultData
 
 	ExitCode int // the child's exit code; -1 if a signal killed it
 	Warnings int // malformed or oversized lines on the child's stdout
@@ -124,7 +122,7 @@ func Run(ctx context.Context, cfg Config, spec PhaseSpec) (*Result, error) {
 	}
 	defer stderr.Close()
 
-	a := &attempt{cfg: cfg, spec: spec, artifactAt: map[string]int{}, toolSeen: map[string]bool{}}
+	a := &attempt{cfg: cfg, spec: spec}
 	return a.run(ctx, append(specLine, '\n'), stderr)
 }
 
@@ -162,9 +160,6 @@ type attempt struct {
 	cfg  Config
 	spec PhaseSpec
 	res  Result
-
-	artifactAt map[string]int // path -> index in res.Artifacts
-	toolSeen   map[string]bool
 
 	gotResult bool
 	// stopping is set once Run has asked the child to stop; stopStatus
@@ -310,7 +305,6 @@ func (a *attempt) handle(d decoded) {
 	case event.Sync:
 		a.sync(e)
 	default:
-		a.fold(e)
 		a.forward(e)
 	}
 }
@@ -331,12 +325,8 @@ func (a *attempt) fill(e event.Event) event.Event {
 	if e.SessionID == "" {
 		e.SessionID = a.spec.SessionID
 	}
-	if e.PhaseID == "" {
-		e.PhaseID = a.spec.PhaseID
-	}
-	if e.Attempt == 0 {
-		e.Attempt = a.spec.Attempt
-	}
+	// A ModeRun child has no phase; a phase child cannot speak for another.
+	e.PhaseID, e.Attempt = a.spec.PhaseID, a.spec.Attempt
 	return e
 }
 
@@ -362,6 +352,7 @@ func (a *attempt) result(e event.Event) {
 		return
 	}
 	a.res.Output, a.res.Turns, a.res.Usage = r.Output, r.Turns, r.Usage
+	a.res.Report = &r
 	if a.stopStatus != "" {
 		return // the stop verdict came first and stands
 	}
@@ -421,45 +412,6 @@ func (a *attempt) sendControl(c Control) {
 		panic(fmt.Sprintf("marshal control: %v", err)) // plain struct: cannot fail
 	}
 	a.ctl.send(append(line, '\n'))
-}
-
-// fold keeps what the orchestrator needs from an event in the Result.
-// Data that does not decode is still forwarded, just not folded.
-func (a *attempt) fold(e event.Event) {
-	switch e.Type {
-	case event.ToolStarted:
-		var d event.ToolStartedData
-		if e.Decode(&d) == nil && d.Name != "" && !a.toolSeen[d.Name] {
-			a.toolSeen[d.Name] = true
-			a.res.ToolsUsed = append(a.res.ToolsUsed, d.Name)
-		}
-	case event.ArtifactCreated:
-		var d event.ArtifactData
-		if e.Decode(&d) != nil || d.Path == "" {
-			return
-		}
-		if i, ok := a.artifactAt[d.Path]; ok {
-			a.res.Artifacts[i] = d
-			return
-		}
-		a.artifactAt[d.Path] = len(a.res.Artifacts)
-		a.res.Artifacts = append(a.res.Artifacts, d)
-	case event.ReceiptRecorded:
-		var d event.ReceiptData
-		if e.Decode(&d) == nil {
-			a.res.Receipts = append(a.res.Receipts, d)
-		}
-	case event.LearningRecorded:
-		var d event.LearningData
-		if e.Decode(&d) == nil && d.Text != "" {
-			a.res.Learnings = append(a.res.Learnings, d.Text)
-		}
-	case event.ApproachFailed:
-		var d event.ApproachData
-		if e.Decode(&d) == nil {
-			a.res.FailedApproaches = append(a.res.FailedApproaches, d)
-		}
-	}
 }
 
 // finish settles Status and Reason once the child is gone.

@@ -253,12 +253,12 @@ func (b *Board) finish(e event.Event) {
 	switch {
 	case e.Type == event.RunCompleted:
 		b.say(b.err, "done in %s · %d phases · %s · %d tokens · run %s", took, len(b.phases), plural(d.Turns, "turn"), tokens, e.RunID)
-	case d.Status == "planned":
-		b.say(b.err, "%s", d.Reason)
+	case d.Status == event.StatusPlanned:
+		b.say(b.err, "%s", detail(d))
 	case e.Type == event.RunInterrupted:
 		b.say(b.err, "interrupted after %s; continue with: agent resume %s", took, e.RunID)
 	default:
-		b.say(b.err, "failed: %s", d.Reason)
+		b.say(b.err, "failed: %s", detail(d))
 	}
 }
 

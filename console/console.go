@@ -150,8 +150,16 @@ func (p *Printer) finish(e event.Event) {
 	case event.RunInterrupted:
 		fmt.Fprintf(p.err, "interrupted after %s; continue with: agent resume %s\n", took, e.RunID)
 	default:
-		fmt.Fprintf(p.err, "%s: %s (run %s, %s, exit %d)\n", statusWord(e.Type), d.Reason, e.RunID, plural(d.Turns, "turn"), d.ExitCode)
+		fmt.Fprintf(p.err, "%s: %s (run %s, %s, exit %d)\n", statusWord(e.Type), detail(d), e.RunID, plural(d.Turns, "turn"), d.ExitCode)
 	}
+}
+
+// detail says why a run ended: its sentence for people, else its reason.
+func detail(d event.RunFinishedData) string {
+	if d.Detail != "" {
+		return d.Detail
+	}
+	return d.Reason
 }
 
 func plural(n int, noun string) string {

@@ -32,7 +32,8 @@ type RunFinishedData struct {
 	Usage      Usage  `json:"usage"`
 	DurationMS int64  `json:"duration_ms"`
 	ExitCode   int    `json:"exit_code"`
-	Reason     string `json:"reason,omitempty"`
+	Reason     string `json:"reason,omitempty"` // one of the Reason words
+	Detail     string `json:"detail,omitempty"` // the same, said for people
 }
 
 // MessageDeltaData is a fragment of streamed assistant text.
@@ -112,11 +113,15 @@ type WarningData struct {
 	Message string `json:"message"`
 }
 
-// RunnerResultData is the last event of an `agent runner` child.
+// RunnerResultData is the last event of an `agent runner` child, and how
+// a loop run in-process ended, in the same words.
 type RunnerResultData struct {
-	Status string `json:"status"` // completed or failed
+	Status string `json:"status"` // completed, failed or cancelled
 	Output string `json:"output"`
+	// Reason is one of the Reason words: a provider failure is
+	// ReasonProvider, whatever the child's exit code.
 	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
 	Turns  int    `json:"turns"`
 	Usage  Usage  `json:"usage"`
 }

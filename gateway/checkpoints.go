@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 
-	"agent/event"
+	"agent/checkpoint"
 	"agent/store"
+	"agent/supervisor"
 )
 
 // CheckpointListParams name the run whose checkpoints to list.
@@ -40,12 +41,6 @@ type CheckpointRewindParams struct {
 	Force bool   `json:"force,omitempty"`
 }
 
-// Rewinder puts a run's files back and records rewind.completed through
-// record; it returns the per-file report. `agent gateway` supplies the
-// same implementation `agent rewind` uses.
-type Rewinder func(ctx context.Context, run *store.Run, to int, force bool,
-	record func(context.Context, event.Event) error) (any, error)
-
 func (s *Server) listCheckpoints(ctx context.Context, p CheckpointListParams) (*CheckpointList, error) {
 	row, err := s.db.GetRun(ctx, p.RunID)
 	if err != nil {
@@ -64,12 +59,9 @@ func (s *Server) listCheckpoints(ctx context.Context, p CheckpointListParams) (*
 	return out, nil
 }
 
-// rewind restores a finished run's files. A run still active here holds
-// its lease, so the rewinder refuses it (conflict).
+// rewind restores a finished run's files. A run still active holds its
+// lease, so the supervisor refuses it (conflict).
 func (s *Server) rewind(ctx context.Context, p CheckpointRewindParams) (any, error) {
-	if s.cfg.Rewind == nil {
-		return nil, errorf(CodeUnknownMethod, "this gateway cannot rewind")
-	}
 	if p.To < 0 {
 		return nil, errorf(CodeBadRequest, "to must be a checkpoint number, 1 or more")
 	}
@@ -77,27 +69,26 @@ func (s *Server) rewind(ctx context.Context, p CheckpointRewindParams) (any, err
 	if err != nil {
 		return nil, err
 	}
-	to := max(p.To, 1)
-	record := func(ctx context.Context, e event.Event) error {
-		if row.SessionID == "" {
-			j, err := s.db.Journal(ctx, row.ID, "")
-			if err != nil {
-				return err
-			}
-			_, err = j.Append(ctx, e)
-			return err
-		}
+	// A session's clients see rewind.completed live; a run outside any
+	// session records it in its own journal.
+	var record supervisor.Sink
+	if row.SessionID != "" {
 		sess, _, err := s.sessions.open(ctx, row.SessionID)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		_, err = sess.append(ctx, e)
-		return err
+		record = &sink{sess: sess, runID: row.ID}
 	}
-	rep, err := s.cfg.Rewind(ctx, row, to, p.Force, record)
+	rep, err := s.sup.Rewind(ctx, row, max(p.To, 1), p.Force, record)
 	var held *store.LeaseHeldError
-	if errors.As(err, &held) {
+	var rng *checkpoint.RangeError
+	switch {
+	case errors.As(err, &held):
 		return nil, errorf(CodeConflict, "run %s is still running; rewind it after it ends", row.ID)
+	case errors.As(err, &rng):
+		return nil, errorf(CodeBadRequest, "to: %v; checkpoint.list shows the run's checkpoints", err)
+	case err != nil:
+		return nil, err
 	}
-	return rep, err
+	return rep, nil
 }

@@ -44,11 +44,14 @@ type Config struct {
 	// workspace; default the current directory. Must be absolute.
 	DefaultWorkspace string
 	Model            ModelDefaults
+	// Home is AGENT_HOME: file checkpoints keep their content there, and
+	// checkpoint.rewind puts it back from there.
+	Home string
 
 	// Children: the binary run as `agent runner` (default this one), its
 	// environment (default os.Environ(), plus OPENAI_API_KEY from
-	// Model.APIKey), its hang watchdog and SIGTERM-to-SIGKILL grace
-	// (zero: the adapter's defaults).
+	// Model.APIKey; side-effecting tools read it too), its hang watchdog
+	// and SIGTERM-to-SIGKILL grace (zero: the adapter's defaults).
 	Exe              string
 	Env              []string
 	HeartbeatTimeout time.Duration
@@ -66,9 +69,7 @@ type Config struct {
 	// session's live stream before it is disconnected (CodeSlowConsumer).
 	SubscriberBuffer int
 
-	Logger *slog.Logger // default: text on stderr
-	// Rewind serves checkpoint.rewind; nil leaves the method refused.
-	Rewind Rewinder
+	Logger *slog.Logger     // default: text on stderr
 	Now    func() time.Time // the clock for durations and timestamps; default time.Now
 
 	// Scheduler serves scheduled jobs (the job.* methods and events,
@@ -131,12 +132,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SubscriberBuffer == 0 {
 		c.SubscriberBuffer = DefaultSubscriberBuffer
-	}
-	if c.Env == nil {
-		c.Env = os.Environ()
-	}
-	if c.Model.APIKey != "" {
-		c.Env = append(c.Env[:len(c.Env):len(c.Env)], "OPENAI_API_KEY="+c.Model.APIKey)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))

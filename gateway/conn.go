@@ -37,7 +37,7 @@ type conn struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	subs    map[string]*subscriber // attached sessions
+	subs    map[string]*attachment // attached sessions
 	jobSub  *subscriber            // job events, when the gateway has a scheduler
 	closing bool                   // shutdown began: attach nothing more
 	streams sync.WaitGroup         // stream goroutines; Add only under mu while !closing
@@ -59,7 +59,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(maxFrame)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &conn{s: s, id: s.nextID.Add(1), ws: ws, ctx: ctx, cancel: cancel, subs: map[string]*subscriber{}}
+	c := &conn{s: s, id: s.nextID.Add(1), ws: ws, ctx: ctx, cancel: cancel, subs: map[string]*attachment{}}
 
 	s.connMu.Lock()
 	if s.connsClosed {
@@ -237,9 +237,9 @@ func (c *conn) detach() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closing = true
-	for id, sub := range c.subs {
+	for id, a := range c.subs {
 		if sess, ok := c.s.sessions.loaded(id); ok {
-			sess.hub.unsubscribe(sub)
+			sess.hub.unsubscribe(a.sub)
 		}
 	}
 	if c.jobSub != nil {
@@ -275,7 +275,13 @@ func (c *conn) handle(req Request) (result any, then func(), err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return sessionInfo(row), nil, nil
+		// The creator is attached from the start (DESIGN.md §9).
+		sess, _, err := s.sessions.open(ctx, row.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		_, then, err := c.attach(sess, 0, false)
+		return sessionInfo(row), then, err
 	case MethodSessionList:
 		var p SessionListParams
 		if err := decode(req.Params, &p); err != nil {
@@ -326,16 +332,28 @@ func (c *conn) handle(req Request) (result any, then func(), err error) {
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
-		res, err := s.startRun(ctx, p, c.id)
-		return res, nil, err
-	case MethodRunCancel, MethodRunGet:
-		var p RunParams
+		return c.startOrResume(p.SessionID, func() (*RunStartResult, error) { return s.startRun(ctx, p, c.id) })
+	case MethodRunResume:
+		var p RunResumeParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
-		if req.Method == MethodRunCancel {
-			info, err := s.cancelRun(ctx, p.RunID)
-			return info, nil, err
+		sessionID := ""
+		if row, err := s.db.GetRun(ctx, p.RunID); err == nil {
+			sessionID = row.SessionID
+		}
+		return c.startOrResume(sessionID, func() (*RunStartResult, error) { return s.resumeRun(ctx, p, c.id) })
+	case MethodRunCancel:
+		var p RunCancelParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
+		}
+		info, err := s.cancelRun(ctx, p)
+		return info, nil, err
+	case MethodRunGet:
+		var p RunParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
 		}
 		info, err := s.getRun(ctx, p.RunID)
 		return info, nil, err
@@ -363,10 +381,16 @@ func (c *conn) handle(req Request) (result any, then func(), err error) {
 	return nil, nil, errorf(CodeUnknownMethod, "method %q is not supported by this gateway; connect's answer lists the methods it has", req.Method)
 }
 
-// resume attaches the connection to a session's stream. The live stream
-// is joined first and buffered, the store's events after after_seq are
-// sent, then the buffer, skipping what the store already gave: no gap, no
-// duplicate.
+// attachment is the connection's stream of one session's events.
+type attachment struct {
+	sub  *subscriber
+	quit chan struct{} // closed to stop the stream without sending what it holds
+	done chan struct{} // closed once the stream goroutine has returned
+}
+
+// resume is session.resume: it attaches the connection to a session's
+// stream from after_seq, or attaches it again from there if it already
+// is.
 func (c *conn) resume(p SessionResumeParams) (any, func(), error) {
 	if p.AfterSeq < 0 {
 		return nil, nil, errorf(CodeBadRequest, "after_seq must be 0 or more")
@@ -375,35 +399,85 @@ func (c *conn) resume(p SessionResumeParams) (any, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return c.attach(sess, p.AfterSeq, true)
+}
+
+// startOrResume runs start, a run.start or run.resume in a session, and
+// attaches the connection to that session if it is not yet: from the
+// session's last seq before the run, so it receives every event of the
+// run, in order, as every other client does (DESIGN.md §9).
+func (c *conn) startOrResume(sessionID string, start func() (*RunStartResult, error)) (any, func(), error) {
+	var sess *session
+	var last int64
+	if sessionID != "" && !c.attached(sessionID) {
+		if s, _, err := c.s.sessions.open(c.ctx, sessionID); err == nil {
+			sess, last = s, s.hub.lastSeq()
+		}
+	}
+	res, err := start()
+	if err != nil || sess == nil || sess.id != res.SessionID {
+		return res, nil, err
+	}
+	_, then, err := c.attach(sess, last, false)
+	if err != nil {
+		return res, nil, nil // the run started; the client can still session.resume
+	}
+	return res, then, nil
+}
+
+func (c *conn) attached(sessionID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.subs[sessionID]
+	return ok
+}
+
+// attach starts streaming a session's events to the connection: the
+// live stream is joined first and buffered, the store's events after
+// afterSeq are sent, then the buffer, skipping what the store already
+// gave: no gap, no duplicate. With again, an existing stream of the
+// session is stopped first; without, an existing one is kept.
+func (c *conn) attach(sess *session, afterSeq int64, again bool) (SessionResumeResult, func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
-		return nil, nil, errorf(CodeUnavailable, "the gateway is stopping")
+		return SessionResumeResult{}, nil, errorf(CodeUnavailable, "the gateway is stopping")
 	}
-	if _, ok := c.subs[sess.id]; ok {
-		return nil, nil, errorf(CodeConflict, "this connection is already attached to session %s; reconnect to resume it from another seq", sess.id)
+	old := c.subs[sess.id]
+	if old != nil && !again {
+		return SessionResumeResult{SessionID: sess.id, AfterSeq: afterSeq, LastSeq: sess.hub.lastSeq()}, nil, nil
+	}
+	if old != nil {
+		sess.hub.unsubscribe(old.sub)
+		close(old.quit)
 	}
 	sub, last := sess.hub.subscribe()
-	c.subs[sess.id] = sub
+	a := &attachment{sub: sub, quit: make(chan struct{}), done: make(chan struct{})}
+	c.subs[sess.id] = a
 	then := func() {
+		if old != nil {
+			<-old.done // the old stream has stopped writing
+		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if c.closing {
-			return // detach has closed sub
+		if c.closing || c.subs[sess.id] != a {
+			close(a.done) // detached, or attached again, before it began
+			return
 		}
 		c.streams.Add(1)
 		go func() {
 			defer c.streams.Done()
-			c.stream(sess, sub, p.AfterSeq)
+			defer close(a.done)
+			c.stream(sess, a, afterSeq)
 		}()
 	}
-	return SessionResumeResult{SessionID: sess.id, AfterSeq: p.AfterSeq, LastSeq: last}, then, nil
+	return SessionResumeResult{SessionID: sess.id, AfterSeq: afterSeq, LastSeq: last}, then, nil
 }
 
 // stream sends a session's events after afterSeq: the replay from the
 // store, then the live stream. A subscriber that overflowed is told where
 // to resume, and disconnected.
-func (c *conn) stream(sess *session, sub *subscriber, afterSeq int64) {
+func (c *conn) stream(sess *session, a *attachment, afterSeq int64) {
 	sent := afterSeq
 	for {
 		evs, err := c.s.db.ListSessionEvents(c.ctx, sess.id, sent, replayPage)
@@ -414,6 +488,11 @@ func (c *conn) stream(sess *session, sub *subscriber, afterSeq int64) {
 			return
 		}
 		for _, e := range evs {
+			select {
+			case <-a.quit:
+				return
+			default:
+			}
 			if c.writeRaw(newItem(e).frame) != nil {
 				return
 			}
@@ -423,7 +502,18 @@ func (c *conn) stream(sess *session, sub *subscriber, afterSeq int64) {
 			break
 		}
 	}
-	for it := range sub.ch {
+	for {
+		var it *item
+		select {
+		case <-a.quit:
+			return
+		case next, ok := <-a.sub.ch:
+			if !ok {
+				c.overflowed(sess, a.sub, sent)
+				return
+			}
+			it = next
+		}
 		if it.ev.Seq <= sent {
 			continue
 		}
@@ -432,16 +522,22 @@ func (c *conn) stream(sess *session, sub *subscriber, afterSeq int64) {
 		}
 		sent = it.ev.Seq
 	}
-	if sub.overflowed {
-		c.s.log.Warn("slow consumer disconnected", "conn", c.id, "session_id", sess.id, "after_seq", sent)
-		e := errorf(CodeSlowConsumer, "this connection fell more than %d events behind session %s; reconnect and session.resume with after_seq %d (nothing is lost)", c.s.cfg.SubscriberBuffer, sess.id, sent)
-		ctx, cancel := context.WithTimeout(c.ctx, time.Second)
-		defer cancel()
-		if data, err := json.Marshal(ErrorFrame{Type: FrameError, Error: e, SessionID: sess.id, AfterSeq: sent}); err == nil {
-			_ = c.ws.Write(ctx, websocket.MessageText, data)
-		}
-		c.ws.Close(StatusPolicyViolation, fmt.Sprintf("slow consumer: resume with after_seq %d", sent))
+}
+
+// overflowed tells a subscriber that fell too far behind where to resume,
+// and disconnects it; a subscriber simply detached hears nothing.
+func (c *conn) overflowed(sess *session, sub *subscriber, sent int64) {
+	if !sub.overflowed {
+		return
 	}
+	c.s.log.Warn("slow consumer disconnected", "conn", c.id, "session_id", sess.id, "after_seq", sent)
+	e := errorf(CodeSlowConsumer, "this connection fell more than %d events behind session %s; reconnect and session.resume with after_seq %d (nothing is lost)", c.s.cfg.SubscriberBuffer, sess.id, sent)
+	ctx, cancel := context.WithTimeout(c.ctx, time.Second)
+	defer cancel()
+	if data, err := json.Marshal(ErrorFrame{Type: FrameError, Error: e, SessionID: sess.id, AfterSeq: sent}); err == nil {
+		_ = c.ws.Write(ctx, websocket.MessageText, data)
+	}
+	c.ws.Close(StatusPolicyViolation, fmt.Sprintf("slow consumer: resume with after_seq %d", sent))
 }
 
 // decode reads a request's params; absent params are the zero value.

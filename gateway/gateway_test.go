@@ -19,6 +19,7 @@ import (
 	"agent/gateway"
 	"agent/gateway/gatewaytest"
 	"agent/store"
+	"agent/supervisor"
 )
 
 func TestConnect(t *testing.T) {
@@ -30,13 +31,13 @@ func TestConnect(t *testing.T) {
 		t.Errorf("connect = %+v", got)
 	}
 	for _, m := range []string{"session.create", "session.resume", "session.fork", "session.list", "session.get",
-		"session.lock", "session.release", "run.start", "run.cancel", "run.get", "checkpoint.list"} {
+		"session.lock", "session.release", "run.start", "run.cancel", "run.resume", "run.get", "checkpoint.list", "checkpoint.rewind"} {
 		if !slices.Contains(got.Methods, m) {
 			t.Errorf("methods %v lack %s", got.Methods, m)
 		}
 	}
 	for _, m := range got.Methods {
-		if strings.HasPrefix(m, "job.") || m == "checkpoint.rewind" { // no scheduler, no Rewinder here
+		if strings.HasPrefix(m, "job.") { // no scheduler here
 			t.Errorf("methods advertise %s, which this gateway does not implement", m)
 		}
 	}
@@ -228,12 +229,12 @@ func TestRunEndings(t *testing.T) {
 	tests := []struct {
 		input, typ, status string
 		code               int
-		reason             string
+		reason, detail     string
 	}{
-		{"fail", "run.failed", "failed", 1, "max_turns"},
-		{"provider", "run.failed", "failed", 3, "model provider unreachable"},
-		{"crash", "run.failed", "failed", 1, "fake runner: boom"},
-		{"intent", "run.completed", "completed", 0, "completed"},
+		{"fail", "run.failed", "failed", 1, "max_turns", ""},
+		{"provider", "run.failed", "failed", 3, "provider", "model provider unreachable"},
+		{"crash", "run.failed", "failed", 1, "crashed", "fake runner: boom"},
+		{"intent", "run.completed", "completed", 0, "completed", ""},
 	}
 	runs := map[string]string{}
 	for _, tt := range tests {
@@ -244,7 +245,7 @@ func TestRunEndings(t *testing.T) {
 		evs := ofRun(waitTerminal(t, c, run.RunID), run.RunID)
 		last := evs[len(evs)-1]
 		fin := finished(t, last)
-		if last.Event != tt.typ || fin.Status != tt.status || fin.ExitCode != tt.code || !strings.Contains(fin.Reason, tt.reason) {
+		if last.Event != tt.typ || fin.Status != tt.status || fin.ExitCode != tt.code || fin.Reason != tt.reason || !strings.Contains(fin.Detail, tt.detail) {
 			t.Errorf("%s: %s %+v", tt.input, last.Event, fin)
 		}
 	}
@@ -278,7 +279,7 @@ func TestInvalidStart(t *testing.T) {
 		{gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{AllowTools: []string{"rm_rf"}}}, gateway.CodeInvalidOptions, `unknown tool "rm_rf"`},
 		{gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{MaxIterations: 3}}, gateway.CodeInvalidOptions, "options.until"},
 		{gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{MaxTurns: -1}}, gateway.CodeInvalidOptions, "max_turns"},
-		{gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{Timeout: "soon"}}, gateway.CodeInvalidOptions, "timeout"},
+		{gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{Timeout: -1}}, gateway.CodeInvalidOptions, "options.timeout must be a positive duration"},
 		{gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{Replay: "nope.jsonl"}}, gateway.CodeInvalidOptions, "replay"},
 		{gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{BaseURL: "https://api.example.com/v1"}}, gateway.CodeInvalidOptions, "OPENAI_API_KEY"},
 	}
@@ -331,9 +332,19 @@ func TestResumeAfterSeq(t *testing.T) {
 			t.Errorf("event %d: stored %d %s, sent %d %s", i, stored[i].Seq, stored[i].Type, evs[i].Seq, evs[i].Event)
 		}
 	}
-	if code := callErr(t, c2, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid}); code != gateway.CodeConflict {
-		t.Errorf("second resume on one connection: %s", code)
+	// Resuming again on the same connection attaches it again, from the
+	// seq asked for: the whole session once more, in order, nothing missing.
+	last := evs[len(evs)-1].Seq
+	before := len(c2.Events())
+	e.attach(c2, sid, 0)
+	var all []gateway.EventFrame
+	for deadline := time.Now().Add(10 * time.Second); len(all) < before+int(last); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second resume replayed %d events, want %d", len(all)-before, last)
+		}
+		all = c2.Events()
 	}
+	checkSeqs(t, all[before:], 0)
 }
 
 func r2Last(t *testing.T, c *gatewaytest.Client, runID string) int64 {
@@ -537,15 +548,15 @@ func TestCancel(t *testing.T) {
 		t.Errorf("queued run's events: %s", types(evs))
 	}
 	c.WaitEvent(context.Background(), func(ev gateway.EventFrame) bool { return ev.RunID == long.RunID && ev.Event == "message.completed" })
-	info = call[gateway.RunInfo](t, c, gateway.MethodRunCancel, gateway.RunParams{RunID: long.RunID[:8]})
+	info = call[gateway.RunInfo](t, c, gateway.MethodRunCancel, gateway.RunCancelParams{RunID: long.RunID[:8]})
 	if info.Status != "cancelled" || info.ExitCode != 130 {
 		t.Errorf("cancel running: %+v", info)
 	}
 	evs := ofRun(waitTerminal(t, c, long.RunID), long.RunID)
-	if fin := finished(t, evs[len(evs)-1]); evs[len(evs)-1].Event != "run.cancelled" || fin.Reason != "cancelled by a client" {
+	if fin := finished(t, evs[len(evs)-1]); evs[len(evs)-1].Event != "run.cancelled" || fin.Reason != "cancelled" || fin.Detail != "cancelled by a client" {
 		t.Errorf("cancelled run ended %s %+v", evs[len(evs)-1].Event, fin)
 	}
-	if code := callErr(t, c, gateway.MethodRunCancel, gateway.RunParams{RunID: long.RunID}); code != gateway.CodeConflict {
+	if code := callErr(t, c, gateway.MethodRunCancel, gateway.RunCancelParams{RunID: long.RunID}); code != gateway.CodeConflict {
 		t.Errorf("cancel of an ended run: %s", code)
 	}
 	// The slot is free again.
@@ -560,10 +571,10 @@ func TestTimeout(t *testing.T) {
 	sid := e.session(c)
 	e.attach(c, sid, 0)
 	run := call[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{
-		SessionID: sid, Input: "sleep", Options: gateway.RunOptions{Timeout: "300ms"}})
+		SessionID: sid, Input: "sleep", Options: gateway.RunOptions{Timeout: supervisor.Duration(300 * time.Millisecond)}})
 	evs := ofRun(waitTerminal(t, c, run.RunID), run.RunID)
 	last := evs[len(evs)-1]
-	if fin := finished(t, last); last.Event != "run.failed" || fin.Reason != "timed out after 300ms" || fin.ExitCode != 1 {
+	if fin := finished(t, last); last.Event != "run.failed" || fin.Reason != "timeout" || fin.Detail != "timed out after 300ms" || fin.ExitCode != 1 {
 		t.Errorf("timed out run ended %s %+v", last.Event, fin)
 	}
 }
@@ -747,7 +758,7 @@ func TestDrainAndReclaim(t *testing.T) {
 	go func() { stopped <- e.srv.Stop(ctx) }()
 	evs := ofRun(waitTerminal(t, c, long.RunID), long.RunID)
 	last := evs[len(evs)-1]
-	if fin := finished(t, last); last.Event != "run.interrupted" || fin.Reason != "gateway stopped; resumable" || fin.ExitCode != 130 {
+	if fin := finished(t, last); last.Event != "run.interrupted" || fin.Reason != "interrupted" || fin.Detail != "gateway stopped; resumable" || fin.ExitCode != 130 {
 		t.Errorf("drained run ended %s %+v", last.Event, fin)
 	}
 	if err := <-stopped; err != nil {
@@ -847,8 +858,8 @@ func TestReclaimDeadGateway(t *testing.T) {
 			checkSeqs(t, evs, 2)
 			fin := finished(t, evs[len(evs)-1])
 			switch {
-			case tt.want == "run.failed" && !strings.Contains(fin.Reason, "not resumed (reclaim policy "+tt.policy):
-				t.Errorf("reason %q", fin.Reason)
+			case tt.want == "run.failed" && (fin.Reason != "crashed" || !strings.Contains(fin.Detail, "not resumed (reclaim policy "+tt.policy)):
+				t.Errorf("reason %q: %q", fin.Reason, fin.Detail)
 			case tt.want != "run.failed" && !strings.Contains(fin.Result, "history 1"):
 				t.Errorf("resumed without its history: %q", fin.Result)
 			}

@@ -103,6 +103,14 @@ func (h *hub) publish(it *item) {
 	}
 }
 
+// lastSeq is the seq of the last event published (or persisted before
+// this process).
+func (h *hub) lastSeq() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.last
+}
+
 // size is the number of subscribers.
 func (h *hub) size() int {
 	h.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"agent/event"
 	"agent/scheduler"
 	"agent/store"
+	"agent/supervisor"
 	"agent/tools"
 )
 
@@ -21,7 +22,7 @@ import (
 // errJobCancelled is why the scheduler stops a run before its timeout:
 // the job was deleted, or the scheduler is stopping. To the run it is a
 // cancellation like a client's.
-var errJobCancelled = fmt.Errorf("cancelled by the scheduler: %w", errCancelled)
+var errJobCancelled = supervisor.Cancel("cancelled by the scheduler")
 
 // defaultJobRuns is how many job runs job.get_runs returns by default.
 const defaultJobRuns = 50
@@ -273,16 +274,12 @@ func (s *Server) checkTools(names []string) error {
 	if err != nil {
 		return err
 	}
-	extra := tools.EffectTools(tools.EffectScope{}, nil, s.getenv)
-	deny := tools.WithoutUnconfigured(names, nil, s.getenv)
-	set, err := tools.NewSet(ws, tools.Options{Allow: names, Deny: deny}, extra...)
-	if err != nil {
-		return err
+	_, err = s.sup.OfferedTools(ws, supervisor.Options{AllowTools: names})
+	var bad *supervisor.OptionError
+	if errors.As(err, &bad) {
+		return errors.New(bad.Message(func(string) string { return "the allowlist" }))
 	}
-	if len(set.Names()) == 0 {
-		return errors.New("the allowlist leaves no tool")
-	}
-	return nil
+	return err
 }
 
 func orEmpty[T any](s []T) []T {
@@ -331,7 +328,7 @@ func (d *jobDispatcher) Start(ctx context.Context, job scheduler.Job, tick sched
 		// it and the child is offered only those tools. The timeout is the
 		// run's own as well, so it holds even for a reclaimed run the
 		// scheduler no longer watches.
-		Options: RunOptions{AllowTools: tick.Tools, Timeout: tick.Timeout.String()},
+		Options: RunOptions{AllowTools: tick.Tools, Timeout: supervisor.Duration(tick.Timeout)},
 		// Ties the run to its job_runs row (run.get shows the key).
 		IdempotencyKey: "job-run:" + tick.JobRunID,
 	}, 0)
@@ -354,7 +351,7 @@ func (d *jobDispatcher) Cancel(runID string) {
 	a, ok := d.attempts[runID]
 	d.mu.Unlock()
 	if ok && time.Since(a.began) >= a.timeout {
-		cause = fmt.Errorf("timed out after %s: %w", a.timeout, errTimedOut)
+		cause = supervisor.Timeout(a.timeout)
 	}
 	if waiting, _ := d.s.queue.stop(runID, cause); waiting != nil {
 		d.s.endUnstarted(context.Background(), waiting, cause)
@@ -370,7 +367,7 @@ func (d *jobDispatcher) Cancel(runID string) {
 func (d *jobDispatcher) Reattach(runID string) (<-chan scheduler.Result, bool) {
 	if _, _, live := d.s.queue.get(runID); !live {
 		row, err := d.s.db.GetRun(context.Background(), runID)
-		if err != nil || row.Status == store.StatusRunning {
+		if err != nil || row.Status == event.StatusRunning {
 			return nil, false
 		}
 	}
@@ -410,16 +407,16 @@ func (d *jobDispatcher) forget(runID string) {
 // runResult is how a job's run ended, from its stored row.
 func runResult(r *store.Run) scheduler.Result {
 	switch r.Status {
-	case store.StatusCompleted:
+	case event.StatusCompleted:
 		return scheduler.Result{Status: scheduler.ResultCompleted}
-	case store.StatusCancelled:
-		return scheduler.Result{Status: scheduler.ResultCancelled, Err: r.Reason}
-	case store.StatusFailed:
-		return scheduler.Result{Status: scheduler.ResultFailed, Err: r.Reason}
+	case event.StatusCancelled:
+		return scheduler.Result{Status: scheduler.ResultCancelled, Err: r.Detail}
+	case event.StatusFailed:
+		return scheduler.Result{Status: scheduler.ResultFailed, Err: r.Detail}
 	}
 	msg := "the run stopped as " + r.Status
-	if r.Reason != "" {
-		msg += ": " + r.Reason
+	if r.Detail != "" {
+		msg += ": " + r.Detail
 	}
 	return scheduler.Result{Status: scheduler.ResultFailed, Err: msg}
 }

@@ -285,8 +285,8 @@ func TestJobRuns(t *testing.T) {
 		t.Errorf("job.failed %+v", failed)
 	}
 	info = call[gateway.RunInfo](t, c, gateway.MethodRunGet, gateway.RunParams{RunID: failed.RunID})
-	if info.Status != "failed" || !strings.HasPrefix(info.Reason, "timed out after 1s") {
-		t.Errorf("the timed-out run: %s %q", info.Status, info.Reason)
+	if info.Status != "failed" || info.Reason != "timeout" || !strings.HasPrefix(info.Detail, "timed out after 1s") {
+		t.Errorf("the timed-out run: %s %q %q", info.Status, info.Reason, info.Detail)
 	}
 }
 

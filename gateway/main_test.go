@@ -29,7 +29,7 @@ import (
 //	sleep        a user message, then waits to be cancelled.
 //	crash        a user message, then exits 2 without a result.
 //	fail         completed loop but a failed result (max turns), exit 0.
-//	provider     a failed result, exit 3 (model provider failure).
+//	provider     a failed result for a model provider failure.
 //	burst N S P  N deltas (of S more bytes, P µs apart), then an assistant message; completed.
 //	intent       asks to send an email (effect.intent), then records the receipt.
 func TestMain(m *testing.M) {
@@ -58,6 +58,9 @@ func fakeRunner() int {
 		emit(event.RunnerResult, event.RunnerResultData{Status: status, Output: output, Reason: reason, Turns: turns,
 			Usage: event.Usage{PromptTokens: 10 * turns, CompletionTokens: turns}})
 	}
+	failure := func(reason, detail string) {
+		emit(event.RunnerResult, event.RunnerResultData{Status: "failed", Reason: reason, Detail: detail})
+	}
 	verb, arg, _ := strings.Cut(spec.Prompt, " ")
 	emit(event.MessageCompleted, event.MessageData{Role: "user", Text: spec.Prompt})
 	switch verb {
@@ -80,8 +83,8 @@ func fakeRunner() int {
 	case "fail":
 		result("failed", "gave up", "max_turns", 50)
 	case "provider":
-		result("failed", "", "model provider unreachable", 0)
-		return 3
+		// A provider failure is a field of runner.result, whatever the exit code.
+		failure("provider", "model provider unreachable")
 	case "burst":
 		var n, pad, pause int
 		fmt.Sscan(arg, &n, &pad, &pause)

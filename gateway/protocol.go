@@ -92,6 +92,7 @@ const (
 	MethodSessionRelease   = "session.release"
 	MethodRunStart         = "run.start"
 	MethodRunCancel        = "run.cancel"
+	MethodRunResume        = "run.resume"
 	MethodRunGet           = "run.get"
 	MethodCheckpointList   = "checkpoint.list"
 	MethodCheckpointRewind = "checkpoint.rewind"
@@ -126,22 +127,6 @@ type RunStartParams struct {
 	Workspace      string     `json:"workspace,omitempty"` // absolute; default the gateway's working directory
 	Options        RunOptions `json:"options"`
 	IdempotencyKey string     `json:"idempotency_key,omitempty"`
-}
-
-// RunOptions are a run's settings; zero values take the gateway's defaults.
-type RunOptions struct {
-	Model         string   `json:"model,omitempty"`
-	BaseURL       string   `json:"base_url,omitempty"`
-	MaxTurns      int      `json:"max_turns,omitempty"`
-	ModelAttempts int      `json:"model_attempts,omitempty"`
-	AllowTools    []string `json:"allow_tools,omitempty"`
-	DenyTools     []string `json:"deny_tools,omitempty"`
-	Until         string   `json:"until,omitempty"`
-	MaxIterations int      `json:"max_iterations,omitempty"`
-	Timeout       string   `json:"timeout,omitempty"` // Go duration; default the gateway's run timeout
-	Harness       bool     `json:"harness,omitempty"` // plan and run phases instead of one loop
-	Parallel      int      `json:"parallel,omitempty"`
-	Replay        string   `json:"replay,omitempty"` // cassette path, for offline runs and tests
 }
 
 // FrameError is an error that answers no request: a first frame that is
@@ -246,9 +231,26 @@ type SessionDetail struct {
 	Runs    []RunInfo   `json:"runs"`
 }
 
-// RunParams name a run: run.cancel, run.get. RunID may be a unique prefix.
+// RunParams name a run: run.get. RunID may be a unique prefix.
 type RunParams struct {
 	RunID string `json:"run_id"`
+}
+
+// RunCancelParams stop a run: Mode interrupt stops it resumably, as Ctrl-C
+// does locally (run.interrupted; run.resume or `agent resume` continues
+// it); cancel, the default, ends it for good (run.cancelled).
+type RunCancelParams struct {
+	RunID string `json:"run_id"`
+	Mode  string `json:"mode,omitempty"`
+}
+
+// RunResumeParams continue a session's run that ended without completing,
+// as `agent resume` does. ResendUnknown first sends again the side effects
+// whose outcome was lost, the user's choice after checking they did not
+// arrive. The connection is attached to the run's session.
+type RunResumeParams struct {
+	RunID         string `json:"run_id"`
+	ResendUnknown bool   `json:"resend_unknown,omitempty"`
 }
 
 // Run statuses as the gateway reports them: the store's, plus queued.
@@ -278,7 +280,8 @@ type RunInfo struct {
 	Workspace      string      `json:"workspace"`
 	Model          string      `json:"model,omitempty"`
 	Result         string      `json:"result,omitempty"`
-	Reason         string      `json:"reason,omitempty"`
+	Reason         string      `json:"reason,omitempty"` // one word, as in the terminal event
+	Detail         string      `json:"detail,omitempty"` // the reason, for people
 	ExitCode       int         `json:"exit_code"`
 	Turns          int         `json:"turns"`
 	Usage          event.Usage `json:"usage"`

@@ -10,7 +10,8 @@ import (
 type run struct {
 	id        string
 	sessionID string
-	resumed   bool // a reclaimed run: continue it rather than start it
+	resumed   bool // reclaimed or resumed: continue it rather than start it
+	resend    bool // resumed with resend_unknown
 
 	// Set by the queue under its lock.
 	running bool
@@ -101,13 +102,13 @@ func (q *queue) get(id string) (*run, bool, bool) {
 	return r, r.running, true
 }
 
-// ids lists the live runs, for the lease heartbeat.
-func (q *queue) ids() []string {
+// waitingIDs lists the runs waiting to start, for the lease heartbeat.
+func (q *queue) waitingIDs() []string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := make([]string, 0, len(q.live))
-	for id := range q.live {
-		out = append(out, id)
+	out := make([]string, 0, len(q.waiting))
+	for _, r := range q.waiting {
+		out = append(out, r.id)
 	}
 	return out
 }

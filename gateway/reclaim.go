@@ -7,6 +7,7 @@ import (
 
 	"agent/event"
 	"agent/store"
+	"agent/supervisor"
 )
 
 // reclaim takes over the runs an earlier gateway left: those it was
@@ -39,7 +40,7 @@ func (s *Server) reclaim(ctx context.Context) error {
 	}
 	for i := len(all) - 1; i >= 0; i-- { // oldest first
 		r := &all[i]
-		if r.SessionID != "" && r.Status == store.StatusInterrupted && r.Reason == reasonDrained {
+		if r.SessionID != "" && r.Status == event.StatusInterrupted && r.Detail == reasonDrained {
 			if err := s.reclaimRun(ctx, r, false); err != nil {
 				return err
 			}
@@ -52,7 +53,7 @@ func (s *Server) reclaim(ctx context.Context) error {
 // (rather than stopping cleanly).
 func (s *Server) reclaimRun(ctx context.Context, r *store.Run, crashed bool) error {
 	log := s.log.With("run_id", r.ID, "session_id", r.SessionID)
-	if err := s.db.AcquireLease(ctx, r.ID, s.owner, s.cfg.LeaseTTL); err != nil {
+	if err := s.sup.Acquire(ctx, r.ID); err != nil {
 		var held *store.LeaseHeldError
 		if errors.As(err, &held) {
 			log.Warn("not reclaiming a run another process holds", "holder", held.Owner)
@@ -82,15 +83,13 @@ func (s *Server) reclaimRun(ctx context.Context, r *store.Run, crashed bool) err
 		if s.cfg.ReclaimPolicy == ReclaimResume {
 			policy = "resume, and it was already reclaimed once"
 		}
-		fin := event.RunFinishedData{
-			Status: "failed", ExitCode: 1, Turns: r.Turns, Usage: r.Usage,
-			Reason: fmt.Sprintf("%s; not resumed (reclaim policy %s)", what, policy),
-		}
-		if _, err := k.emit(ctx, event.New(event.RunFailed, fin)); err != nil {
+		typ, fin := supervisor.Ending(supervisor.Outcome{Err: supervisor.Crashed(fmt.Sprintf("%s; not resumed (reclaim policy %s)", what, policy))})
+		fin.Turns, fin.Usage = r.Turns, r.Usage
+		if err := k.Emit(ctx, event.New(typ, fin)); err != nil {
 			return err
 		}
-		log.Warn("reclaimed run failed", "reason", fin.Reason)
-		return s.db.ReleaseLease(ctx, r.ID, s.owner)
+		log.Warn("reclaimed run failed", "detail", fin.Detail)
+		return s.sup.Release(ctx, r.ID)
 	}
 	msg := what + "; resuming it"
 	if crashed {
@@ -100,12 +99,12 @@ func (s *Server) reclaimRun(ctx context.Context, r *store.Run, crashed bool) err
 		}
 		msg = fmt.Sprintf("%s; resuming it (reclaim %d of 1)", what, n)
 	}
-	if _, err := k.emit(ctx, event.New(event.Warning, event.WarningData{Message: msg})); err != nil {
+	if err := k.Emit(ctx, event.New(event.Warning, event.WarningData{Message: msg})); err != nil {
 		return err
 	}
 	if !crashed {
 		// run.started sets it running again; until then it waits in the queue.
-		if err := s.db.SetRunStatus(ctx, r.ID, store.StatusRunning); err != nil {
+		if err := s.db.SetRunStatus(ctx, r.ID, event.StatusRunning); err != nil {
 			return err
 		}
 	}

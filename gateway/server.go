@@ -15,15 +15,18 @@ import (
 	"agent/event"
 	"agent/scheduler"
 	"agent/store"
+	"agent/supervisor"
 )
 
 // Server is the gateway daemon: HTTP and WebSocket on one port, runs in
 // `agent runner` children, sessions with replayable streams.
 type Server struct {
-	cfg   Config
-	db    *store.DB
-	log   *slog.Logger
-	owner string // lease owner of every run this gateway holds
+	cfg Config
+	db  *store.DB
+	log *slog.Logger
+	// sup drives the runs; its lease owner holds every run this gateway
+	// has queued or running.
+	sup *supervisor.Supervisor
 
 	sessions *sessions
 	queue    *queue
@@ -60,8 +63,16 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	sup, err := supervisor.New(supervisor.Config{
+		DB: cfg.DB, Home: cfg.Home, Env: cfg.Env, APIKey: cfg.Model.APIKey,
+		Exe: cfg.Exe, HeartbeatTimeout: cfg.HeartbeatTimeout, KillGrace: cfg.KillGrace, LogDir: cfg.LogDir,
+		LeaseTTL: cfg.LeaseTTL, Version: cfg.Version, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	s := &Server{
-		cfg: cfg, db: cfg.DB, log: cfg.Logger, owner: store.NewLeaseOwner(),
+		cfg: cfg, db: cfg.DB, log: cfg.Logger, sup: sup,
 		sessions: newSessions(cfg.DB, cfg.SubscriberBuffer),
 		conns:    map[*conn]struct{}{},
 		quit:     make(chan struct{}),
@@ -105,7 +116,7 @@ func (s *Server) Start(ctx context.Context) error {
 		defer s.background.Done()
 		s.heartbeat()
 	}()
-	s.log.Debug("gateway listening", "addr", s.Addr(), "version", s.cfg.Version, "lease_owner", s.owner)
+	s.log.Debug("gateway listening", "addr", s.Addr(), "version", s.cfg.Version, "lease_owner", s.sup.Owner())
 	return nil
 }
 
@@ -185,9 +196,9 @@ func (s *Server) stop(ctx context.Context) error {
 	return errors.Join(drainErr, shutdownErr, flushErr)
 }
 
-// heartbeat renews the lease of every run the gateway holds, queued or
-// running, every LeaseTTL/3, so a dead gateway's runs can be reclaimed
-// and a live one's cannot.
+// heartbeat renews the lease of every run waiting in the queue every
+// LeaseTTL/3, so a dead gateway's runs can be reclaimed and a live one's
+// cannot. The supervisor renews the leases of the runs it drives.
 func (s *Server) heartbeat() {
 	t := time.NewTicker(s.cfg.LeaseTTL / 3)
 	defer t.Stop()
@@ -197,30 +208,22 @@ func (s *Server) heartbeat() {
 			return
 		case <-t.C:
 		}
-		for _, id := range s.queue.ids() {
+		for _, id := range s.queue.waitingIDs() {
 			s.renew(id)
 		}
 	}
 }
 
 func (s *Server) renew(id string) {
-	ctx := context.Background()
-	err := s.db.RenewLease(ctx, id, s.owner, s.cfg.LeaseTTL)
-	if errors.Is(err, store.ErrLeaseLost) {
-		if _, _, live := s.queue.get(id); !live {
-			return // it ended and gave its lease up since the list was made
+	err := s.sup.Renew(context.Background(), id)
+	var held *store.LeaseHeldError
+	if errors.As(err, &held) {
+		// Another process drives the run now.
+		s.log.Warn("lost a run lease", "run_id", id, "holder", held.Owner)
+		if waiting, _ := s.queue.stop(id, supervisor.Interrupt("lost the run lease")); waiting != nil {
+			s.queue.forget(waiting)
 		}
-		// An expired lease nobody took (the machine slept) is simply ours
-		// again; one another process holds means it drives the run now.
-		err = s.db.AcquireLease(ctx, id, s.owner, s.cfg.LeaseTTL)
-		var held *store.LeaseHeldError
-		if errors.As(err, &held) {
-			s.log.Warn("lost a run lease", "run_id", id, "holder", held.Owner)
-			if waiting, _ := s.queue.stop(id, errLeaseLost); waiting != nil {
-				s.queue.forget(waiting)
-			}
-			return
-		}
+		return
 	}
 	if err != nil {
 		s.log.Error("renew lease", "run_id", id, "err", err)
@@ -230,8 +233,8 @@ func (s *Server) renew(id string) {
 // Methods this gateway implements, in connect's answer.
 var methods = []string{
 	MethodSessionCreate, MethodSessionResume, MethodSessionFork, MethodSessionList, MethodSessionGet,
-	MethodSessionLock, MethodSessionRelease, MethodRunStart, MethodRunCancel, MethodRunGet,
-	MethodCheckpointList,
+	MethodSessionLock, MethodSessionRelease, MethodRunStart, MethodRunCancel, MethodRunResume, MethodRunGet,
+	MethodCheckpointList, MethodCheckpointRewind,
 }
 
 // Events the gateway emits: the run events of DESIGN.md §3 a gateway run
@@ -256,9 +259,6 @@ var jobMethods = []string{
 
 func (s *Server) connectResult() ConnectResult {
 	ms, evs := slices.Clone(methods), events
-	if s.cfg.Rewind != nil {
-		ms = append(ms, MethodCheckpointRewind)
-	}
 	if s.jobs != nil {
 		ms = append(ms, jobMethods...)
 		evs = append(slices.Clone(events), scheduler.EventTypes...)

@@ -40,7 +40,6 @@ type Store interface {
 	Receipts(ctx context.Context, runID, phaseID string) ([]store.Receipt, error)
 	ResetBudget(ctx context.Context, runID, phaseID string) error
 	InterruptAttempts(ctx context.Context, runID string) ([]store.Attempt, error)
-	BeginEffect(ctx context.Context, r store.Receipt, resendUnknown bool) (*store.Receipt, error)
 	Checkpoints(ctx context.Context, runID string) ([]store.Checkpoint, error)
 	MarkPendingUnknown(ctx context.Context, runID, phaseID string) (int, error)
 }
@@ -48,9 +47,9 @@ type Store interface {
 // Spawner runs one child; adapter.Run in production, a fake in tests.
 type Spawner func(ctx context.Context, cfg adapter.Config, spec adapter.PhaseSpec) (*adapter.Result, error)
 
-// PlannerPhaseID marks the planner child's events. It cannot collide with
-// a plan's phase ids, which are slugs starting with a letter or digit.
-const PlannerPhaseID = "_plan"
+// IntentFunc persists a child's side-effect intent and answers it: the
+// outbox the run's supervisor keeps (DESIGN.md §6).
+type IntentFunc func(ctx context.Context, intent store.Receipt) adapter.Control
 
 // Defaults.
 const (
@@ -72,13 +71,14 @@ type Config struct {
 	ContextBudget int
 
 	Parallel       int           // phases at once; default 1
-	ResendUnknown  bool          // resume --resend-unknown: repeat side effects whose outcome was lost
 	PhaseTimeout   time.Duration // default 30m
 	CommandTimeout time.Duration // programmatic evidence; default evidence's
 
-	Spawn Spawner  // default adapter.Run
-	Exe   string   // the binary children run as `agent runner`; default this one
-	Env   []string // the children's environment; default os.Environ()
+	// Intents answers the children's side-effect intents; required.
+	Intents IntentFunc
+	Spawn   Spawner  // default adapter.Run
+	Exe     string   // the binary children run as `agent runner`; default this one
+	Env     []string // the children's environment; default os.Environ()
 	// HeartbeatTimeout and Grace tune the adapter; zero takes its defaults.
 	HeartbeatTimeout time.Duration
 	Grace            time.Duration
@@ -94,8 +94,8 @@ type Orchestrator struct {
 
 // New checks cfg and fills in defaults.
 func New(cfg Config) (*Orchestrator, error) {
-	if cfg.Store == nil || cfg.Sink == nil || cfg.RunID == "" || cfg.RunDir == "" {
-		return nil, errors.New("orchestrator: Store, Sink, RunID and RunDir are required")
+	if cfg.Store == nil || cfg.Sink == nil || cfg.Intents == nil || cfg.RunID == "" || cfg.RunDir == "" {
+		return nil, errors.New("orchestrator: Store, Sink, Intents, RunID and RunDir are required")
 	}
 	ws, err := tools.NewWorkspace(cfg.Workspace)
 	if err != nil {
@@ -133,9 +133,9 @@ func (o *Orchestrator) Plan(ctx context.Context, request string) (*plan.Plan, er
 	if err != nil {
 		return nil, err
 	}
-	spec := o.spec(PlannerPhaseID, 1, adapter.ModePlan, prompt)
+	spec := o.spec(event.PlannerPhaseID, 1, adapter.ModePlan, prompt)
 	spec.Tools = append(readOnly, tools.SubmitPlanName)
-	res, err := o.cfg.Spawn(ctx, o.adapterConfig(ctx, PlannerPhaseID, 1), spec)
+	res, err := o.cfg.Spawn(ctx, o.adapterConfig(ctx, event.PlannerPhaseID, 1), spec)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func (o *Orchestrator) Plan(ctx context.Context, request string) (*plan.Plan, er
 		return nil, ctx.Err()
 	}
 	if res.Status != adapter.StatusCompleted {
-		return nil, &PlanError{Reason: res.Reason, ProviderFailure: res.ExitCode == providerExit}
+		return nil, &PlanError{Reason: res.Reason, ProviderFailure: providerFailed(res)}
 	}
 	p, err := plan.Parse([]byte(res.Output))
 	if err != nil {
@@ -173,7 +173,7 @@ func (o *Orchestrator) Adopt(ctx context.Context, p *plan.Plan) error {
 
 // Outcome is how Execute ended.
 type Outcome struct {
-	Status      string // StatusCompleted, StatusFailed or StatusInterrupted
+	Status      string // event.StatusCompleted, event.StatusFailed or event.StatusInterrupted
 	Result      string // the last phase's summary
 	FailedPhase string
 	Reasons     []string
@@ -182,15 +182,11 @@ type Outcome struct {
 	ProviderFailure bool
 }
 
-// providerExit is the runner's exit code for a model provider failure.
-const providerExit = 3
-
-// Outcome statuses.
-const (
-	StatusCompleted   = "completed"
-	StatusFailed      = "failed"
-	StatusInterrupted = "interrupted"
-)
+// providerFailed says the child stopped because the model provider
+// failed for good (its runner.result says so), so retrying will not help.
+func providerFailed(res *adapter.Result) bool {
+	return res.Report != nil && res.Report.Reason == event.ReasonProvider
+}
 
 // phaseEnd is how one attempt ended, for the scheduling loop.
 type phaseEnd struct {
@@ -270,13 +266,13 @@ func (o *Orchestrator) Execute(ctx context.Context) (*Outcome, error) {
 	case firstErr != nil && ctx.Err() == nil:
 		return nil, firstErr
 	case ctx.Err() != nil:
-		return &Outcome{Status: StatusInterrupted}, nil
+		return &Outcome{Status: event.StatusInterrupted}, nil
 	case failed != nil:
-		return &Outcome{Status: StatusFailed, FailedPhase: failed.id, Reasons: failed.reasons, ProviderFailure: failed.provider}, nil
+		return &Outcome{Status: event.StatusFailed, FailedPhase: failed.id, Reasons: failed.reasons, ProviderFailure: failed.provider}, nil
 	case len(done) < len(p.Phases):
-		return &Outcome{Status: StatusFailed, Reasons: []string{"no phase can start: the remaining phases wait on failed ones"}}, nil
+		return &Outcome{Status: event.StatusFailed, Reasons: []string{"no phase can start: the remaining phases wait on failed ones"}}, nil
 	}
-	return &Outcome{Status: StatusCompleted, Result: lastOutput}, nil
+	return &Outcome{Status: event.StatusCompleted, Result: lastOutput}, nil
 }
 
 // recover repairs what a crash or an earlier failure left: running
@@ -401,7 +397,7 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 	} else {
 		reasons = []string{res.Reason}
 		data.Status = attemptStatus(res.Status)
-		end.provider = res.ExitCode == providerExit
+		end.provider = providerFailed(res)
 	}
 	data.Reasons, data.Reason = reasons, strings.Join(reasons, "; ")
 	data.WillRetry = budget.used+1 < ph.MaxAttempts && !end.provider
@@ -489,32 +485,11 @@ func (o *Orchestrator) adapterConfig(ctx context.Context, phaseID string, attemp
 	}
 }
 
-// intent answers a child's effect.intent: the intent is persisted before
-// the ack, and an effect that already happened, or whose outcome was lost,
-// does not happen again (DESIGN.md §6).
+// intent answers a child's effect.intent through the run's outbox.
 func (o *Orchestrator) intent(ctx context.Context, phaseID string, attempt int, in event.EffectIntentData) adapter.Control {
-	return IntentAck(ctx, o.cfg.Store, store.Receipt{
-		Key: in.Key, RunID: o.cfg.RunID, PhaseID: phaseID, Attempt: attempt, Tool: in.Tool, Type: in.ReceiptType,
-	}, o.cfg.ResendUnknown)
-}
-
-// IntentAck persists a child's effect intent, then answers it: proceed,
-// here is the receipt of the effect that already happened, or no — its
-// earlier outcome is unknown. The gateway answers its runs' intents with
-// it too.
-func IntentAck(ctx context.Context, s interface {
-	BeginEffect(ctx context.Context, r store.Receipt, resendUnknown bool) (*store.Receipt, error)
-}, intent store.Receipt, resendUnknown bool) adapter.Control {
-	r, err := s.BeginEffect(ctx, intent, resendUnknown)
-	switch {
-	case errors.Is(err, store.ErrOutcomeUnknown):
-		return adapter.Control{Unknown: true, Reason: err.Error()}
-	case err != nil:
-		return adapter.Control{Reason: "the intent could not be recorded: " + err.Error()}
-	case r != nil:
-		return adapter.Control{Receipt: &event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details}}
-	}
-	return adapter.Control{Proceed: true}
+	return o.cfg.Intents(ctx, store.Receipt{
+		Key: in.Key, RunID: o.cfg.RunID, PhaseID: phaseID, Attempt: attempt, Tool: in.Tool, Type: in.ReceiptType, Args: in.Args,
+	})
 }
 
 func (o *Orchestrator) receipts(ctx context.Context, phaseID string) ([]event.ReceiptData, error) {

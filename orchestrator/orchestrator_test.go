@@ -207,7 +207,8 @@ func newFixture(t *testing.T, tweak func(*Config)) *fixture {
 		t.Fatal(err)
 	}
 	fx := &fixture{t: t, db: db, ws: ws, runDir: filepath.Join(ws, ".agent", "runs", testRunID), spawn: &fakeSpawner{}}
-	fx.cfg = Config{Store: db, RunID: testRunID, Workspace: ws, RunDir: fx.runDir}
+	fx.cfg = Config{Store: db, RunID: testRunID, Workspace: ws, RunDir: fx.runDir,
+		Intents: func(context.Context, store.Receipt) adapter.Control { return adapter.Control{Proceed: true} }}
 	if tweak != nil {
 		tweak(&fx.cfg)
 	}
@@ -396,7 +397,7 @@ func TestPlanAdoptsThePlannersPlan(t *testing.T) {
 		t.Fatalf("started %v, want one planner", fx.spawn.started())
 	}
 	spec, cfg := calls[0].Spec, calls[0].Cfg
-	if spec.PhaseID != PlannerPhaseID || spec.Attempt != 1 || spec.Mode != adapter.ModePlan || spec.RunID != testRunID {
+	if spec.PhaseID != event.PlannerPhaseID || spec.Attempt != 1 || spec.Mode != adapter.ModePlan || spec.RunID != testRunID {
 		t.Errorf("planner spec = %+v", spec)
 	}
 	if want := []string{"read_file", "list_files", "grep", tools.SubmitPlanName}; !reflect.DeepEqual(spec.Tools, want) {
@@ -457,7 +458,8 @@ func TestPlanFailures(t *testing.T) {
 			{"id":"b","instructions":"b","depends_on":["a"],"evidence":{"type":"none"}}]}`), "cycle", false},
 		{"runner failed", ended(adapter.StatusFailed, "max turns (20) reached without submit_plan"), "max turns (20) reached", false},
 		{"crashed", ended(adapter.StatusCrashed, "runner exited without a result"), "without a result", false},
-		{"provider", &adapter.Result{Status: adapter.StatusFailed, Reason: "model provider: 401 Unauthorized", ExitCode: 3}, "401 Unauthorized", true},
+		{"provider", &adapter.Result{Status: adapter.StatusFailed, Reason: "model provider: 401 Unauthorized", ExitCode: 0,
+			Report: &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonProvider}}, "401 Unauthorized", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -548,7 +550,7 @@ func TestExecuteRunsReadyPhasesInPlanOrder(t *testing.T) {
 		return completed("summary of " + c.spec.PhaseID)
 	}
 	out := fx.execute(context.Background())
-	if want := (&Outcome{Status: StatusCompleted, Result: "summary of extra"}); !reflect.DeepEqual(out, want) {
+	if want := (&Outcome{Status: event.StatusCompleted, Result: "summary of extra"}); !reflect.DeepEqual(out, want) {
 		t.Errorf("outcome = %+v, want %+v", out, want)
 	}
 	// Ready at the start: gather, extra -> gather. Then analyze, extra ->
@@ -587,7 +589,7 @@ func TestExecuteRunsReadyPhasesInPlanOrder(t *testing.T) {
 
 	// Executing a finished run again runs nothing.
 	fx.restart()
-	if out := fx.execute(context.Background()); out.Status != StatusCompleted {
+	if out := fx.execute(context.Background()); out.Status != event.StatusCompleted {
 		t.Errorf("second Execute = %+v", out)
 	}
 	if n := len(fx.spawn.all()); n != 4 {
@@ -632,7 +634,7 @@ func TestExecuteRunsIndependentPhasesConcurrently(t *testing.T) {
 		return completed("summary of " + c.spec.PhaseID)
 	}
 	out := fx.execute(context.Background())
-	if out.Status != StatusCompleted {
+	if out.Status != event.StatusCompleted {
 		t.Fatalf("outcome = %+v", out)
 	}
 	if m := most.Load(); m != 2 {
@@ -676,7 +678,7 @@ func TestExecuteRetriesWithGuardrailsUntilExhausted(t *testing.T) {
 		return ended(adapter.StatusFailed, "unexpected")
 	}
 	out := fx.execute(context.Background())
-	want := &Outcome{Status: StatusFailed, FailedPhase: "report", Reasons: []string{timeout}}
+	want := &Outcome{Status: event.StatusFailed, FailedPhase: "report", Reasons: []string{timeout}}
 	if !reflect.DeepEqual(out, want) {
 		t.Errorf("outcome = %+v, want %+v", out, want)
 	}
@@ -730,7 +732,7 @@ func TestExecuteRunnerFailureIsAGuardrail(t *testing.T) {
 		}
 		return nil
 	}
-	if out := fx.execute(context.Background()); out.Status != StatusCompleted {
+	if out := fx.execute(context.Background()); out.Status != event.StatusCompleted {
 		t.Fatalf("outcome = %+v", out)
 	}
 	mustContain(t, "attempt 2 prompt", fx.spawn.prompt(t, "draft", 2), "Attempt 2 of 3.",
@@ -743,10 +745,11 @@ func TestExecuteProviderFailureStopsWithoutRetry(t *testing.T) {
 	fx.adopt(ph("draft"), ph("send", "draft"))
 	const reason = "model provider: 401 Unauthorized: invalid api key"
 	fx.spawn.ChildFunc = func(ctx context.Context, c *child) *adapter.Result {
-		return &adapter.Result{Status: adapter.StatusFailed, Reason: reason, ExitCode: 3}
+		return &adapter.Result{Status: adapter.StatusFailed, Reason: reason,
+			Report: &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonProvider}}
 	}
 	out := fx.execute(context.Background())
-	want := &Outcome{Status: StatusFailed, FailedPhase: "draft", Reasons: []string{reason}, ProviderFailure: true}
+	want := &Outcome{Status: event.StatusFailed, FailedPhase: "draft", Reasons: []string{reason}, ProviderFailure: true}
 	if !reflect.DeepEqual(out, want) {
 		t.Errorf("outcome = %+v, want %+v", out, want)
 	}
@@ -780,7 +783,7 @@ func TestResumeAfterInterruptRestartsTheInterruptedPhase(t *testing.T) {
 		}
 		return ended(adapter.StatusCancelled, "cancelled: context canceled")
 	}
-	if out := fx.execute(ctx); !reflect.DeepEqual(out, &Outcome{Status: StatusInterrupted}) {
+	if out := fx.execute(ctx); !reflect.DeepEqual(out, &Outcome{Status: event.StatusInterrupted}) {
 		t.Fatalf("outcome = %+v, want interrupted", out)
 	}
 	cancelled := fx.phaseData(event.PhaseFailed, "build")
@@ -803,7 +806,7 @@ func TestResumeAfterInterruptRestartsTheInterruptedPhase(t *testing.T) {
 		return completed("summary of " + c.key())
 	}
 	out := fx.execute(context.Background())
-	if out.Status != StatusCompleted || out.Result != "summary of ship/1" {
+	if out.Status != event.StatusCompleted || out.Result != "summary of ship/1" {
 		t.Fatalf("resumed outcome = %+v", out)
 	}
 	if got, want := fx.spawn.started(), []string{"fetch/1", "build/1", "build/2", "build/3", "ship/1"}; !reflect.DeepEqual(got, want) {
@@ -836,7 +839,7 @@ func TestResumeAfterCrashInterruptsTheRunningAttempt(t *testing.T) {
 	}
 
 	fx.restart()
-	if out := fx.execute(ctx); out.Status != StatusCompleted {
+	if out := fx.execute(ctx); out.Status != event.StatusCompleted {
 		t.Fatalf("outcome = %+v", out)
 	}
 	evs := fx.sink.all()
@@ -867,7 +870,7 @@ func TestResumeGivesAFailedPhaseAFreshBudget(t *testing.T) {
 		return completed("compiled, I think")
 	}
 	out := fx.execute(context.Background())
-	if out.Status != StatusFailed || out.FailedPhase != "compile" || len(out.Reasons) != 1 || !strings.Contains(out.Reasons[0], "out.txt: missing") {
+	if out.Status != event.StatusFailed || out.FailedPhase != "compile" || len(out.Reasons) != 1 || !strings.Contains(out.Reasons[0], "out.txt: missing") {
 		t.Fatalf("outcome = %+v", out)
 	}
 	if s := fx.phases()["compile"].Status; s != store.PhaseFailed {
@@ -881,7 +884,7 @@ func TestResumeGivesAFailedPhaseAFreshBudget(t *testing.T) {
 		}
 		return completed("summary of " + c.key())
 	}
-	if out := fx.execute(context.Background()); out.Status != StatusCompleted {
+	if out := fx.execute(context.Background()); out.Status != event.StatusCompleted {
 		t.Fatalf("resumed outcome = %+v", out)
 	}
 	if got, want := fx.spawn.started(), []string{"compile/1", "compile/2", "compile/3", "compile/4", "package/1"}; !reflect.DeepEqual(got, want) {
@@ -929,7 +932,7 @@ func TestDependentPhasePromptCarriesResultsAndLearnings(t *testing.T) {
 		}
 		return nil
 	}
-	if out := fx.execute(context.Background()); out.Status != StatusCompleted || out.Result != "Report written" {
+	if out := fx.execute(context.Background()); out.Status != event.StatusCompleted || out.Result != "Report written" {
 		t.Fatalf("outcome = %+v", out)
 	}
 
@@ -972,7 +975,7 @@ func TestProgressAndFindingsArtifacts(t *testing.T) {
 		}
 		return completed("summary of " + c.key())
 	}
-	if out := fx.execute(ctx); out.Status != StatusCompleted {
+	if out := fx.execute(ctx); out.Status != event.StatusCompleted {
 		t.Fatalf("outcome = %+v", out)
 	}
 
@@ -1061,12 +1064,12 @@ func TestSpawnGetsConfigModelScopeAndDoneReceipts(t *testing.T) {
 	emit(event.ReceiptRecorded, "notify", sent)
 	emit(event.ReceiptRecorded, "other", event.ReceiptData{Type: "slack_message_sent", Key: "slack:1", Details: json.RawMessage(`{"ts":"1.2"}`)})
 	emit(event.CheckpointCreated, "notify", event.CheckpointData{Path: "draft.md", Existed: false})
-	if _, err := fx.db.AddIntent(ctx, store.Receipt{Key: "email:pending", RunID: testRunID, PhaseID: "notify", Attempt: 1, Tool: "send_email", Type: "email_sent"}); err != nil {
+	if _, err := fx.db.AddIntent(ctx, store.Receipt{Key: "email:pending", RunID: testRunID, PhaseID: "notify", Attempt: 1, Tool: "send_email", Type: "email_sent", Acked: true}); err != nil {
 		t.Fatal(err)
 	}
 
 	fx.restart()
-	if out := fx.execute(ctx); out.Status != StatusCompleted {
+	if out := fx.execute(ctx); out.Status != event.StatusCompleted {
 		t.Fatalf("outcome = %+v", out)
 	}
 	if got, want := fx.spawn.started(), []string{"notify/2", "other/1"}; !reflect.DeepEqual(got, want) {
@@ -1132,7 +1135,7 @@ func TestInterruptDuringVerificationDoesNotCountAgainstTheBudget(t *testing.T) {
 		return completed("done, I believe")
 	}
 	began := time.Now()
-	if out := fx.execute(ctx); out.Status != StatusInterrupted {
+	if out := fx.execute(ctx); out.Status != event.StatusInterrupted {
 		t.Fatalf("outcome = %+v, want interrupted", out)
 	}
 	if d := time.Since(began); d > 4*time.Second {
@@ -1154,7 +1157,7 @@ func TestInterruptDuringVerificationDoesNotCountAgainstTheBudget(t *testing.T) {
 		c.writeFile("done.txt", "ok")
 		return completed("done")
 	}
-	if out := fx.execute(context.Background()); out.Status != StatusCompleted {
+	if out := fx.execute(context.Background()); out.Status != event.StatusCompleted {
 		t.Fatalf("resumed outcome = %+v", out)
 	}
 	p := fx.spawn.prompt(t, "check", 2)

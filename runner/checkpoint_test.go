@@ -64,7 +64,7 @@ func TestRunCheckpointsFirstChangeOfEachFile(t *testing.T) {
 	res, err := runner.Run(context.Background(), runner.Config{
 		Model: model, Tools: set, Sink: sink, Checkpoints: blobs,
 	}, "write a twice, edit b", runner.State{})
-	if err != nil || res.Status != runner.StatusCompleted {
+	if err != nil || res.Status != event.StatusCompleted {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
 

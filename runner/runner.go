@@ -8,6 +8,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -23,18 +24,6 @@ import (
 type Sink interface {
 	Emit(ctx context.Context, e event.Event) error
 }
-
-// Statuses and reasons a run ends with.
-const (
-	StatusCompleted = "completed"
-	StatusFailed    = "failed"
-
-	ReasonCompleted     = "completed"
-	ReasonMaxTurns      = "max_turns"
-	ReasonMaxIterations = "max_iterations"
-	ReasonToolLoop      = "repeated_tool_call"
-	ReasonContextBudget = "context_budget"
-)
 
 // Defaults.
 const (
@@ -92,23 +81,53 @@ type State struct {
 	// Checkpointed are the files (workspace-relative) already saved in
 	// this run: only a file's first change is checkpointed.
 	Checkpointed []string
+	// Continue resumes a run that ran out of turns or iterations with a
+	// fresh budget: the turns and iterations it had count no more, and a
+	// Ralph loop starts its next iteration.
+	Continue bool
 }
 
 // Result is how the loop ended.
 type Result struct {
-	Status string // StatusCompleted or StatusFailed
+	Status string // event.StatusCompleted or event.StatusFailed
 	Text   string // the final assistant message
-	Reason string
+	Reason string // one of event's Reason words
 	Turns  int
 	Usage  llm.Usage
 }
 
-// ExitCode maps a result to the process exit code of DESIGN.md §2.
-func (r Result) ExitCode() int {
-	if r.Status == StatusCompleted {
-		return 0
+// Report says how the loop ended, as runner.result carries it: its Result,
+// or the error that stopped it. A model provider failure keeps the reason
+// ReasonProvider across the process boundary. A loop stopped by its
+// context is reported failed here; the parent knows why it stopped it.
+func Report(res Result, err error) event.RunnerResultData {
+	out := event.RunnerResultData{
+		Status: res.Status, Output: res.Text, Reason: res.Reason, Turns: res.Turns,
+		Usage: event.Usage{PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens},
 	}
-	return 1
+	var provider *llm.Error
+	switch {
+	case errors.As(err, &provider):
+		out.Status, out.Reason, out.Detail = event.StatusFailed, event.ReasonProvider, provider.Error()
+	case err != nil:
+		out.Status, out.Reason, out.Detail = event.StatusFailed, event.ReasonError, err.Error()
+	case res.Status != event.StatusCompleted:
+		out.Detail = describeReason(res.Reason)
+	}
+	return out
+}
+
+// describeReason says a loop's end reason for people.
+func describeReason(reason string) string {
+	switch reason {
+	case event.ReasonMaxTurns:
+		return "stopped at the turn limit (--max-turns) before the task was done; resume to continue with a fresh budget"
+	case event.ReasonMaxIterations:
+		return "stopped at the iteration limit (--max-iterations) without the completion promise; resume to continue with a fresh budget"
+	case event.ReasonToolLoop:
+		return "stopped: the model repeated the same tool call"
+	}
+	return reason
 }
 
 type loop struct {
@@ -121,6 +140,11 @@ type loop struct {
 	repeats  int
 
 	lastReason string // why the previous Ralph iteration ended, if known
+
+	// Budgets count from these: a resumed run with State.Continue gets
+	// fresh ones.
+	turnBase      int // assistant messages of the history that do not count
+	iterationBase int // iterations that do not count
 
 	stopped *tools.Result // the result of a tool call that ended the loop
 	nudges  int           // reminders sent for RequireTool
@@ -140,7 +164,7 @@ func (l *loop) openingPrompt() (string, error) {
 		return l.prompt, nil
 	}
 	return prompts.Render("continuation", prompts.Continuation{
-		Objective: l.prompt, Iteration: l.state.Iteration, MaxIterations: l.cfg.MaxIterations,
+		Objective: l.prompt, Iteration: l.state.Iteration, MaxIterations: l.lastIteration(),
 		Promise: l.cfg.Until, Reason: l.lastReason,
 	})
 }
@@ -171,15 +195,20 @@ func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, e
 }
 
 func (l *loop) run(ctx context.Context) (Result, error) {
+	if l.state.Continue {
+		if err := l.freshBudget(ctx); err != nil {
+			return Result{}, err
+		}
+	}
 	if !l.looping() {
 		text, reason, err := l.iterate(ctx)
 		if err != nil {
 			return Result{}, err
 		}
-		if reason != ReasonCompleted {
-			return l.result(StatusFailed, text, reason), nil
+		if reason != event.ReasonCompleted {
+			return l.result(event.StatusFailed, text, reason), nil
 		}
-		return l.result(StatusCompleted, text, ReasonCompleted), nil
+		return l.result(event.StatusCompleted, text, event.ReasonCompleted), nil
 	}
 
 	if l.state.Iteration == 0 {
@@ -194,21 +223,21 @@ func (l *loop) run(ctx context.Context) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		done := reason == ReasonCompleted && (l.cfg.Until == "" || HasPromise(text, l.cfg.Until))
-		if reason == ReasonCompleted && !done {
+		done := reason == event.ReasonCompleted && (l.cfg.Until == "" || HasPromise(text, l.cfg.Until))
+		if reason == event.ReasonCompleted && !done {
 			reason = "final message without the completion promise"
 		}
 		if err := l.emit(ctx, event.New(event.IterationCompleted, event.IterationData{
-			Iteration: l.state.Iteration, MaxIterations: l.cfg.MaxIterations,
+			Iteration: l.state.Iteration, MaxIterations: l.lastIteration(),
 			Promise: l.cfg.Until, Completed: done, Reason: reason,
 		})); err != nil {
 			return Result{}, err
 		}
 		if done {
-			return l.result(StatusCompleted, text, ReasonCompleted), nil
+			return l.result(event.StatusCompleted, text, event.ReasonCompleted), nil
 		}
-		if l.state.Iteration >= l.cfg.MaxIterations {
-			return l.result(StatusFailed, text, ReasonMaxIterations), nil
+		if l.state.Iteration >= l.lastIteration() {
+			return l.result(event.StatusFailed, text, event.ReasonMaxIterations), nil
 		}
 		l.state.Iteration++
 		l.state.History = nil
@@ -221,11 +250,35 @@ func (l *loop) run(ctx context.Context) (Result, error) {
 	}
 }
 
+// freshBudget starts the budgets of a resumed run anew. A Ralph loop that
+// ran out of iterations finished its last one, so the next starts fresh.
+func (l *loop) freshBudget(ctx context.Context) error {
+	if !l.looping() {
+		for _, m := range l.state.History {
+			if m.Role == llm.RoleAssistant {
+				l.turnBase++
+			}
+		}
+		return nil
+	}
+	if l.state.Iteration == 0 {
+		return nil // it never started one
+	}
+	l.iterationBase = l.state.Iteration
+	l.state.Iteration++
+	l.state.History = nil
+	l.state.Started = nil
+	return l.emitIterationStarted(ctx)
+}
+
 func (l *loop) emitIterationStarted(ctx context.Context) error {
 	return l.emit(ctx, event.New(event.IterationStarted, event.IterationData{
-		Iteration: l.state.Iteration, MaxIterations: l.cfg.MaxIterations, Promise: l.cfg.Until,
+		Iteration: l.state.Iteration, MaxIterations: l.lastIteration(), Promise: l.cfg.Until,
 	}))
 }
+
+// lastIteration is the number of the iteration the budget ends with.
+func (l *loop) lastIteration() int { return l.iterationBase + l.cfg.MaxIterations }
 
 // iterate runs model turns until a final message or a budget ends the
 // iteration. It returns the last assistant text and why it stopped.
@@ -243,7 +296,7 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 	// final answer, or after an assistant message followed by only some
 	// of its tool results.
 	if last := l.state.History[len(l.state.History)-1]; last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0 {
-		return last.Content, ReasonCompleted, nil
+		return last.Content, event.ReasonCompleted, nil
 	}
 	if last, ok := l.pendingTurn(); ok {
 		if reason, err := l.runCalls(ctx, last.ToolCalls); err != nil || reason != "" {
@@ -251,7 +304,7 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 		}
 	}
 
-	turns := 0
+	turns := -l.turnBase
 	for _, m := range l.state.History {
 		if m.Role == llm.RoleAssistant {
 			turns++
@@ -259,7 +312,7 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 	}
 	for {
 		if turns >= l.cfg.MaxTurns {
-			return l.lastAssistantText(), ReasonMaxTurns, nil
+			return l.lastAssistantText(), event.ReasonMaxTurns, nil
 		}
 		turns++
 		resp, err := l.ask(ctx)
@@ -268,7 +321,7 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 		}
 		if len(resp.Message.ToolCalls) == 0 {
 			if l.cfg.RequireTool == "" {
-				return resp.Message.Content, ReasonCompleted, nil
+				return resp.Message.Content, event.ReasonCompleted, nil
 			}
 			if l.nudges >= 2 {
 				return resp.Message.Content, "finished without calling " + l.cfg.RequireTool, nil
@@ -285,7 +338,7 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 			return l.endedBy(resp.Message.Content, reason, err)
 		}
 		if l.overBudget(resp.Usage) {
-			return resp.Message.Content, ReasonContextBudget, nil
+			return resp.Message.Content, event.ReasonContextBudget, nil
 		}
 	}
 }
@@ -315,7 +368,7 @@ func (l *loop) endedBy(text, reason string, err error) (string, string, error) {
 	if l.stopped.IsError {
 		return l.stopped.Output, firstLine(l.stopped.Output), nil
 	}
-	return l.stopped.Output, ReasonCompleted, nil
+	return l.stopped.Output, event.ReasonCompleted, nil
 }
 
 // reasonStopped is internal: a tool result asked to end the loop.
@@ -420,7 +473,7 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 			if err := l.recordResult(ctx, call, res); err != nil {
 				return "", err
 			}
-			return ReasonToolLoop, nil
+			return event.ReasonToolLoop, nil
 		}
 		if err := l.emit(ctx, event.New(event.ToolStarted, event.ToolStartedData{
 			CallID: call.ID, Name: call.Name, Args: argsJSON(call.Arguments),

@@ -254,14 +254,11 @@ func TestRunToolCallThenAnswer(t *testing.T) {
 	}
 
 	want := runner.Result{
-		Status: runner.StatusCompleted, Text: "Wrote hello.txt.", Reason: runner.ReasonCompleted, Turns: 2,
+		Status: event.StatusCompleted, Text: "Wrote hello.txt.", Reason: event.ReasonCompleted, Turns: 2,
 		Usage: llm.Usage{PromptTokens: 250, CompletionTokens: 25},
 	}
 	if res != want {
 		t.Errorf("result = %+v, want %+v", res, want)
-	}
-	if res.ExitCode() != 0 {
-		t.Errorf("exit code = %d, want 0", res.ExitCode())
 	}
 	if got := readFile(t, filepath.Join(root, "hello.txt")); got != "hi\n" {
 		t.Errorf("hello.txt = %q", got)
@@ -365,7 +362,7 @@ func TestRunMaxTurns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Status != runner.StatusFailed || res.Reason != runner.ReasonMaxTurns || res.ExitCode() != 1 {
+			if res.Status != event.StatusFailed || res.Reason != event.ReasonMaxTurns {
 				t.Errorf("result = %+v, want failed/max_turns", res)
 			}
 			if got := len(model.Requests()); got != tt.wantCalls {
@@ -399,7 +396,7 @@ func TestRunLoopGuard(t *testing.T) {
 			args:      []string{appendX, appendX, appendX, appendX, appendX, appendX},
 			wantLines: 2,
 			refused:   []int{3, 4},
-			wantRes:   runner.Result{Status: runner.StatusFailed, Reason: runner.ReasonToolLoop, Turns: 5},
+			wantRes:   runner.Result{Status: event.StatusFailed, Reason: event.ReasonToolLoop, Turns: 5},
 		},
 		{
 			name: "formatting differences do not make a call new",
@@ -411,13 +408,13 @@ func TestRunLoopGuard(t *testing.T) {
 			},
 			wantLines: 2,
 			refused:   []int{3, 4},
-			wantRes:   runner.Result{Status: runner.StatusCompleted, Reason: runner.ReasonCompleted, Text: "ok", Turns: 5},
+			wantRes:   runner.Result{Status: event.StatusCompleted, Reason: event.ReasonCompleted, Text: "ok", Turns: 5},
 		},
 		{
 			name:      "a different call in between resets the count",
 			args:      []string{appendX, appendX, bashArgs("echo y > other.txt"), appendX, appendX},
 			wantLines: 4,
-			wantRes:   runner.Result{Status: runner.StatusCompleted, Reason: runner.ReasonCompleted, Text: "ok", Turns: 6},
+			wantRes:   runner.Result{Status: event.StatusCompleted, Reason: event.ReasonCompleted, Text: "ok", Turns: 6},
 		},
 	}
 	for _, tt := range tests {
@@ -448,7 +445,7 @@ func TestRunLoopGuard(t *testing.T) {
 				r, ok := results[id]
 				isRefused := slices.Contains(tt.refused, n)
 				switch {
-				case tt.wantRes.Reason == runner.ReasonToolLoop && n == tt.wantRes.Turns:
+				case tt.wantRes.Reason == event.ReasonToolLoop && n == tt.wantRes.Turns:
 					// Never run, but answered, so a resumed conversation is well formed.
 					if slices.Contains(startedIDs(t, sink), id) || !ok || r.OK || !strings.HasPrefix(r.Output, "stopped:") {
 						t.Errorf("call %d, which stopped the loop: started or not answered 'stopped': %+v", n, r)
@@ -481,7 +478,7 @@ func TestRunBadToolCallsAreResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != runner.StatusCompleted || res.Text != "Sorry, I could not." {
+	if res.Status != event.StatusCompleted || res.Text != "Sorry, I could not." {
 		t.Errorf("result = %+v, want completed after the errors", res)
 	}
 	if fileExists(filepath.Join(root, "a.txt")) {
@@ -579,7 +576,7 @@ func TestRunRalphLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != runner.StatusCompleted || res.Reason != runner.ReasonCompleted || res.Turns != 3 {
+	if res.Status != event.StatusCompleted || res.Reason != event.ReasonCompleted || res.Turns != 3 {
 		t.Errorf("result = %+v, want completed in 3 turns", res)
 	}
 	if !strings.Contains(res.Text, "<promise>DONE</promise>") {
@@ -653,7 +650,7 @@ func TestRunRalphLoopCompletesOnBarePromiseLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != runner.StatusCompleted || res.Turns != 1 {
+	if res.Status != event.StatusCompleted || res.Turns != 1 {
 		t.Errorf("result = %+v, want completed in one turn", res)
 	}
 }
@@ -670,7 +667,7 @@ func TestRunRalphLoopRunsOut(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Status != runner.StatusFailed || res.Reason != runner.ReasonMaxIterations || res.ExitCode() != 1 {
+			if res.Status != event.StatusFailed || res.Reason != event.ReasonMaxIterations {
 				t.Errorf("result = %+v, want failed/max_iterations", res)
 			}
 			if got := len(model.Requests()); got != n {
@@ -722,7 +719,7 @@ func TestRunContextBudget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Status != runner.StatusCompleted {
+			if res.Status != event.StatusCompleted {
 				t.Errorf("result = %+v, want completed", res)
 			}
 			if r := toolResults(t, sink)["l1"]; !r.OK {
@@ -741,8 +738,8 @@ func TestRunContextBudget(t *testing.T) {
 					t.Errorf("second request has %d messages, want a fresh start (system + continuation)", len(msgs))
 				}
 				d := decode[event.IterationData](t, sink.Of(event.IterationCompleted)[0])
-				if d.Completed || d.Reason != runner.ReasonContextBudget {
-					t.Errorf("iteration 1 = %+v, want ended by %s", d, runner.ReasonContextBudget)
+				if d.Completed || d.Reason != event.ReasonContextBudget {
+					t.Errorf("iteration 1 = %+v, want ended by %s", d, event.ReasonContextBudget)
 				}
 			} else if len(msgs) != 4 {
 				t.Errorf("second request has %d messages, want the conversation continued (4)", len(msgs))
@@ -788,7 +785,7 @@ func TestRunResumeMidTurn(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := runner.Result{Status: runner.StatusCompleted, Text: "resumed and finished", Reason: runner.ReasonCompleted,
+			want := runner.Result{Status: event.StatusCompleted, Text: "resumed and finished", Reason: event.ReasonCompleted,
 				Turns: 2, Usage: llm.Usage{PromptTokens: 17, CompletionTokens: 4}}
 			if res != want {
 				t.Errorf("result = %+v, want %+v", res, want)
@@ -876,7 +873,7 @@ func TestRunResumeAtTurnBoundary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Status != runner.StatusCompleted || res.Text != tt.wantText {
+			if res.Status != event.StatusCompleted || res.Text != tt.wantText {
 				t.Errorf("result = %+v, want completed with %q", res, tt.wantText)
 			}
 			reqs := model.Requests()
@@ -979,7 +976,7 @@ func TestRunRalphResumeAtIterationStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != runner.StatusCompleted {
+	if res.Status != event.StatusCompleted {
 		t.Fatalf("result = %+v", res)
 	}
 	msgs := srv.Requests()[0].Messages()
@@ -1008,20 +1005,20 @@ func TestRunStopToolAndRequireTool(t *testing.T) {
 		{"valid plan ends the loop", []llmtest.Turn{
 			{ToolCalls: []llmtest.Call{{Name: "record_learning", Arguments: json.RawMessage(`{"text":"a fact"}`)}}},
 			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: validPlan}}},
-		}, runner.StatusCompleted, "plan accepted: a", runner.ReasonCompleted, 2},
+		}, event.StatusCompleted, "plan accepted: a", event.ReasonCompleted, 2},
 		{"plain replies get two reminders", []llmtest.Turn{
 			{Text: "Here is my plan: …"},
 			{Text: "Still prose."},
 			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: validPlan}}},
-		}, runner.StatusCompleted, "plan accepted: a", runner.ReasonCompleted, 3},
+		}, event.StatusCompleted, "plan accepted: a", event.ReasonCompleted, 3},
 		{"three plain replies fail", []llmtest.Turn{
 			{Text: "one"}, {Text: "two"}, {Text: "three"},
-		}, runner.StatusFailed, "three", "finished without calling submit_plan", 3},
+		}, event.StatusFailed, "three", "finished without calling submit_plan", 3},
 		{"three invalid plans fail", []llmtest.Turn{
 			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: badPlan(1)}}},
 			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: badPlan(2)}}},
 			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: badPlan(3)}}},
-		}, runner.StatusFailed, "", "the planner submitted 3 invalid plans", 3},
+		}, event.StatusFailed, "", "the planner submitted 3 invalid plans", 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1080,5 +1077,100 @@ func TestRunSeesPriorConversation(t *testing.T) {
 	}
 	if n := len(sink.Of(event.MessageCompleted)); n != 2 {
 		t.Errorf("%d message.completed events, want 2 (this run's own)", n)
+	}
+}
+
+// A run that ran out of turns, resumed with Continue, gets a fresh turn
+// budget for the same conversation instead of stopping at once.
+func TestRunContinueFreshTurnBudget(t *testing.T) {
+	t.Parallel()
+	set, _ := newTools(t)
+	history := []llm.Message{{Role: llm.RoleUser, Content: "loop"}}
+	for i := range 2 {
+		id := fmt.Sprint("c", i)
+		history = append(history,
+			llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: id, Name: "list_files", Arguments: fmt.Sprintf(`{"pattern":"*.%d"}`, i)}}},
+			llm.Message{Role: llm.RoleTool, ToolCallID: id, Content: "no files"})
+	}
+	for _, cont := range []bool{false, true} {
+		t.Run(fmt.Sprint("continue=", cont), func(t *testing.T) {
+			t.Parallel()
+			model := forever(func(int) llm.Response { return final("done now") })
+			res, err := runner.Run(context.Background(), runner.Config{Model: model, Tools: set, Sink: &recSink{}, MaxTurns: 2},
+				"loop", runner.State{History: slices.Clone(history), Turns: 2, Continue: cont})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantStatus, wantCalls := event.StatusFailed, 0
+			if cont {
+				wantStatus, wantCalls = event.StatusCompleted, 1
+			}
+			if res.Status != wantStatus || len(model.Requests()) != wantCalls {
+				t.Errorf("result %+v after %d model calls, want %s after %d", res, len(model.Requests()), wantStatus, wantCalls)
+			}
+		})
+	}
+}
+
+// A Ralph loop that ran out of iterations, resumed with Continue, starts
+// its next iteration fresh and has MaxIterations more.
+func TestRunContinueRalphNextIteration(t *testing.T) {
+	t.Parallel()
+	set, _ := newTools(t)
+	model := forever(func(n int) llm.Response {
+		if n < 2 {
+			return final("not yet")
+		}
+		return final("DONE")
+	})
+	sink := &recSink{}
+	state := runner.State{Iteration: 3, Turns: 3, Continue: true, History: []llm.Message{
+		{Role: llm.RoleUser, Content: "continue the work"}, {Role: llm.RoleAssistant, Content: "still not done"},
+	}}
+	res, err := runner.Run(context.Background(), runner.Config{Model: model, Tools: set, Sink: sink, Until: "DONE", MaxIterations: 2},
+		"work", state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != event.StatusCompleted || len(model.Requests()) != 2 {
+		t.Fatalf("result %+v after %d calls, want completed after 2", res, len(model.Requests()))
+	}
+	var started []int
+	for _, e := range sink.Of(event.IterationStarted) {
+		started = append(started, decode[event.IterationData](t, e).Iteration)
+	}
+	if !slices.Equal(started, []int{4, 5}) {
+		t.Errorf("iterations started %v, want [4 5]", started)
+	}
+	if first := model.Requests()[0].Messages; len(first) != 2 || !strings.Contains(first[1].Content, "iteration 4") {
+		t.Errorf("iteration 4 did not start fresh with the continuation prompt: %+v", first)
+	}
+}
+
+func TestReport(t *testing.T) {
+	t.Parallel()
+	provider := &llm.Error{Kind: llm.KindConnection, Err: errors.New("connection refused")}
+	tests := []struct {
+		name       string
+		res        runner.Result
+		err        error
+		wantStatus string
+		wantReason string
+	}{
+		{"completed", runner.Result{Status: event.StatusCompleted, Reason: event.ReasonCompleted, Text: "ok"}, nil, event.StatusCompleted, event.ReasonCompleted},
+		{"max turns", runner.Result{Status: event.StatusFailed, Reason: event.ReasonMaxTurns}, nil, event.StatusFailed, event.ReasonMaxTurns},
+		{"provider", runner.Result{}, fmt.Errorf("ask: %w", provider), event.StatusFailed, event.ReasonProvider},
+		{"other error", runner.Result{}, errors.New("disk full"), event.StatusFailed, event.ReasonError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := runner.Report(tt.res, tt.err)
+			if got.Status != tt.wantStatus || got.Reason != tt.wantReason {
+				t.Errorf("Report = %+v, want %s/%s", got, tt.wantStatus, tt.wantReason)
+			}
+			if tt.wantStatus != event.StatusCompleted && got.Detail == "" {
+				t.Errorf("no detail for people: %+v", got)
+			}
+		})
 	}
 }

@@ -145,7 +145,7 @@ func scanEvents(rows *sql.Rows) ([]event.Event, error) {
 func project(ctx context.Context, tx *sql.Tx, e event.Event, now time.Time) error {
 	switch e.Type {
 	case event.RunStarted:
-		err := setRunStatus(ctx, tx, e.RunID, StatusRunning, now)
+		err := setRunStatus(ctx, tx, e.RunID, event.StatusRunning, now)
 		if errors.Is(err, ErrNotFound) {
 			return nil // the foreign key on events already proved the run exists
 		}
@@ -218,10 +218,10 @@ func project(ctx context.Context, tx *sql.Tx, e event.Event, now time.Time) erro
 			d = event.RunFinishedData{}
 		}
 		_, err := tx.ExecContext(ctx, `
-			UPDATE runs SET status = ?, result = ?, reason = ?, exit_code = ?, turns = ?,
+			UPDATE runs SET status = ?, result = ?, reason = ?, detail = ?, exit_code = ?, turns = ?,
 				prompt_tokens = ?, completion_tokens = ?, finished_at = ?, updated_at = ?
 			WHERE id = ?`,
-			strings.TrimPrefix(e.Type, "run."), d.Result, d.Reason, d.ExitCode, d.Turns,
+			strings.TrimPrefix(e.Type, "run."), d.Result, d.Reason, d.Detail, d.ExitCode, d.Turns,
 			d.Usage.PromptTokens, d.Usage.CompletionTokens, formatTime(e.TS), formatTime(now), e.RunID)
 		return err
 

@@ -262,10 +262,10 @@ func TestProjectTerminal(t *testing.T) {
 		typ    string
 		status string
 	}{
-		{event.RunCompleted, StatusCompleted},
-		{event.RunFailed, StatusFailed},
-		{event.RunCancelled, StatusCancelled},
-		{event.RunInterrupted, StatusInterrupted},
+		{event.RunCompleted, event.StatusCompleted},
+		{event.RunFailed, event.StatusFailed},
+		{event.RunCancelled, event.StatusCancelled},
+		{event.RunInterrupted, event.StatusInterrupted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.typ, func(t *testing.T) {
@@ -295,7 +295,7 @@ func TestProjectTerminal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Status != StatusRunning || !r.FinishedAt.IsZero() {
+			if r.Status != event.StatusRunning || !r.FinishedAt.IsZero() {
 				t.Errorf("run after resume = %+v", r)
 			}
 		})
@@ -347,7 +347,7 @@ func TestMalformedDataStillStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != StatusCompleted || r.IterationCount != 0 {
+	if r.Status != event.StatusCompleted || r.IterationCount != 0 {
 		t.Errorf("run = status %s iteration %d, want completed 0", r.Status, r.IterationCount)
 	}
 }

@@ -94,7 +94,7 @@ func (db *DB) forkSession(ctx context.Context, tx *sql.Tx, srcID, newID, title s
 		ID:        uuid.NewString(),
 		Kind:      KindRun,
 		SessionID: newID,
-		Status:    StatusRunning, // run.completed below finishes it
+		Status:    event.StatusRunning, // run.completed below finishes it
 		Prompt:    fmt.Sprintf("forked from session %s at seq %d", src.ID, at),
 		Workspace: lastWorkspace(runs),
 		CreatedAt: now,
@@ -210,7 +210,7 @@ func forkEvents(run *Run, history []Message, calls map[string]ToolCall, now time
 		}
 	}
 	return append(evs, stamp(event.New(event.RunCompleted,
-		event.RunFinishedData{Status: StatusCompleted, Result: result, Turns: turns}), now))
+		event.RunFinishedData{Status: event.StatusCompleted, Result: result, Turns: turns}), now))
 }
 
 // callKey names a source tool call: call ids are unique only within a run.

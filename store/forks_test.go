@@ -95,7 +95,7 @@ func TestForkSessionAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != StatusCompleted || r.Kind != KindRun || r.SessionID != "fork" ||
+	if r.Status != event.StatusCompleted || r.Kind != KindRun || r.SessionID != "fork" ||
 		r.Prompt != "forked from session src at seq 15" || r.Result != "b says B" || r.Turns != 4 {
 		t.Errorf("fork's run = %+v", r)
 	}

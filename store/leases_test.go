@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"agent/event"
 )
 
 func TestAcquireLease(t *testing.T) {
@@ -190,7 +192,7 @@ func TestReclaimableRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := db.SetRunStatus(ctx, "run-finished", StatusCompleted); err != nil {
+	if err := db.SetRunStatus(ctx, "run-finished", event.StatusCompleted); err != nil {
 		t.Fatal(err)
 	}
 	ids := func() []string {

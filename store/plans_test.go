@@ -213,7 +213,7 @@ func TestPlanLifecycle(t *testing.T) {
 	}
 
 	wantReceipt := Receipt{
-		Key: "k-email", RunID: "run-1", PhaseID: "write", Attempt: 1, Type: "email_sent", State: ReceiptDone,
+		Key: "k-email", RunID: "run-1", PhaseID: "write", Attempt: 1, Type: "email_sent", State: ReceiptDone, Acked: true,
 		Details: json.RawMessage(`{"message_id":"m1"}`), CreatedAt: ts(12), UpdatedAt: clock.Now(),
 	}
 	for _, phaseID := range []string{"", "write"} {

@@ -24,14 +24,21 @@ const (
 // Receipt is one row of receipts, keyed by the side effect's idempotency
 // key, which is unique across all runs.
 type Receipt struct {
-	Key       string
-	RunID     string
-	PhaseID   string
-	Attempt   int
-	Tool      string // the tool that declared the intent; "" if only the receipt was seen
-	Type      string // e.g. email_sent
-	State     string // ReceiptPending, ReceiptDone or ReceiptUnknown
-	Details   json.RawMessage
+	Key     string
+	RunID   string
+	PhaseID string
+	Attempt int
+	Tool    string // the tool that declared the intent; "" if only the receipt was seen
+	Type    string // e.g. email_sent
+	State   string // ReceiptPending, ReceiptDone or ReceiptUnknown
+	Details json.RawMessage
+	// Args are the tool arguments the intent was made with, so the user
+	// can have it sent again (resume --resend-unknown).
+	Args json.RawMessage
+	// Acked says the go-ahead may have reached the process that acts on
+	// the intent. A pending intent that was never acked cannot have
+	// happened: recovery forgets it instead of marking it unknown.
+	Acked     bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
@@ -109,10 +116,10 @@ func (db *DB) MarkReceiptUnknown(ctx context.Context, key string) error {
 
 func addIntent(ctx context.Context, tx *sql.Tx, r Receipt, now time.Time) (*Receipt, error) {
 	res, err := tx.ExecContext(ctx, `
-		INSERT INTO receipts (key, run_id, phase_id, attempt, tool, type, state, details_json, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)
+		INSERT INTO receipts (key, run_id, phase_id, attempt, tool, type, state, details_json, args_json, acked, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
 		ON CONFLICT (key) DO NOTHING`,
-		r.Key, r.RunID, r.PhaseID, r.Attempt, r.Tool, r.Type, rawOrNull(r.Details),
+		r.Key, r.RunID, r.PhaseID, r.Attempt, r.Tool, r.Type, rawOrNull(r.Details), rawOrNull(r.Args), r.Acked,
 		formatTime(now), formatTime(now))
 	if err != nil {
 		return nil, err
@@ -154,17 +161,20 @@ func recordReceipt(ctx context.Context, tx *sql.Tx, e event.Event, d event.Recei
 }
 
 const receiptColumns = `key, run_id, phase_id, attempt, tool, type, state, COALESCE(details_json, ''),
-	created_at, updated_at`
+	COALESCE(args_json, ''), acked, created_at, updated_at`
 
 func scanReceipt(row interface{ Scan(...any) error }) (*Receipt, error) {
 	var r Receipt
-	var details string
+	var details, args string
 	if err := row.Scan(&r.Key, &r.RunID, &r.PhaseID, &r.Attempt, &r.Tool, &r.Type, &r.State, &details,
-		timeValue{&r.CreatedAt}, timeValue{&r.UpdatedAt}); err != nil {
+		&args, &r.Acked, timeValue{&r.CreatedAt}, timeValue{&r.UpdatedAt}); err != nil {
 		return nil, err
 	}
 	if details != "" {
 		r.Details = json.RawMessage(details)
+	}
+	if args != "" {
+		r.Args = json.RawMessage(args)
 	}
 	return &r, nil
 }
@@ -209,7 +219,7 @@ func rawOrNull(raw json.RawMessage) any {
 var ErrOutcomeUnknown = errors.New("an earlier identical side effect has an unknown outcome")
 
 // BeginEffect decides, atomically, whether the side effect r describes may
-// start, and records the intent before it does:
+// start, and records the intent (with r.Args and r.Acked) before it does:
 //   - a new key is inserted pending: go ahead (nil, nil);
 //   - a done key returns its receipt: it happened, do not repeat it;
 //   - a pending or unknown key is an earlier attempt whose outcome was
@@ -238,8 +248,9 @@ func (db *DB) BeginEffect(ctx context.Context, r Receipt, resendUnknown bool) (*
 		out = existing
 	case resendUnknown:
 		if _, err := tx.ExecContext(ctx, `
-			UPDATE receipts SET state = 'pending', run_id = ?, phase_id = ?, attempt = ?, updated_at = ? WHERE key = ?`,
-			r.RunID, r.PhaseID, r.Attempt, formatTime(now), r.Key); err != nil {
+			UPDATE receipts SET state = 'pending', run_id = ?, phase_id = ?, attempt = ?, acked = ?,
+				args_json = COALESCE(?, args_json), updated_at = ? WHERE key = ?`,
+			r.RunID, r.PhaseID, r.Attempt, r.Acked, rawOrNull(r.Args), formatTime(now), r.Key); err != nil {
 			return nil, fmt.Errorf("begin effect %s: %w", r.Key, err)
 		}
 	default:
@@ -257,9 +268,35 @@ func (db *DB) BeginEffect(ctx context.Context, r Receipt, resendUnknown bool) (*
 	return out, nil
 }
 
-// MarkPendingUnknown turns the pending intents of a run (of one phase, if
-// phaseID is not "") into unknown ones: no process can still be carrying
-// them out, so whether they happened is not known. It returns how many.
+// AckEffect records that the go-ahead for a pending intent is about to be
+// sent to the process that acts on it. From then on the effect may have
+// happened.
+func (db *DB) AckEffect(ctx context.Context, key string) error {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("ack effect %s: %w", key, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE receipts SET acked = 1, updated_at = ? WHERE key = ? AND state = 'pending'`,
+		formatTime(db.now()), key)
+	if err == nil {
+		err = oneRow(res)
+	}
+	if err != nil {
+		return fmt.Errorf("ack effect %s: %w", key, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ack effect %s: %w", key, err)
+	}
+	return nil
+}
+
+// MarkPendingUnknown settles the pending intents of a run (of one phase,
+// if phaseID is not ""), once no process can still be carrying them out.
+// An intent whose go-ahead may have gone out becomes unknown: whether it
+// happened is not known. One that was never acked cannot have happened
+// and is forgotten, so a later attempt may make it. It returns how many
+// became unknown.
 func (db *DB) MarkPendingUnknown(ctx context.Context, runID, phaseID string) (int, error) {
 	// Almost always there is nothing pending: check without taking the
 	// write lock, which would cost a harness phase a commit.
@@ -274,9 +311,14 @@ func (db *DB) MarkPendingUnknown(ctx context.Context, runID, phaseID string) (in
 	}
 	tx, err := db.rw.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("mark pending intents of run %s unknown: %w", runID, err)
+		return 0, fmt.Errorf("settle pending intents of run %s: %w", runID, err)
 	}
 	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `
+		DELETE FROM receipts WHERE run_id = ? AND state = 'pending' AND acked = 0 AND (? = '' OR phase_id = ?)`,
+		runID, phaseID, phaseID); err != nil {
+		return 0, fmt.Errorf("forget unacked intents of run %s: %w", runID, err)
+	}
 	res, err := tx.ExecContext(ctx, `
 		UPDATE receipts SET state = 'unknown', updated_at = ?
 		WHERE run_id = ? AND state = 'pending' AND (? = '' OR phase_id = ?)`,

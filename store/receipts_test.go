@@ -100,7 +100,7 @@ func TestReceiptRecordedUpserts(t *testing.T) {
 			name: "without an intent",
 			evs:  []event.Event{receiptEvent("p", 1, "slack_message_sent", "k1", `{"ts":"1"}`)},
 			want: []Receipt{{Key: "k1", RunID: "run-1", PhaseID: "p", Attempt: 1, Type: "slack_message_sent",
-				State: ReceiptDone, Details: json.RawMessage(`{"ts":"1"}`)}},
+				State: ReceiptDone, Details: json.RawMessage(`{"ts":"1"}`), Acked: true}},
 		},
 		{
 			name: "recorded twice keeps one row",
@@ -109,7 +109,7 @@ func TestReceiptRecordedUpserts(t *testing.T) {
 				receiptEvent("p", 2, "email_sent", "k1", `{"message_id":"b"}`),
 			},
 			want: []Receipt{{Key: "k1", RunID: "run-1", PhaseID: "p", Attempt: 2, Type: "email_sent",
-				State: ReceiptDone, Details: json.RawMessage(`{"message_id":"b"}`)}},
+				State: ReceiptDone, Details: json.RawMessage(`{"message_id":"b"}`), Acked: true}},
 		},
 		{
 			name: "without details keeps the old ones",
@@ -118,7 +118,7 @@ func TestReceiptRecordedUpserts(t *testing.T) {
 				receiptEvent("p", 1, "", "k1", ""),
 			},
 			want: []Receipt{{Key: "k1", RunID: "run-1", PhaseID: "p", Attempt: 1, Type: "email_sent",
-				State: ReceiptDone, Details: json.RawMessage(`{"message_id":"a"}`)}},
+				State: ReceiptDone, Details: json.RawMessage(`{"message_id":"a"}`), Acked: true}},
 		},
 		{
 			name: "fast path has no phase",
@@ -127,8 +127,8 @@ func TestReceiptRecordedUpserts(t *testing.T) {
 				receiptEvent("", 0, "email_sent", "k2", ""),
 			},
 			want: []Receipt{
-				{Key: "k1", RunID: "run-1", Type: "email_sent", State: ReceiptDone},
-				{Key: "k2", RunID: "run-1", Type: "email_sent", State: ReceiptDone},
+				{Key: "k1", RunID: "run-1", Type: "email_sent", State: ReceiptDone, Acked: true},
+				{Key: "k2", RunID: "run-1", Type: "email_sent", State: ReceiptDone, Acked: true},
 			},
 		},
 	}
@@ -222,9 +222,11 @@ func TestMarkPendingUnknown(t *testing.T) {
 	createRun(t, db, "run-1")
 	createRun(t, db, "run-2")
 	for _, r := range []Receipt{
-		{Key: "a", RunID: "run-1", PhaseID: "p"},
-		{Key: "b", RunID: "run-1", PhaseID: "q"},
-		{Key: "c", RunID: "run-2", PhaseID: "p"},
+		{Key: "a", RunID: "run-1", PhaseID: "p", Acked: true},
+		{Key: "b", RunID: "run-1", PhaseID: "q", Acked: true},
+		{Key: "c", RunID: "run-2", PhaseID: "p", Acked: true},
+		// Recorded, but its go-ahead never went out: it cannot have happened.
+		{Key: "d", RunID: "run-1", PhaseID: "p", Args: json.RawMessage(`{"to":"bob"}`)},
 	} {
 		if _, err := db.BeginEffect(ctx, r, false); err != nil {
 			t.Fatal(err)
@@ -233,10 +235,37 @@ func TestMarkPendingUnknown(t *testing.T) {
 	if n, err := db.MarkPendingUnknown(ctx, "run-1", "p"); err != nil || n != 1 {
 		t.Fatalf("phase p: %d, %v", n, err)
 	}
+	if _, err := db.ReceiptByKey(ctx, "d"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the unacked intent: %v, want it forgotten", err)
+	}
 	if n, err := db.MarkPendingUnknown(ctx, "run-1", ""); err != nil || n != 1 {
 		t.Fatalf("whole run: %d, %v", n, err)
 	}
 	if r, _ := db.ReceiptByKey(ctx, "c"); r.State != ReceiptPending {
 		t.Errorf("another run's intent changed: %+v", r)
+	}
+}
+
+func TestAckEffect(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	createRun(t, db, "run-1")
+	in := Receipt{Key: "k", RunID: "run-1", PhaseID: "p", Attempt: 1, Tool: "send_email", Type: "email_sent",
+		Args: json.RawMessage(`{"to":"bob@example.com"}`)}
+	if _, err := db.BeginEffect(ctx, in, false); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := db.ReceiptByKey(ctx, "k"); r.Acked || string(r.Args) != `{"to":"bob@example.com"}` {
+		t.Fatalf("after the intent: %+v, want unacked with its arguments", r)
+	}
+	if err := db.AckEffect(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.MarkPendingUnknown(ctx, "run-1", ""); err != nil || n != 1 {
+		t.Fatalf("settle: %d, %v; want the acked intent unknown", n, err)
+	}
+	if err := db.AckEffect(ctx, "k"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ack of an intent no longer pending: %v, want ErrNotFound", err)
 	}
 }

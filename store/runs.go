@@ -17,15 +17,6 @@ const (
 	KindHarness = "harness"
 )
 
-// Run statuses.
-const (
-	StatusRunning     = "running"
-	StatusCompleted   = "completed"
-	StatusFailed      = "failed"
-	StatusInterrupted = "interrupted"
-	StatusCancelled   = "cancelled"
-)
-
 // ErrAmbiguous is returned when an id prefix matches more than one run or
 // session.
 var ErrAmbiguous = errors.New("ambiguous")
@@ -70,7 +61,8 @@ type Run struct {
 	Reclaims int
 
 	Result   string
-	Reason   string
+	Reason   string // one of event's Reason words
+	Detail   string // the reason, said for people
 	ExitCode int
 	Turns    int
 	Usage    event.Usage
@@ -99,7 +91,7 @@ func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time
 		r.Kind = KindRun
 	}
 	now := db.now()
-	r.Status = StatusRunning
+	r.Status = event.StatusRunning
 	r.CreatedAt, r.UpdatedAt, r.FinishedAt = now, now, time.Time{}
 	r.Reclaims = 0
 	r.LeaseOwner, r.LeaseExpiresAt, r.LeaseHeartbeatAt = "", time.Time{}, time.Time{}
@@ -211,7 +203,7 @@ func (db *DB) SetRunStatus(ctx context.Context, id, status string) error {
 
 func validStatus(s string) bool {
 	switch s {
-	case StatusRunning, StatusCompleted, StatusFailed, StatusInterrupted, StatusCancelled:
+	case event.StatusRunning, event.StatusCompleted, event.StatusFailed, event.StatusInterrupted, event.StatusCancelled:
 		return true
 	}
 	return false
@@ -225,13 +217,13 @@ func insertRun(ctx context.Context, tx *sql.Tx, r *Run) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO runs (
 			id, kind, session_id, status, prompt, workspace, model, config_json,
-			result, reason, exit_code, turns, prompt_tokens, completion_tokens,
+			result, reason, detail, exit_code, turns, prompt_tokens, completion_tokens,
 			iteration_count, max_iterations, completion_promise,
 			lease_owner, lease_expires_at, lease_heartbeat_at,
 			created_at, updated_at, finished_at, idempotency_key, reclaims
-		) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.Kind, nullString(r.SessionID), r.Status, r.Prompt, r.Workspace, r.Model, config,
-		r.Result, r.Reason, r.ExitCode, r.Turns, r.Usage.PromptTokens, r.Usage.CompletionTokens,
+		r.Result, r.Reason, r.Detail, r.ExitCode, r.Turns, r.Usage.PromptTokens, r.Usage.CompletionTokens,
 		r.IterationCount, r.MaxIterations, r.CompletionPromise,
 		nullString(r.LeaseOwner), nullTime(r.LeaseExpiresAt), nullTime(r.LeaseHeartbeatAt),
 		formatTime(r.CreatedAt), formatTime(r.UpdatedAt), nullTime(r.FinishedAt), r.IdempotencyKey, r.Reclaims,
@@ -241,7 +233,7 @@ func insertRun(ctx context.Context, tx *sql.Tx, r *Run) error {
 
 const runColumns = `
 	id, kind, COALESCE(session_id, ''), status, prompt, workspace, model, COALESCE(config_json, ''),
-	result, reason, exit_code, turns, prompt_tokens, completion_tokens,
+	result, reason, detail, exit_code, turns, prompt_tokens, completion_tokens,
 	iteration_count, max_iterations, completion_promise,
 	COALESCE(lease_owner, ''), lease_expires_at, lease_heartbeat_at,
 	created_at, updated_at, finished_at, idempotency_key, reclaims`
@@ -251,7 +243,7 @@ func scanRun(row scanner) (*Run, error) {
 	var config string
 	err := row.Scan(
 		&r.ID, &r.Kind, &r.SessionID, &r.Status, &r.Prompt, &r.Workspace, &r.Model, &config,
-		&r.Result, &r.Reason, &r.ExitCode, &r.Turns, &r.Usage.PromptTokens, &r.Usage.CompletionTokens,
+		&r.Result, &r.Reason, &r.Detail, &r.ExitCode, &r.Turns, &r.Usage.PromptTokens, &r.Usage.CompletionTokens,
 		&r.IterationCount, &r.MaxIterations, &r.CompletionPromise,
 		&r.LeaseOwner, timeValue{&r.LeaseExpiresAt}, timeValue{&r.LeaseHeartbeatAt},
 		timeValue{&r.CreatedAt}, timeValue{&r.UpdatedAt}, timeValue{&r.FinishedAt}, &r.IdempotencyKey, &r.Reclaims,
@@ -332,9 +324,9 @@ func setRunStatus(ctx context.Context, tx *sql.Tx, id, status string, now time.T
 	}
 	var res sql.Result
 	var err error
-	if status == StatusRunning {
+	if status == event.StatusRunning {
 		res, err = tx.ExecContext(ctx, `
-			UPDATE runs SET status = ?, result = '', reason = '', exit_code = 0,
+			UPDATE runs SET status = ?, result = '', reason = '', detail = '', exit_code = 0,
 				finished_at = NULL, updated_at = ?
 			WHERE id = ?`, status, formatTime(now), id)
 	} else {

@@ -32,7 +32,7 @@ func TestCreateAndGetRun(t *testing.T) {
 	if err := db.CreateRun(ctx, r, "host/1/aaaa", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != StatusRunning || !r.CreatedAt.Equal(clock.Now()) {
+	if r.Status != event.StatusRunning || !r.CreatedAt.Equal(clock.Now()) {
 		t.Errorf("CreateRun set status %q created %v", r.Status, r.CreatedAt)
 	}
 
@@ -154,21 +154,21 @@ func TestSetRunStatus(t *testing.T) {
 		Status: "interrupted", Result: "partial", Reason: "signal", ExitCode: 130,
 	}))
 
-	if err := db.SetRunStatus(ctx, "run-1", StatusRunning); err != nil {
+	if err := db.SetRunStatus(ctx, "run-1", event.StatusRunning); err != nil {
 		t.Fatal(err)
 	}
 	r, err := db.GetRun(ctx, "run-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Status != StatusRunning || r.Result != "" || r.Reason != "" || r.ExitCode != 0 || !r.FinishedAt.IsZero() {
+	if r.Status != event.StatusRunning || r.Result != "" || r.Reason != "" || r.ExitCode != 0 || !r.FinishedAt.IsZero() {
 		t.Errorf("after resume: %+v", r)
 	}
 
 	if err := db.SetRunStatus(ctx, "run-1", "bogus"); err == nil {
 		t.Error("SetRunStatus accepted an invalid status")
 	}
-	if err := db.SetRunStatus(ctx, "missing", StatusFailed); !errors.Is(err, ErrNotFound) {
+	if err := db.SetRunStatus(ctx, "missing", event.StatusFailed); !errors.Is(err, ErrNotFound) {
 		t.Errorf("SetRunStatus on a missing run: err = %v, want ErrNotFound", err)
 	}
 }

@@ -235,7 +235,13 @@ func (t *effectTool) Run(ctx context.Context, _ *Workspace, args json.RawMessage
 	case receipt != nil:
 		return Result{Output: fmt.Sprintf("already sent earlier in this phase (%s); not sent again", describeReceipt(receipt))}
 	}
+	return t.perform(ctx, perform, key)
+}
 
+// perform causes the effect whose intent is recorded under key, and says
+// what happened as the result and its events.
+func (t *effectTool) perform(ctx context.Context, perform performFunc, key string) Result {
+	name := t.effect.Tool
 	done, err := perform(ctx, key)
 	if err != nil && ctx.Err() != nil {
 		err = fmt.Errorf("%w (interrupted: %v)", err, context.Cause(ctx))
@@ -262,6 +268,25 @@ func (t *effectTool) Run(ctx context.Context, _ *Workspace, args json.RawMessage
 			Type: t.effect.ReceiptType, Key: key, Details: details,
 		})},
 	}
+}
+
+// ResendEffect performs a recorded side effect again under its own key,
+// for a user who chose to (resume --resend-unknown), once the caller has
+// made its intent pending again. The result and its events are those of a
+// call of the tool.
+func ResendEffect(ctx context.Context, tool, key string, args json.RawMessage, getenv func(string) string, opts ...EffectOptions) Result {
+	for _, t := range EffectTools(EffectScope{}, nil, getenv, opts...) {
+		et := t.(*effectTool)
+		if et.effect.Tool != tool {
+			continue
+		}
+		perform, err := et.prepare(args)
+		if err != nil {
+			return errorf("%v", err)
+		}
+		return et.perform(ctx, perform, key)
+	}
+	return errorf("%s is not a side-effecting tool", tool)
 }
 
 // runRef names the run for the resume hint.

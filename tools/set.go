@@ -80,6 +80,18 @@ type entry struct {
 	schema schema
 }
 
+// UnknownToolError is a name in Options.Allow or Options.Deny that is no
+// tool.
+type UnknownToolError struct {
+	Name  string
+	List  string // "allow" or "deny"
+	Known []string
+}
+
+func (e *UnknownToolError) Error() string {
+	return fmt.Sprintf("unknown tool %q in %s list; valid tools: %s", e.Name, e.List, strings.Join(e.Known, ", "))
+}
+
 // NewSet returns the builtin tools plus extra, filtered by opts.Allow and
 // opts.Deny. Naming a tool that does not exist in Allow or Deny is an error,
 // so a typo in --allow-tools does not silently disable everything.
@@ -126,7 +138,7 @@ func NewSet(ws *Workspace, opts Options, extra ...Tool) (*Set, error) {
 	}{{"allow", opts.Allow}, {"deny", opts.Deny}} {
 		for _, n := range list.names {
 			if _, ok := s.all[n]; !ok {
-				return nil, fmt.Errorf("unknown tool %q in %s list; valid tools: %s", n, list.flag, strings.Join(known, ", "))
+				return nil, &UnknownToolError{Name: n, List: list.flag, Known: known}
 			}
 		}
 	}

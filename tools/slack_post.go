@@ -146,19 +146,19 @@ func (t *slackPost) post(ctx context.Context, channel, text string) (slackReceip
 		}
 		return slackReceipt{}, notSent(fmt.Errorf("rate limited by Slack (HTTP 429, %s); try again later", wait))
 	case code >= 500:
-		return slackReceipt{}, fmt.Errorf("Slack answered HTTP %d", code)
+		return slackReceipt{}, fmt.Errorf("the Slack API answered HTTP %d", code)
 	case code >= 300: // 3xx and 4xx: the request was refused, not processed
 		reason := r.Error
 		if jsonErr != nil || reason == "" {
 			reason = snippet(raw)
 		}
-		return slackReceipt{}, notSent(fmt.Errorf("Slack refused the request: HTTP %d: %s", code, reason))
+		return slackReceipt{}, notSent(fmt.Errorf("the Slack API refused the request: HTTP %d: %s", code, reason))
 	case readErr != nil:
 		return slackReceipt{}, fmt.Errorf("read Slack's answer (HTTP %d): %w", code, readErr)
 	case jsonErr != nil:
 		return slackReceipt{}, fmt.Errorf("unreadable answer from Slack (HTTP %d): %s", code, snippet(raw))
 	case !r.OK:
-		return slackReceipt{}, notSent(fmt.Errorf("Slack refused the message: %s", orUnknown(r.Error)))
+		return slackReceipt{}, notSent(fmt.Errorf("the Slack API refused the message: %s", orUnknown(r.Error)))
 	}
 	if r.Channel == "" {
 		r.Channel = channel

@@ -30,7 +30,7 @@ func TestSlackPost(t *testing.T) {
 		{"ok", okJSON, "sent", "message posted to C123 (ts 1700000000.000100)"},
 		{"ok false", func(w http.ResponseWriter) {
 			io.WriteString(w, `{"ok":false,"error":"channel_not_found"}`)
-		}, "not_sent", "Slack refused the message: channel_not_found"},
+		}, "not_sent", "the Slack API refused the message: channel_not_found"},
 		{"rate limited", func(w http.ResponseWriter) {
 			w.Header().Set("Retry-After", "30")
 			w.WriteHeader(http.StatusTooManyRequests)
@@ -46,7 +46,7 @@ func TestSlackPost(t *testing.T) {
 		}, "not_sent", "HTTP 302"},
 		{"5xx", func(w http.ResponseWriter) {
 			w.WriteHeader(http.StatusInternalServerError)
-		}, "unknown", "Slack answered HTTP 500"},
+		}, "unknown", "the Slack API answered HTTP 500"},
 		{"unreadable 200", func(w http.ResponseWriter) {
 			io.WriteString(w, `<html>proxy</html>`)
 		}, "unknown", "unreadable answer from Slack (HTTP 200)"},

@@ -1,0 +1,258 @@
+package supervisor
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"agent/adapter"
+	"agent/event"
+	"agent/plan"
+	"agent/store"
+	"agent/worker"
+)
+
+// Drive says how to drive a run.
+type Drive struct {
+	// Options are the run's, as Prepare resolved them; for a resume, the
+	// stored ones with what the user changed.
+	Options Options
+	// Resume continues the run from its stored state: after a crash, an
+	// interrupt, or a failure.
+	Resume bool
+	// ResendUnknown first sends again the side effects whose outcome was
+	// lost (resume --resend-unknown).
+	ResendUnknown bool
+	// Child drives a single run in an `agent runner` child rather than in
+	// this process. A harness runs its phases in children either way.
+	Child bool
+	// Sink persists and shows the run's events; nil uses the run's own
+	// journal, showing each event with Show.
+	Sink Sink
+	Show func(event.Event)
+
+	// Harness runs only.
+	Plan     *plan.Plan // adopt this plan rather than ask a planner (--plan-file)
+	PlanOnly bool       // stop once the run has a plan (--plan)
+	// Confirm is asked before a new plan runs; nil runs it.
+	Confirm func(missionPath string) bool
+}
+
+// End is how a run ended: its terminal event, as persisted.
+type End struct {
+	Type string
+	Data event.RunFinishedData
+}
+
+// Drive drives a run whose lease this supervisor holds, from run.started
+// to its terminal event, then gives the lease up. ctx's cause says why it
+// was stopped early (Interrupt, Cancel, Timeout). Drive returns an error
+// only when the terminal event could not be persisted: the lease is then
+// kept, to expire, so that the run is reclaimed rather than lost.
+func (s *Supervisor) Drive(ctx context.Context, r *store.Run, d Drive) (End, error) {
+	began := time.Now()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if t := time.Duration(d.Options.Timeout); t > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, t, Timeout(t))
+		defer stop()
+	}
+	persist := context.WithoutCancel(ctx)
+	halt := sync.OnceFunc(s.keepLease(ctx, cancel, r.ID))
+	defer halt()
+	sink := d.Sink
+	if sink == nil {
+		js, err := s.openJournal(persist, r, d.Show)
+		if err != nil {
+			halt()
+			_ = s.Release(persist, r.ID)
+			return End{}, err
+		}
+		defer js.flush(persist) //nolint:errcheck // the terminal event wrote everything before it
+		sink = js
+	}
+
+	out := s.drive(ctx, r, d, sink)
+	typ, fin := Ending(out)
+	if out.Report == nil || r.Kind == store.KindHarness {
+		// The loop never said, or a harness's phases each did: the
+		// store has counted them all.
+		fin.Turns, fin.Usage = s.totals(persist, r.ID)
+	}
+	fin.DurationMS = time.Since(began).Milliseconds()
+	// Nothing carries out what the run left pending any more.
+	if _, err := s.db.MarkPendingUnknown(persist, r.ID, ""); err != nil {
+		s.log.Error("settle pending intents", "run_id", r.ID, "err", err)
+	}
+	if err := sink.Emit(persist, event.New(typ, fin)); err != nil {
+		return End{Type: typ, Data: fin}, fmt.Errorf("record the end of run %s: %w", r.ID, err)
+	}
+	halt()
+	if err := s.Release(persist, r.ID); err != nil {
+		s.log.Error("release lease", "run_id", r.ID, "err", err)
+	}
+	return End{Type: typ, Data: fin}, nil
+}
+
+// drive records run.started, settles what a previous process left, and
+// runs the loop or the harness.
+func (s *Supervisor) drive(ctx context.Context, r *store.Run, d Drive, sink Sink) Outcome {
+	persist := context.WithoutCancel(ctx)
+	o := d.Options
+	if err := sink.Emit(persist, event.New(event.RunStarted, event.RunStartedData{
+		Prompt: r.Prompt, Model: o.Model, Workspace: r.Workspace, Tools: o.Tools,
+		Resumed: d.Resume, Until: o.Until, MaxIterations: o.MaxIterations,
+	})); err != nil {
+		return failed(ctx, err)
+	}
+	if d.Resume {
+		if err := s.settle(persist, r, sink, d.ResendUnknown); err != nil {
+			return failed(ctx, err)
+		}
+	}
+	switch {
+	case r.Kind == store.KindHarness:
+		return s.driveHarness(ctx, r, d, sink)
+	case d.Child:
+		return s.driveChild(ctx, r, d, sink)
+	}
+	return s.driveHere(ctx, r, d, sink)
+}
+
+// driveHere runs a single run's loop in this process.
+func (s *Supervisor) driveHere(ctx context.Context, r *store.Run, d Drive, sink Sink) Outcome {
+	spec, err := s.loopSpec(ctx, r, d)
+	if err != nil {
+		return failed(ctx, err)
+	}
+	report, err := worker.Execute(ctx, spec, worker.Env{
+		Sink: sink, Outbox: &storeOutbox{db: s.db, runID: r.ID}, APIKey: s.apiKey, Home: s.cfg.Home,
+		Getenv: s.Getenv, UserAgent: "agent/" + s.cfg.Version,
+	})
+	if err != nil {
+		return failed(ctx, err)
+	}
+	return Outcome{Report: &report, Cause: cause(ctx)}
+}
+
+// driveChild runs a single run's loop in an `agent runner` child, whose
+// events this process persists and whose intents it answers.
+func (s *Supervisor) driveChild(ctx context.Context, r *store.Run, d Drive, sink Sink) Outcome {
+	persist := context.WithoutCancel(ctx)
+	spec, err := s.loopSpec(ctx, r, d)
+	if err != nil {
+		return failed(ctx, err)
+	}
+	cfg := adapter.Config{
+		Exe: s.cfg.Exe, Env: s.cfg.Env, Grace: s.cfg.KillGrace, HeartbeatTimeout: s.cfg.HeartbeatTimeout,
+		Timeout: backstop(time.Duration(d.Options.Timeout)),
+		OnEvent: func(e event.Event) error { return sink.Emit(persist, e) },
+		OnIntent: func(in event.EffectIntentData) adapter.Control {
+			return s.intent(persist, store.Receipt{Key: in.Key, RunID: r.ID, Tool: in.Tool, Type: in.ReceiptType, Args: in.Args})
+		},
+	}
+	if s.cfg.LogDir != "" {
+		cfg.LogPath = filepath.Join(s.cfg.LogDir, r.ID+".log")
+	}
+	res, err := adapter.Run(ctx, cfg, spec)
+	switch {
+	case res == nil:
+		return failed(ctx, err)
+	case err != nil:
+		return failed(ctx, fmt.Errorf("the run's events could not be persisted: %w", err))
+	case res.Report == nil:
+		reason := event.ReasonCrashed
+		if res.Status == adapter.StatusTimeout {
+			reason = event.ReasonTimeout
+		}
+		return failed(ctx, &childError{reason: reason, detail: res.Reason})
+	}
+	return Outcome{Report: res.Report, Cause: cause(ctx)}
+}
+
+// backstop bounds a child beyond the run's own timeout, which the run's
+// context enforces; a run without one is not cut short.
+func backstop(timeout time.Duration) time.Duration {
+	if timeout > 0 {
+		return timeout + time.Minute
+	}
+	return 100 * 365 * 24 * time.Hour
+}
+
+// loopSpec is the spec of a single run's loop: where the run stands, as
+// the store has it, so that a resume (here, in a child, or after a
+// gateway reclaim) continues exactly where the run stopped.
+func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapter.PhaseSpec, error) {
+	o := d.Options
+	spec := adapter.PhaseSpec{
+		RunID: r.ID, SessionID: r.SessionID, Workspace: r.Workspace, Mode: adapter.ModeRun, Model: o.model(),
+		Prompt: r.Prompt, Tools: o.Tools, MaxTurns: o.MaxTurns, Until: o.Until, MaxIterations: o.MaxIterations,
+	}
+	var err error
+	if r.SessionID != "" {
+		if spec.Prior, err = s.db.SessionPrior(ctx, r.SessionID, r.ID); err != nil {
+			return spec, err
+		}
+	}
+	if !d.Resume {
+		return spec, nil
+	}
+	if spec.History, err = s.db.Conversation(ctx, r.ID); err != nil {
+		return spec, err
+	}
+	calls, err := s.db.ToolCalls(ctx, r.ID)
+	if err != nil {
+		return spec, err
+	}
+	for _, c := range calls {
+		if c.Status == "started" {
+			spec.Started = append(spec.Started, c.CallID)
+		}
+	}
+	cps, err := s.db.Checkpoints(ctx, r.ID)
+	if err != nil {
+		return spec, err
+	}
+	for _, cp := range cps {
+		spec.Checkpointed = append(spec.Checkpointed, cp.Path)
+	}
+	receipts, err := s.db.Receipts(ctx, r.ID, "")
+	if err != nil {
+		return spec, err
+	}
+	for _, rc := range receipts {
+		if rc.State == store.ReceiptDone {
+			spec.Receipts = append(spec.Receipts, event.ReceiptData{Type: rc.Type, Key: rc.Key, Details: rc.Details})
+		}
+	}
+	spec.Iteration, spec.Turns, spec.Usage = r.IterationCount, r.Turns, r.Usage
+	// A run that ran out of its budget continues with a fresh one, as a
+	// harness phase does.
+	spec.Continue = r.Status == event.StatusFailed && (r.Reason == event.ReasonMaxTurns || r.Reason == event.ReasonMaxIterations)
+	return spec, nil
+}
+
+// totals are the turns and tokens the store has counted for a run.
+func (s *Supervisor) totals(ctx context.Context, runID string) (int, event.Usage) {
+	r, err := s.db.GetRun(ctx, runID)
+	if err != nil {
+		return 0, event.Usage{}
+	}
+	return r.Turns, r.Usage
+}
+
+// failed is the outcome of a run that stopped on err.
+func failed(ctx context.Context, err error) Outcome {
+	return Outcome{Err: err, Cause: cause(ctx)}
+}
+
+// cause is why ctx ended, or nil while it has not.
+func cause(ctx context.Context) error {
+	if ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(ctx)
+}

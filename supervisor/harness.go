@@ -1,0 +1,127 @@
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"agent/event"
+	"agent/orchestrator"
+	"agent/plan"
+	"agent/store"
+)
+
+// RunDir is where a harness run keeps its files for people:
+// WORKSPACE/.agent/runs/RUN_ID (mission.json, progress.md, verification/,
+// logs/).
+func RunDir(r *store.Run) string {
+	return filepath.Join(r.Workspace, ".agent", "runs", r.ID)
+}
+
+// driveHarness plans the run (or adopts a given or edited plan), asks for
+// confirmation if the front-end wants it, and executes the phases.
+func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, sink Sink) Outcome {
+	persist := context.WithoutCancel(ctx)
+	o := d.Options
+	phaseTimeout := time.Duration(o.PhaseTimeout)
+	if phaseTimeout <= 0 {
+		phaseTimeout = orchestrator.DefaultPhaseTimeout
+	}
+	if t := time.Duration(o.Timeout); t > 0 && t < phaseTimeout {
+		phaseTimeout = t // no attempt outlives the run
+	}
+	orch, err := orchestrator.New(orchestrator.Config{
+		Store: s.db, Sink: sink, Intents: s.intent, RunID: r.ID, SessionID: r.SessionID,
+		Workspace: r.Workspace, RunDir: RunDir(r), Model: o.model(), Tools: o.Tools,
+		MaxTurns: o.MaxTurns, ContextBudget: o.ContextBudget, Parallel: o.Parallel, PhaseTimeout: phaseTimeout,
+		Exe: s.cfg.Exe, Env: s.cfg.Env, HeartbeatTimeout: s.cfg.HeartbeatTimeout, Grace: s.cfg.KillGrace,
+	})
+	if err != nil {
+		return failed(ctx, err)
+	}
+
+	given := d.Plan
+	st, err := s.db.PlanState(ctx, r.ID)
+	fresh := errors.Is(err, store.ErrNotFound)
+	switch {
+	case fresh && given == nil:
+		if _, err := orch.Plan(ctx, r.Prompt); err != nil {
+			return failed(ctx, err)
+		}
+	case fresh:
+		if err := orch.Adopt(ctx, given); err != nil {
+			return failed(ctx, err)
+		}
+	case err != nil:
+		return failed(ctx, err)
+	default:
+		if given == nil && !st.Started() {
+			if given, err = editedMission(RunDir(r), st.Mission); err != nil {
+				return failed(ctx, err)
+			}
+		}
+		if given != nil {
+			if err := orch.Adopt(ctx, given); err != nil {
+				return failed(ctx, err)
+			}
+			_ = sink.Emit(persist, event.New(event.Warning, event.WarningData{Message: "mission.json was edited; using the edited plan"}))
+		}
+	}
+
+	if d.PlanOnly || (fresh && d.Confirm != nil && !d.Confirm(orch.MissionPath())) {
+		detail := fmt.Sprintf("planned: review %s, then run: agent resume %s", orch.MissionPath(), r.ID)
+		if !d.PlanOnly {
+			detail = "plan not confirmed; it is kept. Run it later with: agent resume " + r.ID
+		}
+		return Outcome{Report: &event.RunnerResultData{Status: event.StatusPlanned, Reason: event.ReasonPlanned, Detail: detail}}
+	}
+
+	out, err := orch.Execute(ctx)
+	if err != nil {
+		return failed(ctx, err)
+	}
+	switch out.Status {
+	case event.StatusCompleted:
+		return Outcome{Report: &event.RunnerResultData{
+			Status: event.StatusCompleted, Output: out.Result, Reason: event.ReasonCompleted, Detail: "every phase verified",
+		}}
+	case event.StatusInterrupted:
+		return failed(ctx, errors.New("interrupted"))
+	}
+	report := &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonVerification, Detail: strings.Join(out.Reasons, "; ")}
+	if out.ProviderFailure {
+		report.Reason = event.ReasonProvider
+	}
+	if out.FailedPhase != "" {
+		report.Detail = fmt.Sprintf("phase %s failed after its attempts: %s; 'agent resume %s' retries it with a fresh budget",
+			out.FailedPhase, strings.Join(out.Reasons, "; "), r.ID)
+	}
+	return Outcome{Report: report, Cause: cause(ctx)}
+}
+
+// editedMission returns the run's mission.json when a person changed it
+// after planning, validated again; nil when it is unchanged or gone.
+func editedMission(runDir string, stored json.RawMessage) (*plan.Plan, error) {
+	path := filepath.Join(runDir, "mission.json")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	p, err := plan.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	old, err := plan.Parse(stored)
+	if err == nil && string(old.JSON()) == string(p.JSON()) {
+		return nil, nil
+	}
+	return p, nil
+}

@@ -1,0 +1,253 @@
+package supervisor
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"agent/adapter"
+	"agent/llm"
+	"agent/store"
+	"agent/tools"
+)
+
+// Options say how a run is driven: the flags of `agent run` and `agent
+// harness`, and the options of the gateway's run.start. They are stored
+// with the run, so a resume, here or in a gateway, drives it the same way.
+// Secrets are never part of them.
+type Options struct {
+	Model         string   `json:"model,omitempty"`
+	BaseURL       string   `json:"base_url,omitempty"`
+	ModelAttempts int      `json:"model_attempts,omitempty"`
+	MaxTurns      int      `json:"max_turns,omitempty"`
+	AllowTools    []string `json:"allow_tools,omitempty"`
+	DenyTools     []string `json:"deny_tools,omitempty"`
+	Until         string   `json:"until,omitempty"`
+	MaxIterations int      `json:"max_iterations,omitempty"`
+	Timeout       Duration `json:"timeout,omitempty"`
+
+	Harness       bool     `json:"harness,omitempty"`
+	Parallel      int      `json:"parallel,omitempty"`
+	PhaseTimeout  Duration `json:"phase_timeout,omitempty"`
+	ContextBudget int      `json:"context_budget,omitempty"`
+
+	// Cassettes (DESIGN.md §8): absolute paths.
+	Record string `json:"record,omitempty"`
+	Replay string `json:"replay,omitempty"`
+
+	// Tools are the tools the run offers, as Prepare resolved AllowTools
+	// and DenyTools.
+	Tools []string `json:"tools,omitempty"`
+}
+
+// Duration is a time.Duration written as text, "10m". Text that is no
+// duration reads as a negative one, so that Validate names the option.
+type Duration time.Duration
+
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		v = -1
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// OptionError is an option that is wrong. Msg names options as {field},
+// their JSON names; each front-end says them its own way (Message): the
+// CLI as flags, --max-turns, the gateway as options.max_turns.
+type OptionError struct {
+	Field string // the option at fault, e.g. "max_turns"
+	Msg   string // e.g. "{max_iterations} needs {until}, the line that marks the task complete"
+}
+
+var fieldRef = regexp.MustCompile(`\{([a-z_]+)\}`)
+
+// Message says the error, naming each option with name.
+func (e *OptionError) Message(name func(field string) string) string {
+	return fieldRef.ReplaceAllStringFunc(e.Msg, func(ref string) string { return name(ref[1 : len(ref)-1]) })
+}
+
+func (e *OptionError) Error() string { return e.Message(func(f string) string { return f }) }
+
+func optionErr(field, format string, args ...any) error {
+	return &OptionError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks the options on their own; Prepare checks them against
+// the machine too.
+func (o Options) Validate() error {
+	switch {
+	case o.MaxTurns < 0:
+		return optionErr("max_turns", "{max_turns} must be positive")
+	case o.ModelAttempts < 0:
+		return optionErr("model_attempts", "{model_attempts} must be positive")
+	case o.MaxIterations < 0:
+		return optionErr("max_iterations", "{max_iterations} must be positive")
+	case o.MaxIterations > 0 && o.Until == "":
+		return optionErr("max_iterations", "{max_iterations} needs {until}, the line that marks the task complete")
+	case strings.Contains(o.Until, "\n"):
+		return optionErr("until", "{until} must be a single line")
+	case o.Timeout < 0:
+		return optionErr("timeout", "{timeout} must be a positive duration like 10m")
+	case o.Harness && o.Until != "":
+		return optionErr("until", "{until} applies to single runs; harness phases set their own in the plan")
+	case o.Parallel < 0:
+		return optionErr("parallel", "{parallel} must be at least 1")
+	case o.Parallel > 0 && !o.Harness:
+		return optionErr("parallel", "{parallel} applies to harness runs only ({harness})")
+	case o.PhaseTimeout < 0:
+		return optionErr("phase_timeout", "{phase_timeout} must be a positive duration like 30m")
+	case o.ContextBudget < 0:
+		return optionErr("context_budget", "{context_budget} must be positive")
+	}
+	return nil
+}
+
+// Prepare checks o for a run in the workspace dir, against this machine
+// and the supervisor's environment, and resolves the tools it offers. Every
+// problem is an *OptionError.
+func (s *Supervisor) Prepare(o Options, dir string) (Options, *tools.Workspace, error) {
+	if err := o.Validate(); err != nil {
+		return o, nil, err
+	}
+	ws, err := tools.NewWorkspace(dir)
+	if err != nil {
+		return o, nil, optionErr("workspace", "{workspace}: %v", err)
+	}
+	if o.Tools, err = s.OfferedTools(ws, o); err != nil {
+		return o, nil, err
+	}
+	if err := s.checkModel(o); err != nil {
+		return o, nil, err
+	}
+	return o, ws, nil
+}
+
+// OfferedTools resolves the allow and deny lists against every tool a run
+// of this kind can have: the tools it will offer. A side-effecting tool
+// that is not configured is left out unless the allow list names it.
+func (s *Supervisor) OfferedTools(ws *tools.Workspace, o Options) ([]string, error) {
+	extra := tools.EffectTools(tools.EffectScope{}, nil, s.Getenv)
+	if o.Harness {
+		extra = append(extra, tools.RecordTools()...)
+	}
+	deny := tools.WithoutUnconfigured(o.AllowTools, o.DenyTools, s.Getenv)
+	set, err := tools.NewSet(ws, tools.Options{Allow: o.AllowTools, Deny: deny}, extra...)
+	var unknown *tools.UnknownToolError
+	switch {
+	case errors.As(err, &unknown):
+		field := "allow_tools"
+		if unknown.List == "deny" {
+			field = "deny_tools"
+		}
+		return nil, optionErr(field, "{%s}: unknown tool %q; valid tools: %s", field, unknown.Name, strings.Join(unknown.Known, ", "))
+	case err != nil:
+		return nil, err
+	case len(set.Names()) == 0:
+		return nil, optionErr("allow_tools", "{allow_tools} and {deny_tools} leave no tool")
+	}
+	return set.Names(), nil
+}
+
+// checkModel fails early, before anything is written or requested, when
+// the model cannot possibly be reached.
+func (s *Supervisor) checkModel(o Options) error {
+	if o.Replay != "" {
+		f, err := os.Open(o.Replay)
+		if err != nil {
+			return optionErr("replay", "{replay}: %v", err)
+		}
+		defer f.Close()
+		if _, err := llm.NewReplayer(f, ""); err != nil {
+			return optionErr("replay", "{replay} %s: %v", o.Replay, err)
+		}
+		return nil
+	}
+	u, err := url.Parse(o.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return optionErr("base_url", "invalid base URL %q: want http(s)://host[:port]/v1 in {base_url}", o.BaseURL)
+	}
+	if s.apiKey == "" && !isLoopback(u.Hostname()) {
+		return optionErr("base_url", "OPENAI_API_KEY is not set; export it, point {base_url} at a local server, or use {replay} FILE")
+	}
+	return nil
+}
+
+// isLoopback reports whether host is this machine, where local model
+// servers need no key.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// model is the model settings of the run's loops and children.
+func (o Options) model() adapter.Model {
+	return adapter.Model{Name: o.Model, BaseURL: o.BaseURL, MaxAttempts: o.ModelAttempts, Record: o.Record, Replay: o.Replay}
+}
+
+// encode is what the run keeps (runs.config_json).
+func (o Options) encode() json.RawMessage {
+	raw, err := json.Marshal(o)
+	if err != nil {
+		panic("supervisor: marshal options: " + err.Error()) // plain fields: cannot fail
+	}
+	return raw
+}
+
+// DecodeOptions reads back the options a run was stored with, including
+// those of runs stored before there was one options type.
+func DecodeOptions(r *store.Run) (Options, error) {
+	var o Options
+	if len(bytes.TrimSpace(r.Config)) == 0 {
+		return o, fmt.Errorf("run %s has no stored options", r.ID)
+	}
+	var probe struct {
+		Model json.RawMessage `json:"model"`
+	}
+	if err := json.Unmarshal(r.Config, &probe); err != nil {
+		return o, fmt.Errorf("run %s has unreadable options: %w", r.ID, err)
+	}
+	if bytes.HasPrefix(bytes.TrimSpace(probe.Model), []byte("{")) {
+		return decodeLegacyHarness(r)
+	}
+	if err := json.Unmarshal(r.Config, &o); err != nil {
+		return o, fmt.Errorf("run %s has unreadable options: %w", r.ID, err)
+	}
+	o.Harness = r.Kind == store.KindHarness
+	return o, nil
+}
+
+// decodeLegacyHarness reads a harness run stored with its model settings
+// as an object, as versions before one options type stored them.
+func decodeLegacyHarness(r *store.Run) (Options, error) {
+	var h struct {
+		Model         adapter.Model `json:"model"`
+		MaxTurns      int           `json:"max_turns"`
+		Tools         []string      `json:"tools"`
+		Parallel      int           `json:"parallel"`
+		PhaseTimeout  Duration      `json:"phase_timeout"`
+		ContextBudget int           `json:"context_budget"`
+		Timeout       Duration      `json:"timeout"`
+	}
+	if err := json.Unmarshal(r.Config, &h); err != nil {
+		return Options{}, fmt.Errorf("run %s has unreadable options: %w", r.ID, err)
+	}
+	return Options{
+		Model: h.Model.Name, BaseURL: h.Model.BaseURL, ModelAttempts: h.Model.MaxAttempts,
+		Record: h.Model.Record, Replay: h.Model.Replay, MaxTurns: h.MaxTurns, Tools: h.Tools,
+		Harness: true, Parallel: h.Parallel, PhaseTimeout: h.PhaseTimeout, ContextBudget: h.ContextBudget, Timeout: h.Timeout,
+	}, nil
+}

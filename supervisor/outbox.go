@@ -1,0 +1,114 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"agent/adapter"
+	"agent/event"
+	"agent/store"
+	"agent/tools"
+)
+
+// The outbox of a run's side effects (DESIGN.md §6, §7): an intent is
+// written before its effect may start, its receipt marks it done, and an
+// effect whose outcome was lost is never repeated unless the user asks.
+
+// storeOutbox is the outbox of a loop in this process: the intent is
+// written to the store before the tool acts, which it does as soon as
+// Begin returns.
+type storeOutbox struct {
+	db    *store.DB
+	runID string
+}
+
+func (o *storeOutbox) Begin(ctx context.Context, in tools.Intent) (*event.ReceiptData, error) {
+	r, err := o.db.BeginEffect(ctx, store.Receipt{
+		Key: in.Key, RunID: o.runID, Tool: in.Tool, Type: in.ReceiptType, Args: in.Args, Acked: true,
+	}, false)
+	switch {
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		return nil, tools.ErrUnknownOutcome
+	case err != nil:
+		return nil, err
+	case r != nil:
+		return &event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details}, nil
+	}
+	return nil, nil
+}
+
+// intent answers a child's effect.intent. The intent is persisted first,
+// unacked; then, only if the effect may go ahead, it is marked acked just
+// before the go-ahead is sent. An intent that never got that far cannot
+// have happened, and recovery forgets it instead of blocking on it.
+func (s *Supervisor) intent(ctx context.Context, in store.Receipt) adapter.Control {
+	in.Acked = false
+	r, err := s.db.BeginEffect(ctx, in, false)
+	switch {
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		return adapter.Control{Unknown: true, Reason: err.Error()}
+	case err != nil:
+		return adapter.Control{Reason: "the intent could not be recorded: " + err.Error()}
+	case r != nil:
+		return adapter.Control{Receipt: &event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details}}
+	}
+	if err := s.db.AckEffect(ctx, in.Key); err != nil {
+		return adapter.Control{Reason: "the intent could not be recorded: " + err.Error()}
+	}
+	return adapter.Control{Proceed: true}
+}
+
+// settle deals with the intents a stopped process left pending: nothing
+// carries them out any more. With resend, the user's choice after checking
+// they did not arrive, each effect whose outcome is unknown is sent again
+// from its recorded arguments, under its own key, and its receipt recorded.
+func (s *Supervisor) settle(ctx context.Context, r *store.Run, sink Sink, resend bool) error {
+	if _, err := s.db.MarkPendingUnknown(ctx, r.ID, ""); err != nil {
+		return err
+	}
+	if !resend {
+		return nil
+	}
+	receipts, err := s.db.Receipts(ctx, r.ID, "")
+	if err != nil {
+		return err
+	}
+	for _, rc := range receipts {
+		if rc.State != store.ReceiptUnknown {
+			continue
+		}
+		if err := s.resend(ctx, r.ID, rc, sink); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resend sends one unknown effect again and records what happened.
+func (s *Supervisor) resend(ctx context.Context, runID string, rc store.Receipt, sink Sink) error {
+	warn := func(format string, args ...any) error {
+		e := event.New(event.Warning, event.WarningData{Message: fmt.Sprintf(format, args...)})
+		e.PhaseID, e.Attempt = rc.PhaseID, rc.Attempt
+		return sink.Emit(ctx, e)
+	}
+	if len(rc.Args) == 0 {
+		return warn("%s %s has an unknown outcome but its arguments were not recorded, so it cannot be sent again", rc.Tool, rc.Key)
+	}
+	if _, err := s.db.BeginEffect(ctx, store.Receipt{
+		Key: rc.Key, RunID: runID, PhaseID: rc.PhaseID, Attempt: rc.Attempt, Tool: rc.Tool, Type: rc.Type, Args: rc.Args, Acked: true,
+	}, true); err != nil {
+		return err
+	}
+	if err := warn("sending %s %s again, as asked with --resend-unknown: %s", rc.Tool, rc.Key, rc.Args); err != nil {
+		return err
+	}
+	res := tools.ResendEffect(ctx, rc.Tool, rc.Key, rc.Args, s.Getenv)
+	for _, e := range res.Events {
+		e.PhaseID, e.Attempt = rc.PhaseID, rc.Attempt
+		if err := sink.Emit(ctx, e); err != nil {
+			return err
+		}
+	}
+	return warn("%s %s: %s", rc.Tool, rc.Key, res.Output)
+}

@@ -1,0 +1,69 @@
+package supervisor
+
+import (
+	"context"
+	"sync"
+
+	"agent/event"
+	"agent/store"
+)
+
+// Sink persists a run's events, assigning their seq, and shows them or
+// fans them out. Emit returns once the event is persisted.
+type Sink interface {
+	Emit(ctx context.Context, e event.Event) error
+}
+
+// journalSink is the sink of a run driven by one process: its events go
+// through the run's journal, or its session's, then to show. It is safe
+// for concurrent use: harness phases run in parallel.
+type journalSink struct {
+	runID   string
+	mu      sync.Mutex // shown in seq order, even from parallel phases
+	journal *store.Journal
+	show    func(event.Event)
+}
+
+// openJournal returns the sink of a run driven by this process alone.
+func (s *Supervisor) openJournal(ctx context.Context, r *store.Run, show func(event.Event)) (*journalSink, error) {
+	if show == nil {
+		show = func(event.Event) {}
+	}
+	// A run in a gateway session shares the session's sequence.
+	if r.SessionID != "" {
+		j, err := s.db.SessionJournal(ctx, r.SessionID)
+		if err != nil {
+			return nil, err
+		}
+		return &journalSink{runID: r.ID, journal: j, show: show}, nil
+	}
+	j, err := s.db.Journal(ctx, r.ID, "")
+	if err != nil {
+		return nil, err
+	}
+	// This process alone writes the run, so whole messages and artifacts
+	// may ride along with the next durable event.
+	j.SetLazy(event.MessageCompleted, event.ArtifactCreated)
+	return &journalSink{runID: r.ID, journal: j, show: show}, nil
+}
+
+func (k *journalSink) Emit(ctx context.Context, e event.Event) error {
+	if e.RunID == "" {
+		e.RunID = k.runID
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, err := k.journal.Append(ctx, e)
+	if err != nil {
+		return err
+	}
+	k.show(e)
+	return nil
+}
+
+// flush writes what the journal still buffers.
+func (k *journalSink) flush(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.journal.Flush(ctx)
+}

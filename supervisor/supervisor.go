@@ -1,0 +1,220 @@
+// Package supervisor is a durable run, for every front-end: the CLI, the
+// harness, the gateway and its jobs, and workers. It validates a run's
+// options once, creates the run, holds and renews its lease, journals its
+// events, rebuilds its state on resume, drives it (in this process, in an
+// `agent runner` child, or as a harness of phases), keeps the outbox of its
+// side effects, rewinds its files, and says how it ended in one place
+// (Ending). Front-ends keep only their flags, transport and presentation.
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"agent/event"
+	"agent/store"
+)
+
+// DefaultLeaseTTL is how long a lease outlives its last renewal.
+const DefaultLeaseTTL = 30 * time.Second
+
+// Config is what a supervisor needs. Zero values take the defaults noted.
+type Config struct {
+	DB *store.DB
+	// Home is AGENT_HOME: file checkpoints keep their content there.
+	Home string
+	// Env is the environment of children and of side-effecting tools;
+	// default os.Environ(). APIKey, if set, is added to it.
+	Env    []string
+	APIKey string
+
+	// Children: the binary run as `agent runner` (default this one), its
+	// hang watchdog and SIGTERM-to-SIGKILL grace (zero: the adapter's).
+	Exe              string
+	HeartbeatTimeout time.Duration
+	KillGrace        time.Duration
+	// LogDir receives the stderr of single-run children as RUN_ID.log;
+	// empty keeps it only for crash reasons. Phases log into their run's
+	// directory.
+	LogDir string
+
+	LeaseTTL time.Duration // default DefaultLeaseTTL; renewed every LeaseTTL/3
+	Owner    string        // lease owner; default a new one for this process
+	Version  string        // for the model client's User-Agent
+	Logger   *slog.Logger  // default: discard
+}
+
+// Supervisor drives durable runs. It is safe for concurrent use: a
+// gateway drives many runs through one.
+type Supervisor struct {
+	cfg    Config
+	db     *store.DB
+	apiKey string
+	log    *slog.Logger
+}
+
+// New checks cfg and fills in its defaults.
+func New(cfg Config) (*Supervisor, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("supervisor: a store is required")
+	}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	if cfg.APIKey != "" {
+		cfg.Env = append(cfg.Env[:len(cfg.Env):len(cfg.Env)], "OPENAI_API_KEY="+cfg.APIKey)
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = store.NewLeaseOwner()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	s := &Supervisor{cfg: cfg, db: cfg.DB, log: cfg.Logger}
+	s.apiKey = s.Getenv("OPENAI_API_KEY")
+	return s, nil
+}
+
+// Owner is the lease owner of every run this supervisor drives.
+func (s *Supervisor) Owner() string { return s.cfg.Owner }
+
+// LeaseTTL is how long its leases last without renewal.
+func (s *Supervisor) LeaseTTL() time.Duration { return s.cfg.LeaseTTL }
+
+// Getenv reads the environment runs get, which is what tools and the
+// model client see; the last setting of a name wins, as in exec.
+func (s *Supervisor) Getenv(name string) string {
+	prefix := name + "="
+	val := ""
+	for _, kv := range s.cfg.Env {
+		if strings.HasPrefix(kv, prefix) {
+			val = kv[len(prefix):]
+		}
+	}
+	return val
+}
+
+// NewRun is a run to create.
+type NewRun struct {
+	Prompt    string
+	Workspace string // absolute, as Prepare resolved it
+	SessionID string // a gateway session, or ""
+	// IdempotencyKey, if set, is unique within the session: a second
+	// create with it fails with store.ErrDuplicateKey.
+	IdempotencyKey string
+	Options        Options // as Prepare resolved them
+}
+
+// Create records a new run, running and leased to this supervisor.
+func (s *Supervisor) Create(ctx context.Context, n NewRun) (*store.Run, error) {
+	kind := store.KindRun
+	if n.Options.Harness {
+		kind = store.KindHarness
+	}
+	r := &store.Run{
+		ID: uuid.NewString(), Kind: kind, SessionID: n.SessionID, Prompt: n.Prompt, Workspace: n.Workspace,
+		Model: n.Options.Model, Config: n.Options.encode(), MaxIterations: n.Options.MaxIterations,
+		CompletionPromise: n.Options.Until, IdempotencyKey: n.IdempotencyKey,
+	}
+	if err := s.db.CreateRun(ctx, r, s.cfg.Owner, s.cfg.LeaseTTL); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// NotResumableError is a run that exists but cannot be continued.
+type NotResumableError struct {
+	RunID  string
+	Reason string
+}
+
+func (e *NotResumableError) Error() string {
+	return fmt.Sprintf("run %s is not resumable: %s", e.RunID, e.Reason)
+}
+
+// Load finds a run to resume (id may be a unique prefix) and reads the
+// options it was stored with. A run that ended for good is a
+// *NotResumableError.
+func (s *Supervisor) Load(ctx context.Context, id string) (*store.Run, Options, error) {
+	r, err := s.db.GetRun(ctx, id)
+	if err != nil {
+		return nil, Options{}, err
+	}
+	if r.Status == event.StatusCompleted || r.Status == event.StatusCancelled {
+		return nil, Options{}, &NotResumableError{RunID: r.ID, Reason: "it is already " + r.Status}
+	}
+	o, err := DecodeOptions(r)
+	if err != nil {
+		return nil, Options{}, &NotResumableError{RunID: r.ID, Reason: err.Error()}
+	}
+	return r, o, nil
+}
+
+// Acquire takes the run's lease for this supervisor. A live holder
+// refuses it with a *store.LeaseHeldError.
+func (s *Supervisor) Acquire(ctx context.Context, runID string) error {
+	return s.db.AcquireLease(ctx, runID, s.cfg.Owner, s.cfg.LeaseTTL)
+}
+
+// Release gives the run's lease up.
+func (s *Supervisor) Release(ctx context.Context, runID string) error {
+	return s.db.ReleaseLease(ctx, runID, s.cfg.Owner)
+}
+
+// Renew extends the lease of a run this supervisor holds and has not
+// started driving (a gateway's queued runs); Drive renews its own. A
+// lease that expired without anyone taking it is simply taken again. It
+// returns a *store.LeaseHeldError once another process holds it.
+func (s *Supervisor) Renew(ctx context.Context, runID string) error {
+	err := s.db.RenewLease(ctx, runID, s.cfg.Owner, s.cfg.LeaseTTL)
+	if errors.Is(err, store.ErrLeaseLost) {
+		err = s.Acquire(ctx, runID)
+	}
+	return err
+}
+
+// keepLease renews the run's lease until stopped; losing it to another
+// process stops the run.
+func (s *Supervisor) keepLease(ctx context.Context, stop context.CancelCauseFunc, runID string) (halt func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(s.cfg.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := s.Renew(context.WithoutCancel(ctx), runID)
+			var held *store.LeaseHeldError
+			if errors.As(err, &held) {
+				s.log.Warn("lost a run lease", "run_id", runID, "holder", held.Owner)
+				stop(errLeaseLost)
+				return
+			}
+			if err != nil {
+				s.log.Error("renew lease", "run_id", runID, "err", err)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}

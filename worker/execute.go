@@ -1,0 +1,159 @@
+// Package worker is the child side of the runner protocol (DESIGN.md §6):
+// `agent runner` reads a PhaseSpec, runs the loop it describes, streams
+// its events to the parent and ends with runner.result (Serve).
+//
+// Execute, the loop a spec describes, is also how a supervisor drives a
+// single run in its own process: a run is the same loop, with the same
+// tools and the same events, whichever side of a process boundary it runs.
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	"agent/adapter"
+	"agent/checkpoint"
+	"agent/event"
+	"agent/llm"
+	"agent/runner"
+	"agent/tools"
+)
+
+// Env is what a loop needs besides its spec.
+type Env struct {
+	Sink runner.Sink
+	// Outbox records side-effect intents before the effect starts; nil
+	// refuses side effects.
+	Outbox tools.Outbox
+	APIKey string
+	// Home is AGENT_HOME: file checkpoints keep their blobs there. Empty
+	// turns checkpoints off, with a warning.
+	Home string
+	// Getenv configures the side-effecting tools; nil means os.Getenv.
+	Getenv    func(string) string
+	UserAgent string
+}
+
+// SpecError is a spec that cannot run: tools that do not exist, a model
+// that cannot be opened. Nothing ran.
+type SpecError struct{ Err error }
+
+func (e *SpecError) Error() string { return "phase spec: " + e.Err.Error() }
+func (e *SpecError) Unwrap() error { return e.Err }
+
+// Execute runs the loop spec describes until it ends or ctx does, and
+// reports how it ended as runner.result carries it. A loop stopped by ctx
+// is reported cancelled. The error is a *SpecError when nothing ran.
+func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.RunnerResultData, error) {
+	ws, err := tools.NewWorkspace(spec.Workspace)
+	if err != nil {
+		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("workspace: %w", err)}
+	}
+	emitWarning := func(msg string) {
+		_ = env.Sink.Emit(ctx, event.New(event.Warning, event.WarningData{Message: msg}))
+	}
+	cfg := runner.Config{
+		ModelName: spec.Model.Name, Sink: env.Sink, MaxTurns: spec.MaxTurns,
+		Until: spec.Until, MaxIterations: spec.MaxIterations, ContextBudget: spec.ContextBudget,
+	}
+	set, planner, err := toolSet(ws, spec, env)
+	if err != nil {
+		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("tools: %w", err)}
+	}
+	cfg.Tools = set
+	if planner != nil {
+		cfg.RequireTool = tools.SubmitPlanName
+	}
+	instructions, warning := runner.Instructions(ws.Root())
+	if warning != "" {
+		emitWarning(warning)
+	}
+	cfg.Instructions = joinNonEmpty(instructions, spec.System)
+	if env.Home != "" {
+		cfg.Checkpoints = checkpoint.BlobsIn(env.Home)
+	} else {
+		emitWarning("file checkpoints are off: no data directory (AGENT_HOME)")
+	}
+	model, closeModel, err := llm.Open(llm.Setup{
+		BaseURL: spec.Model.BaseURL, APIKey: env.APIKey, MaxAttempts: spec.Model.MaxAttempts,
+		Record: spec.Model.Record, Replay: spec.Model.Replay, Scope: spec.Model.Scope, UserAgent: env.UserAgent,
+		OnRetry: func(ri llm.RetryInfo) {
+			_ = env.Sink.Emit(context.WithoutCancel(ctx), event.New(event.Retry, event.RetryData{
+				Attempt: ri.Attempt, MaxAttempts: ri.MaxAttempts, DelayMS: ri.Delay.Milliseconds(),
+				Error: ri.Err.Error(), Status: ri.Status,
+			}))
+		},
+	})
+	if err != nil {
+		return event.RunnerResultData{}, &SpecError{Err: err}
+	}
+	defer closeModel()
+	cfg.Model = model
+
+	state := runner.State{
+		Prior: spec.Prior, History: spec.History, Started: spec.Started, Iteration: spec.Iteration, Turns: spec.Turns,
+		Usage:        llm.Usage{PromptTokens: spec.Usage.PromptTokens, CompletionTokens: spec.Usage.CompletionTokens},
+		Checkpointed: spec.Checkpointed, Continue: spec.Continue,
+	}
+	res, runErr := runner.Run(ctx, cfg, spec.Prompt, state)
+	out := runner.Report(res, runErr)
+	switch {
+	case runErr != nil && ctx.Err() != nil:
+		out.Status, out.Reason, out.Detail = event.StatusCancelled, event.ReasonInterrupted, context.Cause(ctx).Error()
+	case planner != nil && out.Status == event.StatusCompleted:
+		if p := planner.Plan(); p != nil {
+			out.Output = string(p.JSON())
+		} else {
+			out.Status, out.Reason, out.Detail = event.StatusFailed, event.ReasonInvalidPlan, "the planner finished without an accepted plan"
+		}
+	}
+	return out, nil
+}
+
+// toolSet is the tools of a spec's mode: the planner reads and submits a
+// plan; a phase can also record learnings and failed approaches; phases
+// and single runs have the side-effecting tools, guarded by the outbox.
+func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env) (*tools.Set, *tools.SubmitPlan, error) {
+	allow := spec.Tools
+	var extra []tools.Tool
+	var planner *tools.SubmitPlan
+	switch spec.Mode {
+	case adapter.ModePlan:
+		planner = tools.NewSubmitPlan()
+		extra = []tools.Tool{planner}
+		if len(allow) == 0 {
+			allow = []string{"read_file", "list_files", "grep", tools.SubmitPlanName}
+		}
+		set, err := tools.NewSet(ws, tools.Options{Allow: allow}, extra...)
+		return set, planner, err
+	case adapter.ModePhase:
+		extra = tools.RecordTools()
+		if len(allow) > 0 {
+			allow = append(allow[:len(allow):len(allow)], "record_learning", "record_failed_approach")
+		}
+	}
+	// A single run's effects are keyed by the run alone; a phase's by
+	// its phase too (tools.EffectScope).
+	scope := tools.EffectScope{RunID: spec.RunID}
+	if spec.Mode == adapter.ModePhase {
+		scope.PhaseID = spec.PhaseID
+	}
+	extra = append(extra, tools.EffectTools(scope, env.Outbox, env.Getenv)...)
+	deny := tools.WithoutUnconfigured(allow, nil, env.Getenv)
+	set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny}, extra...)
+	return set, nil, err
+}
+
+func joinNonEmpty(parts ...string) string {
+	out := ""
+	for _, p := range parts {
+		if p == "" {
+			continue
+		}
+		if out != "" {
+			out += "\n\n"
+		}
+		out += p
+	}
+	return out
+}

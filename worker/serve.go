@@ -1,0 +1,193 @@
+package worker
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"agent/adapter"
+	"agent/event"
+	"agent/tools"
+)
+
+// Config is what `agent runner` knows besides its spec.
+type Config struct {
+	APIKey    string // from the environment: secrets never travel in the spec
+	Home      string // AGENT_HOME, for checkpoint blobs; "" turns checkpoints off
+	UserAgent string
+}
+
+// ErrParentGone means the parent closed the child's stdin: it died, so
+// the child stopped at once and started no further side effect.
+var ErrParentGone = adapter.ErrParentGone
+
+// defaultHeartbeat is how often a child beats when the spec does not say.
+const defaultHeartbeat = 5 * time.Second
+
+// Serve is `agent runner`: the spec is line 1 of in, control lines follow;
+// events go to out, one JSON line each, ending with runner.result. It
+// returns a *SpecError (or a decoding error) when the spec cannot run,
+// ErrParentGone when the parent died, and nil once runner.result is out,
+// whatever the run's outcome: that is in the result.
+func Serve(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
+	r := bufio.NewReader(in)
+	spec, err := adapter.ReadSpec(r)
+	if err != nil {
+		return &SpecError{Err: err}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	intents := &adapter.Intents{}
+	go adapter.WatchControls(r, intents.Ack, func(err error) { //nolint:errcheck // its end is reported through onStop
+		intents.Stop(err)
+		cancel(err)
+	})
+	stopSignals := cancelOnSignal(ctx, cancel)
+	defer stopSignals()
+
+	sink := &childSink{enc: event.NewEncoder(out), spec: spec, intents: intents}
+	stopBeat := heartbeat(ctx, sink, time.Duration(spec.HeartbeatMS)*time.Millisecond)
+	defer stopBeat()
+
+	var outbox tools.Outbox
+	if spec.Mode != adapter.ModePlan {
+		outbox = &childOutbox{sink: sink, intents: intents, done: spec.Receipts}
+	}
+	res, err := Execute(ctx, spec, Env{Sink: sink, Outbox: outbox, APIKey: cfg.APIKey, Home: cfg.Home, UserAgent: cfg.UserAgent})
+	if err != nil {
+		return err
+	}
+	if errors.Is(context.Cause(ctx), adapter.ErrParentGone) {
+		return ErrParentGone
+	}
+	return sink.Emit(context.WithoutCancel(ctx), event.New(event.RunnerResult, res))
+}
+
+// cancelOnSignal stops the loop on SIGTERM or SIGINT, as a cancel line
+// does: the parent stops a child's whole process group that way.
+func cancelOnSignal(ctx context.Context, cancel context.CancelCauseFunc) (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			cancel(adapter.ErrCancelled)
+		case <-ctx.Done():
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+	}
+}
+
+// childSink writes events to the parent. It stamps the envelope from the
+// spec; the parent assigns seq.
+type childSink struct {
+	enc     *event.Encoder
+	spec    adapter.PhaseSpec
+	intents *adapter.Intents
+}
+
+func (s *childSink) Emit(ctx context.Context, e event.Event) error {
+	e.RunID, e.SessionID, e.PhaseID, e.Attempt = s.spec.RunID, s.spec.SessionID, s.spec.PhaseID, s.spec.Attempt
+	if err := s.enc.Encode(e); err != nil {
+		return fmt.Errorf("write to the parent: %w", err)
+	}
+	if e.Type == event.ToolStarted || e.Type == event.CheckpointCreated {
+		return s.sync(ctx)
+	}
+	return nil
+}
+
+// sync waits until the parent has persisted everything sent so far: a
+// tool call is on record before it runs, a checkpoint before the file
+// changes, even if the parent dies the next moment (DESIGN.md §7).
+func (s *childSink) sync(ctx context.Context) error {
+	id := uuid.NewString()
+	if err := s.enc.Encode(event.New(event.Sync, event.SyncData{ID: id})); err != nil {
+		return fmt.Errorf("write to the parent: %w", err)
+	}
+	ack, err := s.intents.Wait(ctx, id)
+	if err != nil {
+		return fmt.Errorf("the parent did not confirm: %w", err)
+	}
+	if !ack.Proceed {
+		return fmt.Errorf("the parent refused to go on: %s", ack.Reason)
+	}
+	return nil
+}
+
+// heartbeat tells the parent the child is alive while the model or a
+// tool is busy.
+func heartbeat(ctx context.Context, sink *childSink, every time.Duration) (stop func()) {
+	if every <= 0 {
+		every = defaultHeartbeat
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = sink.Emit(ctx, event.New(event.Heartbeat, nil))
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// childOutbox is the outbox of `agent runner`: the intent goes to the
+// parent as effect.intent, and the effect starts only after the parent has
+// persisted it and acked. If the parent is gone, nothing starts.
+type childOutbox struct {
+	sink    *childSink
+	intents *adapter.Intents
+	done    []event.ReceiptData // receipts the spec says this phase already has
+}
+
+func (o *childOutbox) Begin(ctx context.Context, in tools.Intent) (*event.ReceiptData, error) {
+	for _, r := range o.done {
+		if r.Key == in.Key {
+			return &r, nil
+		}
+	}
+	id := uuid.NewString()
+	if err := o.sink.Emit(ctx, event.New(event.EffectIntent, event.EffectIntentData{
+		ID: id, Tool: in.Tool, Key: in.Key, ReceiptType: in.ReceiptType, Args: in.Args,
+	})); err != nil {
+		return nil, err
+	}
+	ack, err := o.intents.Wait(ctx, id)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("the parent did not confirm the intent: %w", err)
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case ack.Receipt != nil:
+		return ack.Receipt, nil
+	case ack.Unknown:
+		return nil, tools.ErrUnknownOutcome
+	case !ack.Proceed:
+		return nil, fmt.Errorf("the parent refused: %s", ack.Reason)
+	}
+	return nil, nil
+}
