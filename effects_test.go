@@ -279,7 +279,8 @@ func TestEffectParentKilledAfterReceipt(t *testing.T) {
 // kill -9 of the parent between the intent and the send: the child is
 // connecting to a server that has not greeted yet when its parent dies. It
 // stops without sending; resume reports the unknown outcome and sends
-// nothing; --resend-unknown, the user's choice, sends exactly one.
+// nothing; --resend-unknown, the user's choice, sends exactly one from the
+// recorded arguments, though the model does not ask again.
 func TestEffectParentKilledBetweenIntentAndSend(t *testing.T) {
 	t.Parallel()
 	mail := newMailbox(t)
@@ -298,8 +299,7 @@ func TestEffectParentKilledBetweenIntentAndSend(t *testing.T) {
 		emailTurn("bob@example.com", "Status", "All green."), // attempt 1: parent dies mid-send
 		emailTurn("bob@example.com", "Status", "All green."), // resume: refused, unknown
 		llmtest.Turn{Text: "The earlier send has an unknown outcome."},
-		emailTurn("bob@example.com", "Status", "All green."), // resume --resend-unknown: sent
-		llmtest.Turn{Text: "Sent."},
+		llmtest.Turn{Text: "The status email went out."}, // resume --resend-unknown: sent before this
 	)
 	planPath := e.writePlan(t, `{"objective":"Tell Bob","phases":[
 		{"id":"notify","instructions":"Email bob@example.com the status.","max_attempts":1,
