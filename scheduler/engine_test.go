@@ -55,23 +55,46 @@ func TestEngineFiresAtLocalTimeAcrossDST(t *testing.T) {
 			h := newHarness(t, tt.from, func(c *Config) { c.PollInterval = time.Hour })
 			h.disp.result = completeAll
 			n := 0
+			ids := map[string]string{} // zone → job id
 			for zone, expr := range tt.jobs {
 				// parallel: the fake clock may outrun a run's bookkeeping,
 				// which must not make the next day's tick overlap it.
-				h.create(JobSpec{Name: zone, CronExpr: expr, Timezone: zone, Policy: policy(func(p *Policy) { p.Overlap = OverlapParallel })})
+				j := h.create(JobSpec{Name: zone, CronExpr: expr, Timezone: zone, Policy: policy(func(p *Policy) { p.Overlap = OverlapParallel })})
+				ids[zone] = j.ID
 				n += len(tt.want[zone])
 			}
 			h.start()
 			h.advanceTo(tt.to)
 			h.rec.wait(t, EventJobCompleted, n)
 			assertOnTime(t, h)
-			got := map[string][]string{}
+			// Which ticks ran, once each, at what local time: each run
+			// starts on a goroutine of its own and the fake clock moves a
+			// day on in microseconds, so the order of Dispatcher.Start
+			// calls is up to the Go scheduler, not a promise to compare.
+			const layout = "2006-01-02 15:04 MST"
+			dispatched := map[string][]time.Time{}
 			for _, c := range h.disp.starts() {
-				got[c.job.Timezone] = append(got[c.job.Timezone], c.tick.ScheduledFor.Format("2006-01-02 15:04 MST"))
+				dispatched[c.job.Timezone] = append(dispatched[c.job.Timezone], c.tick.ScheduledFor)
 			}
 			for zone, want := range tt.want {
-				if !slices.Equal(got[zone], want) {
-					t.Errorf("%s ticks %v, want %v", zone, got[zone], want)
+				ticks := dispatched[zone]
+				slices.SortFunc(ticks, time.Time.Compare)
+				var got []string
+				for _, at := range ticks {
+					got = append(got, at.Format(layout)) // in the job's zone
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s ticks dispatched %v, want %v", zone, got, want)
+				}
+				got = nil
+				for _, r := range h.runs(ids[zone]) { // oldest tick first
+					got = append(got, r.ScheduledFor.In(mustZone(t, zone)).Format(layout))
+					if r.Status != store.JobRunCompleted || r.Attempt != 1 {
+						t.Errorf("%s run %+v, want attempt 1 completed", zone, r)
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s job runs for %v, want %v", zone, got, want)
 				}
 			}
 		})
