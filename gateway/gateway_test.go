@@ -987,3 +987,37 @@ func TestSlowConsumer(t *testing.T) {
 		t.Errorf("%d events in all, want 4004", total)
 	}
 }
+
+// DESIGN.md §9 "Attachment": a connection that creates a session, or
+// starts a run in a session it is not attached to, receives the run's
+// events with no session.resume, in the same order and with the same
+// seqs as every other client.
+func TestAttachedByCreateAndStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	c := e.dial()
+	sid := e.session(c)
+	first := e.start(c, sid, "echo hello")
+	evs := waitTerminal(t, c, first.RunID)
+	if types(evs) != "run.started message.completed message.delta message.delta message.completed run.completed" {
+		t.Fatalf("the creator got %s", types(evs))
+	}
+	checkSeqs(t, evs, 0)
+
+	other := e.dial() // never created the session, never resumed it
+	second := e.start(other, sid, "echo again")
+	got := waitTerminal(t, other, second.RunID)
+	want := ofRun(waitTerminal(t, c, second.RunID), second.RunID)
+	if len(got) == 0 || got[0].Seq != evs[len(evs)-1].Seq+1 {
+		t.Fatalf("the starter's stream begins at %v, want right after seq %d", got, evs[len(evs)-1].Seq)
+	}
+	checkSeqs(t, got, evs[len(evs)-1].Seq)
+	if len(got) != len(want) {
+		t.Fatalf("starter saw %s, creator saw %s", types(got), types(want))
+	}
+	for i := range got {
+		if got[i].Seq != want[i].Seq || got[i].Event != want[i].Event {
+			t.Errorf("frame %d: starter %d %s, creator %d %s", i, got[i].Seq, got[i].Event, want[i].Seq, want[i].Event)
+		}
+	}
+}
