@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -570,6 +571,17 @@ func TestGatewayCommand(t *testing.T) {
 	res = e.run("gateway", "--reclaim", "maybe")
 	if res.code != 2 || !strings.Contains(res.stderr, "resume or fail") {
 		t.Errorf("bad --reclaim: %d %s", res.code, res.stderr)
+	}
+	// An address in use is the environment's doing: exit 5, naming it.
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	res = e.run("gateway", "--listen", taken.Addr().String())
+	if res.code != 5 || !strings.Contains(res.stderr, "cannot listen on "+taken.Addr().String()) || !strings.Contains(res.stderr, "address already in use") ||
+		strings.Count(strings.TrimSpace(res.stderr), "\n") != 0 {
+		t.Errorf("address in use: %d %q", res.code, res.stderr)
 	}
 	res = e.run("gateway", "--help")
 	if res.code != 0 || !strings.Contains(res.stdout, "--drain-grace") || !strings.Contains(res.stdout, "always refused") {

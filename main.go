@@ -150,6 +150,9 @@ func exitCode(err error) int {
 		model   *llm.Error
 		leased  *store.LeaseHeldError
 		stopped *supervisor.NotResumableError
+		dbEnv   *store.UnusableError
+		homeEnv *config.HomeError
+		portEnv *gateway.ListenError
 	)
 	switch {
 	case errors.As(err, &exit):
@@ -168,6 +171,8 @@ func exitCode(err error) int {
 		return 3
 	case errors.As(err, &leased), errors.As(err, &stopped):
 		return 4
+	case errors.As(err, &dbEnv), errors.As(err, &homeEnv), errors.As(err, &portEnv):
+		return 5
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrAmbiguous):
 		return 2
 	case errors.Is(err, context.Canceled):

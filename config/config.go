@@ -79,6 +79,20 @@ type Error struct{ Msg string }
 
 func (e *Error) Error() string { return e.Msg }
 
+// HomeError is a data directory (AGENT_HOME) this machine will not let
+// agent use: its config file cannot be read for a reason other than its
+// content (DESIGN.md §2, exit 5).
+type HomeError struct {
+	Path string
+	Err  error
+}
+
+func (e *HomeError) Error() string {
+	return fmt.Sprintf("cannot use AGENT_HOME: %s: %v; make it a directory you own, or set AGENT_HOME to one", e.Path, e.Err)
+}
+
+func (e *HomeError) Unwrap() error { return e.Err }
+
 // Load reads config.toml under home if it exists and applies the
 // environment on top of it.
 func Load() (Settings, error) {
@@ -89,8 +103,11 @@ func Load() (Settings, error) {
 	var f File
 	path := filepath.Join(home, "config.toml")
 	md, err := toml.DecodeFile(path, &f)
+	var unreadable *fs.PathError
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+	case errors.As(err, &unreadable):
+		return Settings{}, &HomeError{Path: path, Err: unreadable.Err}
 	case err != nil:
 		return Settings{}, &Error{Msg: fmt.Sprintf("config %s: %v", path, err)}
 	default:

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"agent/store"
@@ -174,6 +175,23 @@ func (c Config) validate() error {
 	}
 	return nil
 }
+
+// ListenError is an address the gateway cannot listen on: in use, not
+// this machine's, or not allowed (DESIGN.md §2, exit 5).
+type ListenError struct {
+	Addr string
+	Err  error
+}
+
+func (e *ListenError) Error() string {
+	fix := "pass --listen with another address"
+	if errors.Is(e.Err, syscall.EADDRINUSE) {
+		fix = "another program (perhaps another gateway) listens there: stop it, or pass --listen 127.0.0.1:PORT with a free port (0 picks one)"
+	}
+	return fmt.Sprintf("gateway: cannot listen on %s: %v; %s", e.Addr, e.Err, fix)
+}
+
+func (e *ListenError) Unwrap() error { return e.Err }
 
 // isLoopback reports whether host only accepts local connections. An
 // empty host listens on every interface.

@@ -94,7 +94,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("gateway: listen on %s: %w", s.cfg.Listen, err)
+		return &ListenError{Addr: s.cfg.Listen, Err: err}
 	}
 	s.ln = ln
 	if err := s.reclaim(ctx); err != nil {

@@ -53,7 +53,12 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("open store %s: path must not contain '?'", path)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		problem := err.Error()
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			problem = "cannot create the directory " + pe.Path + ": " + pe.Err.Error()
+		}
+		return nil, &UnusableError{Path: path, Problem: problem, Fix: fixHome}
 	}
 	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=on&_synchronous=FULL", busyTimeout.Milliseconds())
 	rw, err := sql.Open("sqlite3", path+"?_journal_mode=WAL&_txlock=immediate&"+common)
@@ -71,6 +76,14 @@ func Open(path string) (*DB, error) {
 	db := &DB{rw: rw, ro: ro, Now: time.Now, OwnerDead: ownerDead}
 	if err := db.migrate(context.Background()); err != nil {
 		db.Close()
+		err = unusable(path, err)
+		var u *UnusableError
+		if errors.As(err, &u) {
+			if u.Path == "" {
+				u.Path = path
+			}
+			return nil, u
+		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return db, nil

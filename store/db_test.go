@@ -127,7 +127,7 @@ func TestOpenNewerSchema(t *testing.T) {
 	db.Close()
 
 	_, err = Open(path)
-	if err == nil || !strings.Contains(err.Error(), "newer than this binary") {
+	if err == nil || !strings.Contains(err.Error(), "newer than this agent") {
 		t.Fatalf("Open newer schema: err = %v, want a newer-schema error", err)
 	}
 }

@@ -58,7 +58,8 @@ func (db *DB) migrate(ctx context.Context) error {
 		return fmt.Errorf("read schema version: %w", err)
 	}
 	if current > len(ms) {
-		return fmt.Errorf("schema version %d is newer than this binary supports (%d): upgrade agent", current, len(ms))
+		return &UnusableError{Problem: fmt.Sprintf("its schema version %d is newer than this agent supports (%d)", current, len(ms)),
+			Fix: "upgrade agent, or set AGENT_HOME to another directory"}
 	}
 	for _, m := range ms[current:] {
 		if err := db.applyMigration(ctx, m); err != nil {
