@@ -425,15 +425,19 @@ func sseEvents(t *testing.T, addr, runID string, after int64) []event.Event {
 
 // TestGatewayKill9Reclaim kills the gateway process with SIGKILL while a
 // run's tool is running, then starts it again: with --reclaim resume the
-// run continues (the interrupted call is not repeated) and completes;
-// with --reclaim fail it is recorded failed with the reason.
+// run continues (the interrupted call is not repeated, a file it already
+// checkpointed is not checkpointed again) and completes; with --reclaim
+// fail it is recorded failed with the reason.
 func TestGatewayKill9Reclaim(t *testing.T) {
 	t.Parallel()
 	for _, policy := range []string{"resume", "fail"} {
 		t.Run(policy, func(t *testing.T) {
 			t.Parallel()
 			e := newE2E(t,
-				llmtest.Turn{Text: "Starting the long step.", ToolCalls: []llmtest.Call{call("bash", `{"command":"echo ran >> count.txt; echo $$ > started; sleep 30"}`)}},
+				llmtest.Turn{Text: "Starting the long step.", ToolCalls: []llmtest.Call{
+					call("write_file", `{"path":"notes.md","content":"draft 1\n"}`),
+					call("bash", `{"command":"echo ran >> count.txt; echo $$ > started; sleep 30"}`)}},
+				llmtest.Turn{ToolCalls: []llmtest.Call{call("write_file", `{"path":"notes.md","content":"draft 2\n"}`)}},
 				llmtest.Turn{Text: "The long step was interrupted; done anyway."},
 			)
 			g := e.startGateway()
@@ -466,7 +470,10 @@ func TestGatewayKill9Reclaim(t *testing.T) {
 				if n := countLines(t, filepath.Join(e.workspace, "count.txt")); n != 1 {
 					t.Errorf("the interrupted bash call ran %d times", n)
 				}
-				if e.srv.RequestCount() != 2 {
+				if n := strings.Count(eventTypes(evs), "checkpoint.created"); n != 1 {
+					t.Errorf("notes.md was checkpointed %d times; its first checkpoint must stay its state before the run", n)
+				}
+				if e.srv.RequestCount() != 3 {
 					t.Errorf("%d model requests", e.srv.RequestCount())
 				}
 			case "fail":
