@@ -319,7 +319,7 @@ func interruptOnSignal(parent context.Context) (context.Context, func()) {
 	go func() {
 		select {
 		case <-sig:
-			cancel(supervisor.Interrupt("interrupted by signal; resume to continue"))
+			cancel(supervisor.Interrupt(""))
 		case <-done:
 			return
 		}

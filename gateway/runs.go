@@ -18,7 +18,7 @@ const reasonDrained = "gateway stopped; resumable"
 // Why the gateway stops a run: the causes its context ends with.
 var (
 	errDrained     = supervisor.Interrupt(reasonDrained)
-	errInterrupted = supervisor.Interrupt("interrupted by a client; resume to continue")
+	errInterrupted = supervisor.Interrupt("") // as Ctrl-C says it locally
 	errCancelled   = supervisor.Cancel("cancelled by a client")
 )
 

@@ -171,7 +171,8 @@ func (l *loop) openingPrompt() (string, error) {
 
 // Run drives the loop for prompt from state until the task completes, the
 // turn or iteration budget runs out, or ctx ends. A provider failure or a
-// cancelled ctx is returned as an error; the caller records it.
+// cancelled ctx is returned as an error, with the turns and tokens spent
+// so far in the Result; the caller records it.
 func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, error) {
 	if cfg.MaxTurns <= 0 {
 		cfg.MaxTurns = DefaultMaxTurns
@@ -191,7 +192,12 @@ func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, e
 	for _, p := range state.Checkpointed {
 		l.checkpointed[p] = true
 	}
-	return l.run(ctx)
+	res, err := l.run(ctx)
+	if err != nil {
+		// Stopped early: what it spent so far still counts.
+		res.Turns, res.Usage = l.state.Turns, l.state.Usage
+	}
+	return res, err
 }
 
 func (l *loop) run(ctx context.Context) (Result, error) {

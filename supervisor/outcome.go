@@ -21,8 +21,14 @@ type Stop struct {
 func (s *Stop) Error() string { return s.Detail }
 
 // Interrupt stops a run so that it can be resumed: Ctrl-C, run.cancel
-// with mode interrupt, a gateway that stops.
-func Interrupt(detail string) error { return &Stop{Reason: event.ReasonInterrupted, Detail: detail} }
+// with mode interrupt, a gateway that stops. An empty detail says what
+// Ctrl-C says, wherever the run is.
+func Interrupt(detail string) error {
+	if detail == "" {
+		detail = "interrupted; resume to continue"
+	}
+	return &Stop{Reason: event.ReasonInterrupted, Detail: detail}
+}
 
 // Cancel ends a run for good.
 func Cancel(detail string) error { return &Stop{Reason: event.ReasonCancelled, Detail: detail} }
