@@ -144,7 +144,7 @@ func newRunView(r store.Run) runView {
 		Turns: r.Turns, Usage: r.Usage, Iteration: r.IterationCount, MaxIterations: r.MaxIterations,
 		CompletionPromise: r.CompletionPromise, CreatedAt: r.CreatedAt,
 	}
-	if r.Status == "running" && r.LeaseOwner != "" {
+	if r.Status == event.StatusRunning && r.LeaseOwner != "" {
 		v.LeaseOwner = r.LeaseOwner
 		v.LeaseExpiresAt = timePtr(r.LeaseExpiresAt)
 	}
@@ -259,7 +259,7 @@ func printRun(w io.Writer, v runView) {
 	if v.LeaseOwner != "" && v.LeaseExpiresAt != nil && v.LeaseExpiresAt.After(time.Now()) {
 		fmt.Fprintf(w, "lease     held by %s until %s\n", v.LeaseOwner, v.LeaseExpiresAt.Local().Format(time.TimeOnly))
 	}
-	if v.Status != "completed" && v.Status != "cancelled" {
+	if v.Status != event.StatusCompleted && v.Status != event.StatusCancelled {
 		fmt.Fprintf(w, "resume    agent resume %s\n", shortID(v.ID))
 	}
 	fmt.Fprintf(w, "\nprompt:\n  %s\n", indent(v.Prompt))

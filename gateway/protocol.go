@@ -256,11 +256,11 @@ type RunResumeParams struct {
 // Run statuses as the gateway reports them: the store's, plus queued.
 const (
 	RunQueued      = "queued"
-	RunRunning     = "running"
-	RunCompleted   = "completed"
-	RunFailed      = "failed"
-	RunCancelled   = "cancelled"
-	RunInterrupted = "interrupted"
+	RunRunning     = event.StatusRunning
+	RunCompleted   = event.StatusCompleted
+	RunFailed      = event.StatusFailed
+	RunCancelled   = event.StatusCancelled
+	RunInterrupted = event.StatusInterrupted
 )
 
 // RunStartResult answers run.start and POST /v1/runs (HTTP 202).

@@ -28,20 +28,6 @@ var ErrDuplicateKey = errors.New("idempotency key already used")
 // minPrefix is the shortest id prefix GetRun and GetSession will expand.
 const minPrefix = 4
 
-// RunConfig is how a single-loop run is driven, stored with it
-// (config_json) so that resume drives it the same way whichever process
-// started it: `agent run` or the gateway. Secrets are never part of it.
-type RunConfig struct {
-	Model         string   `json:"model"`
-	BaseURL       string   `json:"base_url"`
-	MaxTurns      int      `json:"max_turns"`
-	ModelAttempts int      `json:"model_attempts,omitempty"`
-	AllowTools    []string `json:"allow_tools,omitempty"`
-	DenyTools     []string `json:"deny_tools,omitempty"`
-	Until         string   `json:"until,omitempty"`
-	MaxIterations int      `json:"max_iterations,omitempty"`
-}
-
 // Run is one row of runs: an agent run (fast path) or a harness run.
 type Run struct {
 	ID        string
@@ -51,7 +37,7 @@ type Run struct {
 	Prompt    string
 	Workspace string
 	Model     string
-	Config    json.RawMessage // opaque settings the caller needs to resume
+	Config    json.RawMessage // how the run is driven (supervisor.Options), opaque here
 
 	// IdempotencyKey, if not empty, is unique within the session, so a
 	// retried start finds the run it already created.
