@@ -78,31 +78,9 @@ func harnessAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	defaults := defaultOptions(settings)
-	defaults.Harness = true
-	opts, err := flagOptions(c, defaults)
-	if err != nil {
-		return err
-	}
-	dir, err := workspaceDir(c)
-	if err != nil {
-		return err
-	}
-	db, sup, err := openSupervisor(settings)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	opts, ws, err := sup.Prepare(opts, dir)
-	if err != nil {
-		return err
-	}
-	r, err := sup.Create(c.Context, supervisor.NewRun{Prompt: request, Workspace: ws.Root(), Options: opts})
-	if err != nil {
-		return err
-	}
-	d := supervisor.Drive{Options: opts, Plan: given, PlanOnly: c.Bool("plan"), Confirm: confirmPlan(c)}
-	return driveRun(c, sup, r, d, true)
+	return runHere(c, settings, request, supervisor.Drive{
+		Options: supervisor.Options{Harness: true}, Plan: given, PlanOnly: c.Bool("plan"), Confirm: confirmPlan(c),
+	})
 }
 
 // confirmPlan asks on a terminal whether to run a new plan; elsewhere, or

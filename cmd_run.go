@@ -104,7 +104,16 @@ func runAction(c *cli.Context) error {
 	if c.String("session") != "" {
 		return usageErrorf("--session needs --gateway: sessions live in the gateway")
 	}
-	opts, err := flagOptions(c, defaultOptions(settings))
+	return runHere(c, settings, prompt, supervisor.Drive{})
+}
+
+// runHere records a new run from the command's flags, over the defaults
+// of settings, and drives it in this process as d says (d.Options.Harness
+// makes it a harness run).
+func runHere(c *cli.Context, settings config.Settings, prompt string, d supervisor.Drive) error {
+	defaults := defaultOptions(settings)
+	defaults.Harness = d.Options.Harness
+	opts, err := flagOptions(c, defaults)
 	if err != nil {
 		return err
 	}
@@ -121,11 +130,12 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	d.Options = opts
 	r, err := sup.Create(c.Context, supervisor.NewRun{Prompt: prompt, Workspace: ws.Root(), Options: opts})
 	if err != nil {
 		return err
 	}
-	return driveRun(c, sup, r, supervisor.Drive{Options: opts}, false)
+	return driveRun(c, sup, r, d, d.Options.Harness)
 }
 
 func resumeAction(c *cli.Context) error {
