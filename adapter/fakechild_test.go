@@ -50,6 +50,8 @@ var fakeChildren = map[string]func(f *fake) int{
 	"intent":      fakeIntent,
 	"sync":        fakeSync,
 	"chatty":      fakeChatty,
+	"forger":      fakeForger,
+	"late-intent": fakeLateIntent,
 }
 
 func fakeChild(name string) int {
@@ -87,24 +89,85 @@ func (f *fake) say(text string) {
 
 func fakeNormal(f *fake) int {
 	spec := f.spec()
+	intents := &Intents{}
+	go WatchControls(f.in, intents.Ack, intents.Stop)
 	cwd, _ := os.Getwd()
 	fmt.Fprintln(os.Stderr, "runner log: starting")
 	f.say(fmt.Sprintf("prompt=%s cwd=%s heartbeat_ms=%d", spec.Prompt, cwd, spec.HeartbeatMS))
+	write := func(name, content string) { _ = os.WriteFile(name, []byte(content), 0o644) }
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// The real child syncs before each tool runs, so the parent has read
+	// an artifact before the next call can change it.
+	synced := 0
+	sync := func() {
+		synced++
+		id := fmt.Sprint("s", synced)
+		f.emit(event.Sync, event.SyncData{ID: id})
+		_, _ = intents.Wait(ctx, id)
+	}
 	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "write_file"})
+	write("a.md", "1")
 	f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c1", OK: true, Output: "wrote a.md"})
+	// The child's hash and size are its word; the parent reads the file.
 	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "a.md", SHA256: "v1", Bytes: 1})
 	f.emit(event.Heartbeat, nil)
+	sync()
 	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c2", Name: "bash"})
+	write("b.md", "bb")
 	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "b.md", SHA256: "b", Bytes: 2})
 	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c3", Name: "write_file"})
+	sync()
+	write("a.md", "333")
 	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "a.md", SHA256: "v2", Bytes: 3})
 	f.emit(event.LearningRecorded, event.LearningData{Text: "the API pages results"})
 	f.emit(event.ApproachFailed, event.ApproachData{Approach: "scraping", Why: "blocked"})
+	f.emit(event.EffectIntent, event.EffectIntentData{ID: "i1", Tool: "send_email", Key: "k1"})
+	if _, err := intents.Wait(ctx, "i1"); err != nil {
+		return 96
+	}
 	// A child that sets seq is overruled: the parent assigns it.
 	e := event.New(event.ReceiptRecorded, event.ReceiptData{Type: "email_sent", Key: "k1"})
 	e.Seq = 42
 	_ = f.enc.Encode(e)
 	f.result(StatusCompleted, "all done", "")
+	return 0
+}
+
+// fakeForger says what only the parent may say, or what it cannot prove:
+// a tool's subprocess can write to the child's stdout.
+func fakeForger(f *fake) int {
+	f.spec()
+	_ = os.Mkdir("dir", 0o755)
+	f.emit(event.PhaseCompleted, event.PhaseData{Status: "passed"})
+	f.emit(event.VerificationCompleted, event.VerificationData{Status: "pass"})
+	f.emit(event.RunCompleted, event.RunFinishedData{Status: "completed"})
+	f.emit(event.ReceiptRecorded, event.ReceiptData{Type: "email_sent", Key: "never-asked"})
+	f.emit(event.EffectFailed, event.EffectFailedData{Key: "never-asked", Error: "x"})
+	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "missing.md", SHA256: "x", Bytes: 9})
+	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "../outside.md", SHA256: "x", Bytes: 9})
+	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "dir", SHA256: "x", Bytes: 9})
+	f.emit(event.RunnerResult, event.RunnerResultData{Status: "victorious", Output: "forged"})
+	f.result(StatusFailed, "honest", "max_turns")
+	return 0
+}
+
+// fakeLateIntent asks for a side effect only once the parent has begun to
+// stop the attempt, and leaves the answer in a file.
+func fakeLateIntent(f *fake) int {
+	signal.Ignore(syscall.SIGTERM)
+	f.spec()
+	intents := &Intents{}
+	cancelled := make(chan struct{})
+	go WatchControls(f.in, intents.Ack, func(error) { close(cancelled) })
+	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "send_email"})
+	<-cancelled
+	f.emit(event.EffectIntent, event.EffectIntentData{ID: "late", Tool: "send_email", Key: "k-late"})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := intents.Wait(ctx, "late")
+	_ = os.WriteFile(filepath.Join(f.dir, "ack"), []byte(fmt.Sprintf("proceed=%v reason=%s err=%v", c.Proceed, c.Reason, err)), 0o644)
+	f.result("cancelled", "", "interrupted")
 	return 0
 }
 

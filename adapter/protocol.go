@@ -5,6 +5,7 @@
 package adapter
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 
@@ -89,6 +90,10 @@ type Control struct {
 	// Unknown: an identical earlier effect has an unknown outcome, so this
 	// one must not happen (the user may allow it: resume --resend-unknown).
 	Unknown bool `json:"unknown,omitempty"`
+	// Different: the effect under this key already happened (Receipt)
+	// with other arguments (Args), so this one must not happen either.
+	Different bool            `json:"different,omitempty"`
+	Args      json.RawMessage `json:"args,omitempty"`
 }
 
 // Control message types.

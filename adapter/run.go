@@ -64,6 +64,15 @@ type Config struct {
 	// before returning. Its Type and ID are filled in by Run. Nil means
 	// always proceed.
 	OnIntent func(event.EffectIntentData) Control
+	// Blobs holds the data of events too large for a line (Event.Blob);
+	// nil drops such events with a warning.
+	Blobs BlobReader
+}
+
+// BlobReader reads a blob by its sha256, checking the content matches;
+// checkpoint.Blobs implements it.
+type BlobReader interface {
+	Get(sha string) ([]byte, error)
 }
 
 // Result is what one attempt produced. What the attempt did to the
@@ -122,7 +131,7 @@ func Run(ctx context.Context, cfg Config, spec PhaseSpec) (*Result, error) {
 	}
 	defer stderr.Close()
 
-	a := &attempt{cfg: cfg, spec: spec}
+	a := &attempt{cfg: cfg, spec: spec, allowed: map[string]bool{}}
 	return a.run(ctx, append(specLine, '\n'), stderr)
 }
 
@@ -168,6 +177,10 @@ type attempt struct {
 	stopStatus, stopReason string
 	kill                   <-chan time.Time // fires Grace after stopping
 	eventErr               error            // OnEvent failed: forward nothing more
+
+	// allowed are the effects this attempt was given the go-ahead for,
+	// by key: the only ones whose receipt it may report (trust.go).
+	allowed map[string]bool
 
 	ctl   *controlWriter
 	procs *processTree
@@ -294,7 +307,10 @@ func (a *attempt) handle(d decoded) {
 		a.warn(fmt.Sprintf("runner output line %d: %v (%q)", d.bad.Line, d.bad.Err, d.bad.Text))
 		return
 	}
-	e := a.fill(d.ev)
+	e, ok := a.unblob(a.fill(d.ev))
+	if !ok {
+		return
+	}
 	switch e.Type {
 	case event.Heartbeat:
 		// Only feeds the watchdog, which every line resets.
@@ -305,7 +321,9 @@ func (a *attempt) handle(d decoded) {
 	case event.Sync:
 		a.sync(e)
 	default:
-		a.forward(e)
+		if e, ok := a.check(e); ok {
+			a.forward(e)
+		}
 	}
 }
 
@@ -347,8 +365,8 @@ func (a *attempt) forward(e event.Event) {
 
 func (a *attempt) result(e event.Event) {
 	var r event.RunnerResultData
-	if err := e.Decode(&r); err != nil {
-		a.warn(fmt.Sprintf("runner sent a malformed %s: %v", event.RunnerResult, err))
+	if err := e.Decode(&r); err != nil || !resultStatuses[r.Status] {
+		a.warn(fmt.Sprintf("runner sent a malformed %s: %s", event.RunnerResult, clipLine(string(e.Data))))
 		return
 	}
 	a.res.Output, a.res.Turns, a.res.Usage = r.Output, r.Turns, r.Usage
@@ -381,6 +399,9 @@ func (a *attempt) intent(e event.Event) {
 		c = Control{Reason: "the attempt is stopping"}
 	case a.cfg.OnIntent != nil:
 		c = a.cfg.OnIntent(in)
+	}
+	if c.Proceed {
+		a.allowed[in.Key] = true
 	}
 	c.Type, c.ID = ControlAck, in.ID
 	a.sendControl(c)

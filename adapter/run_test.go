@@ -53,6 +53,27 @@ func TestRun(t *testing.T) {
 			},
 		},
 		{name: "malformed output", behaviour: "malformed", check: checkMalformed},
+		{name: "forged events", behaviour: "forger", check: checkForger},
+		{
+			// An effect asked for once the attempt is stopping is refused.
+			name: "intent while stopping", behaviour: "late-intent",
+			config: func(c *Config) {
+				c.OnIntent = func(event.EffectIntentData) Control { return Control{Proceed: true} }
+			},
+			onEvent: func(e event.Event, cancel context.CancelFunc) error {
+				if e.Type == event.ToolStarted {
+					cancel()
+				}
+				return nil
+			},
+			check: func(t *testing.T, o outcome) {
+				wantStatus(t, o, StatusCancelled, 0)
+				ack, _ := os.ReadFile(filepath.Join(o.dir, "ack"))
+				if string(ack) != "proceed=false reason=the attempt is stopping err=<nil>" {
+					t.Errorf("the child's late intent was answered %q, want a refusal", ack)
+				}
+			},
+		},
 		{name: "crash", behaviour: "crash", check: checkCrash},
 		{
 			name: "killed by a signal", behaviour: "sigkill",
@@ -250,6 +271,17 @@ func checkNormal(t *testing.T, o outcome) {
 	if r.Report == nil || r.Report.Status != "completed" || r.Report.Output != "all done" {
 		t.Errorf("report %+v, want the runner.result as sent", r.Report)
 	}
+	// Artifacts are as the parent found them on disk, not as the child said.
+	var arts []string
+	for _, e := range o.events {
+		var d event.ArtifactData
+		if e.Type == event.ArtifactCreated && e.Decode(&d) == nil {
+			arts = append(arts, fmt.Sprintf("%s %d %s", d.Path, d.Bytes, d.SHA256[:8]))
+		}
+	}
+	if want := []string{"a.md 1 6b86b273", "b.md 2 3b64db95", "a.md 3 556d7dc3"}; !reflect.DeepEqual(arts, want) {
+		t.Errorf("artifacts %q, want %q", arts, want)
+	}
 
 	wantTypes := []string{event.MessageCompleted, event.ToolStarted, event.ToolCompleted, event.ArtifactCreated,
 		event.ToolStarted, event.ArtifactCreated, event.ToolStarted, event.ArtifactCreated,
@@ -409,5 +441,43 @@ func TestRunAppendsToTheLog(t *testing.T) {
 	log, _ := os.ReadFile(logPath)
 	if !strings.HasPrefix(string(log), "earlier attempt\nnoise line 000\n") {
 		t.Errorf("log starts %q", log[:min(len(log), 60)])
+	}
+}
+
+// checkForger: nothing a child cannot prove reaches the parent's journal,
+// and each thing dropped is said once, as a warning.
+func checkForger(t *testing.T, o outcome) {
+	wantStatus(t, o, StatusFailed, 0)
+	if o.res.Output != "honest" || o.res.Report == nil || o.res.Report.Status != event.StatusFailed {
+		t.Errorf("result %+v (report %+v), want the well-formed one", o.res, o.res.Report)
+	}
+	var warnings []string
+	for _, e := range o.events {
+		if e.Type != event.Warning {
+			t.Errorf("forwarded a forged %s", e.Type)
+			continue
+		}
+		var w event.WarningData
+		_ = e.Decode(&w)
+		warnings = append(warnings, w.Message)
+	}
+	want := []string{
+		"ignored a phase.completed event from the runner: only the parent records those",
+		"ignored a verification.completed event from the runner: only the parent records those",
+		"ignored a run.completed event from the runner: only the parent records those",
+		`ignored a receipt.recorded from the runner for "never-asked": this attempt was never given the go-ahead for that effect`,
+		`ignored a effect.failed from the runner for "never-asked": this attempt was never given the go-ahead for that effect`,
+		`ignored the runner's artifact.created for "missing.md": no such file in the workspace`,
+		`ignored the runner's artifact.created for "../outside.md"`,
+		`ignored the runner's artifact.created for "dir": not a regular file`,
+		`runner sent a malformed runner.result`,
+	}
+	if len(warnings) != len(want) {
+		t.Fatalf("warnings %q, want %d", warnings, len(want))
+	}
+	for i := range want {
+		if !strings.HasPrefix(warnings[i], want[i]) {
+			t.Errorf("warning %d = %q, want it to start %q", i, warnings[i], want[i])
+		}
 	}
 }

@@ -66,6 +66,9 @@ type Event struct {
 	Attempt   int             `json:"attempt,omitempty"`
 	Type      string          `json:"type"`
 	Data      json.RawMessage `json:"data,omitempty"`
+	// Blob, in the runner protocol only, says the data is too large for a
+	// line and is in the blob store under this sha256 instead.
+	Blob string `json:"blob,omitempty"`
 }
 
 // New builds an event of the given type with data marshalled to JSON.

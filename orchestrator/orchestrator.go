@@ -76,9 +76,11 @@ type Config struct {
 
 	// Intents answers the children's side-effect intents; required.
 	Intents IntentFunc
-	Spawn   Spawner  // default adapter.Run
-	Exe     string   // the binary children run as `agent runner`; default this one
-	Env     []string // the children's environment; default os.Environ()
+	// Blobs holds the data of children's events too large for a line.
+	Blobs adapter.BlobReader
+	Spawn Spawner  // default adapter.Run
+	Exe   string   // the binary children run as `agent runner`; default this one
+	Env   []string // the children's environment; default os.Environ()
 	// HeartbeatTimeout and Grace tune the adapter; zero takes its defaults.
 	HeartbeatTimeout time.Duration
 	Grace            time.Duration
@@ -482,6 +484,7 @@ func (o *Orchestrator) adapterConfig(ctx context.Context, phaseID string, attemp
 		Grace:            o.cfg.Grace,
 		HeartbeatTimeout: o.cfg.HeartbeatTimeout,
 		OnEvent:          func(e event.Event) error { return o.cfg.Sink.Emit(context.Background(), e) },
+		Blobs:            o.cfg.Blobs,
 	}
 }
 

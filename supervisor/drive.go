@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"agent/adapter"
+	"agent/checkpoint"
 	"agent/event"
 	"agent/plan"
 	"agent/store"
@@ -71,7 +72,7 @@ func (s *Supervisor) Drive(ctx context.Context, r *store.Run, d Drive) (End, err
 			_ = s.Release(persist, r.ID)
 			return End{}, err
 		}
-		defer js.flush(persist) //nolint:errcheck // the terminal event wrote everything before it
+		defer js.close(persist) //nolint:errcheck // the terminal event wrote everything before it
 		sink = js
 	}
 
@@ -157,6 +158,7 @@ func (s *Supervisor) driveChild(ctx context.Context, r *store.Run, d Drive, sink
 	if s.cfg.LogDir != "" {
 		cfg.LogPath = filepath.Join(s.cfg.LogDir, r.ID+".log")
 	}
+	cfg.Blobs = s.blobs()
 	res, err := adapter.Run(ctx, cfg, spec)
 	switch {
 	case res == nil:
@@ -171,6 +173,15 @@ func (s *Supervisor) driveChild(ctx context.Context, r *store.Run, d Drive, sink
 		return failed(ctx, &childError{reason: reason, detail: res.Reason})
 	}
 	return Outcome{Report: res.Report, Cause: cause(ctx)}
+}
+
+// blobs is where children leave the data of events too large for a line:
+// the blob store under AGENT_HOME, which they share with this process.
+func (s *Supervisor) blobs() adapter.BlobReader {
+	if s.cfg.Home == "" {
+		return nil
+	}
+	return checkpoint.BlobsIn(s.cfg.Home)
 }
 
 // backstop bounds a child beyond the run's own timeout, which the run's

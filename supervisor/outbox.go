@@ -32,10 +32,17 @@ func (o *storeOutbox) Begin(ctx context.Context, in tools.Intent) (*event.Receip
 		return nil, tools.ErrUnknownOutcome
 	case err != nil:
 		return nil, err
+	case r != nil && !tools.SameEffect(in.Tool, r.Args, in.Args):
+		return nil, &tools.DifferentError{Receipt: receiptData(r), Args: r.Args}
 	case r != nil:
-		return &event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details}, nil
+		done := receiptData(r)
+		return &done, nil
 	}
 	return nil, nil
+}
+
+func receiptData(r *store.Receipt) event.ReceiptData {
+	return event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details}
 }
 
 // intent answers a child's effect.intent. The intent is persisted first,
@@ -51,7 +58,8 @@ func (s *Supervisor) intent(ctx context.Context, in store.Receipt) adapter.Contr
 	case err != nil:
 		return adapter.Control{Reason: "the intent could not be recorded: " + err.Error()}
 	case r != nil:
-		return adapter.Control{Receipt: &event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details}}
+		done := receiptData(r)
+		return adapter.Control{Receipt: &done, Different: !tools.SameEffect(in.Tool, r.Args, in.Args), Args: r.Args}
 	}
 	if err := s.db.AckEffect(ctx, in.Key); err != nil {
 		return adapter.Control{Reason: "the intent could not be recorded: " + err.Error()}

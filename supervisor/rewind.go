@@ -50,7 +50,7 @@ func (s *Supervisor) Rewind(ctx context.Context, r *store.Run, to int, force boo
 		if err != nil {
 			return rep, err
 		}
-		defer js.flush(persist) //nolint:errcheck // rewind.completed is written at once
+		defer js.close(persist) //nolint:errcheck // rewind.completed is written at once
 		sink = js
 	}
 	e := event.New(event.RewindCompleted, rep)

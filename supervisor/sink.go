@@ -41,9 +41,6 @@ func (s *Supervisor) openJournal(ctx context.Context, r *store.Run, show func(ev
 	if err != nil {
 		return nil, err
 	}
-	// This process alone writes the run, so whole messages and artifacts
-	// may ride along with the next durable event.
-	j.SetLazy(event.MessageCompleted, event.ArtifactCreated)
 	return &journalSink{runID: r.ID, journal: j, show: show}, nil
 }
 
@@ -61,9 +58,10 @@ func (k *journalSink) Emit(ctx context.Context, e event.Event) error {
 	return nil
 }
 
-// flush writes what the journal still buffers.
-func (k *journalSink) flush(ctx context.Context) error {
+// close writes what the journal still buffers and gives back the seqs it
+// reserved for deltas that never came.
+func (k *journalSink) close(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.journal.Flush(ctx)
+	return k.journal.Close(ctx)
 }

@@ -340,3 +340,37 @@ func TestLoad(t *testing.T) {
 		}
 	}
 }
+
+// An effect already made under a key is not made again; made with other
+// arguments under the same key, the answer says so, in this process and
+// to a child alike.
+func TestOutboxDifferentArguments(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, db := newTest(t)
+	r := createRun(t, s, "notify")
+	started := json.RawMessage(`{"to":"ops@example.com","subject":"Deploy","body":"Deploy started"}`)
+	failed := json.RawMessage(`{"to":"ops@example.com","subject":"Deploy","body":"Deploy FAILED"}`)
+	ob := &storeOutbox{db: db, runID: r.ID}
+	in := tools.Intent{Tool: "send_email", Key: "send_email-k", ReceiptType: "email_sent", Args: started}
+	if got, err := ob.Begin(ctx, in); got != nil || err != nil {
+		t.Fatalf("first: %v %v, want go ahead", got, err)
+	}
+	if err := newSink(t, db, r.ID).Emit(ctx, event.New(event.ReceiptRecorded, event.ReceiptData{Type: "email_sent", Key: in.Key})); err != nil {
+		t.Fatal(err)
+	}
+	// The same again (whitespace aside): already done.
+	in.Args = json.RawMessage(`{ "body": "Deploy started", "subject": "Deploy", "to": "ops@example.com" }`)
+	if got, err := ob.Begin(ctx, in); err != nil || got == nil || got.Key != in.Key {
+		t.Errorf("the same effect again: %v %v, want its receipt", got, err)
+	}
+	in.Args = failed
+	var different *tools.DifferentError
+	if _, err := ob.Begin(ctx, in); !errors.As(err, &different) || string(different.Args) != string(started) {
+		t.Errorf("other content: %v, want a *tools.DifferentError with the recorded arguments", err)
+	}
+	c := s.intent(ctx, store.Receipt{Key: in.Key, RunID: r.ID, Tool: "send_email", Type: "email_sent", Args: failed})
+	if !c.Different || c.Proceed || c.Receipt == nil || string(c.Args) != string(started) {
+		t.Errorf("a child's intent with other content: %+v", c)
+	}
+}

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
 
 	"agent/adapter"
+	"agent/checkpoint"
 	"agent/event"
 	"agent/tools"
 )
@@ -38,6 +40,10 @@ const defaultHeartbeat = 5 * time.Second
 // ErrParentGone when the parent died, and nil once runner.result is out,
 // whatever the run's outcome: that is in the result.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
+	// Tools' subprocesses must not reach the event channel through
+	// /proc/PID/fd: a process that is not dumpable keeps its fds from
+	// processes without CAP_SYS_PTRACE, even of its own user.
+	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	r := bufio.NewReader(in)
 	spec, err := adapter.ReadSpec(r)
 	if err != nil {
@@ -54,12 +60,15 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	defer stopSignals()
 
 	sink := &childSink{enc: event.NewEncoder(out), spec: spec, intents: intents}
+	if cfg.Home != "" {
+		sink.blobs = checkpoint.BlobsIn(cfg.Home)
+	}
 	stopBeat := heartbeat(ctx, sink, time.Duration(spec.HeartbeatMS)*time.Millisecond)
 	defer stopBeat()
 
 	var outbox tools.Outbox
 	if spec.Mode != adapter.ModePlan {
-		outbox = &childOutbox{sink: sink, intents: intents, done: spec.Receipts}
+		outbox = &childOutbox{sink: sink, intents: intents}
 	}
 	res, err := Execute(ctx, spec, Env{Sink: sink, Outbox: outbox, APIKey: cfg.APIKey, Home: cfg.Home, UserAgent: cfg.UserAgent})
 	if err != nil {
@@ -97,10 +106,23 @@ type childSink struct {
 	enc     *event.Encoder
 	spec    adapter.PhaseSpec
 	intents *adapter.Intents
+	blobs   interface{ PutBytes([]byte) (string, error) } // nil: no data directory
 }
+
+// blobAbove is the size of event data the child sends through the blob
+// store rather than on a line, far below the parent's line limit
+// (event.MaxLine): a 12 MB write_file must arrive whole.
+const blobAbove = 1 << 20
 
 func (s *childSink) Emit(ctx context.Context, e event.Event) error {
 	e.RunID, e.SessionID, e.PhaseID, e.Attempt = s.spec.RunID, s.spec.SessionID, s.spec.PhaseID, s.spec.Attempt
+	if len(e.Data) > blobAbove && s.blobs != nil {
+		sha, err := s.blobs.PutBytes(e.Data)
+		if err != nil {
+			return fmt.Errorf("save the data of a %s for the parent: %w", e.Type, err)
+		}
+		e.Data, e.Blob = nil, sha
+	}
 	if err := s.enc.Encode(e); err != nil {
 		return fmt.Errorf("write to the parent: %w", err)
 	}
@@ -157,19 +179,14 @@ func heartbeat(ctx context.Context, sink *childSink, every time.Duration) (stop 
 
 // childOutbox is the outbox of `agent runner`: the intent goes to the
 // parent as effect.intent, and the effect starts only after the parent has
-// persisted it and acked. If the parent is gone, nothing starts.
+// persisted it and acked. If the parent is gone, nothing starts. The parent
+// alone knows what already happened, and with which arguments.
 type childOutbox struct {
 	sink    *childSink
 	intents *adapter.Intents
-	done    []event.ReceiptData // receipts the spec says this phase already has
 }
 
 func (o *childOutbox) Begin(ctx context.Context, in tools.Intent) (*event.ReceiptData, error) {
-	for _, r := range o.done {
-		if r.Key == in.Key {
-			return &r, nil
-		}
-	}
 	id := uuid.NewString()
 	if err := o.sink.Emit(ctx, event.New(event.EffectIntent, event.EffectIntentData{
 		ID: id, Tool: in.Tool, Key: in.Key, ReceiptType: in.ReceiptType, Args: in.Args,
@@ -182,6 +199,8 @@ func (o *childOutbox) Begin(ctx context.Context, in tools.Intent) (*event.Receip
 		return nil, fmt.Errorf("the parent did not confirm the intent: %w", err)
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
+	case ack.Receipt != nil && ack.Different:
+		return nil, &tools.DifferentError{Receipt: *ack.Receipt, Args: ack.Args}
 	case ack.Receipt != nil:
 		return ack.Receipt, nil
 	case ack.Unknown:
