@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"agent/event"
 	"agent/llm/llmtest"
+	"agent/store"
 )
 
 // e2e runs the real agent binary (the test binary, installed in PATH by
@@ -454,4 +456,70 @@ func TestEventsFollow(t *testing.T) {
 	if len(b.events) != len(evs) {
 		t.Errorf("follow printed %d events, the run printed %d", len(evs), len(b.events))
 	}
+}
+
+// TestKill9KeepsWhatWasPrinted: kill -9 while the model thinks, after
+// --json printed the write's artifact.created and the streamed start of
+// the reply. Every event printed but a delta is in the store with the same
+// seq, and no seq printed (a delta's included) is given to another event
+// after resume.
+func TestKill9KeepsWhatWasPrinted(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		llmtest.Turn{Text: "Writing.", ToolCalls: []llmtest.Call{call("write_file", `{"path":"a.txt","content":"a"}`)}},
+		llmtest.Turn{Text: "I am thinking about", Hang: true},
+		llmtest.Turn{Text: "Done."},
+	)
+	b := e.start("run", "--json", "write a")
+	runID := b.waitEvent(t, event.RunStarted).RunID
+	waitFor(t, "a streamed delta of the second reply", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		last := b.events[len(b.events)-1]
+		return e.srv.RequestCount() == 2 && last.Type == event.MessageDelta
+	})
+	b.kill9(t)
+	b.mu.Lock()
+	printed := append([]event.Event(nil), b.events...)
+	b.mu.Unlock()
+
+	db := e.openStore(t)
+	stored, err := db.ListEvents(context.Background(), runID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bySeq := map[int64]string{}
+	for _, s := range stored {
+		bySeq[s.Seq] = s.Type
+	}
+	for _, p := range printed {
+		if p.Type != event.MessageDelta && bySeq[p.Seq] != p.Type {
+			t.Errorf("printed %s as seq %d, but the store has %q there", p.Type, p.Seq, bySeq[p.Seq])
+		}
+	}
+	db.Close()
+	if res := e.run("resume", runID, "--json"); res.code != 0 {
+		t.Fatalf("resume exit %d: %s", res.code, res.stderr)
+	}
+	db = e.openStore(t)
+	defer db.Close()
+	stored, _ = db.ListEvents(context.Background(), runID, 0, 0)
+	for _, s := range stored {
+		bySeq[s.Seq] = s.Type
+	}
+	for _, p := range printed {
+		if got, ok := bySeq[p.Seq]; ok && got != p.Type {
+			t.Errorf("seq %d was printed as %s, then given to %s", p.Seq, p.Type, got)
+		}
+	}
+}
+
+// openStore opens the store the test's agent processes use.
+func (e *e2e) openStore(t *testing.T) *store.DB {
+	t.Helper()
+	db, err := store.Open(filepath.Join(e.home, "agent.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
 }

@@ -49,6 +49,39 @@ func (db *DB) AppendEvents(ctx context.Context, evs []event.Event) error {
 	return nil
 }
 
+// appendJournal persists a journal's events (evs may be empty) and sets
+// the seqs reserved for the run or session (table "runs" or "sessions")
+// in the same transaction: raised to reserve, or set to it on release. A
+// session's write also marks the session active.
+func (db *DB) appendJournal(ctx context.Context, table, id string, evs []event.Event, reserve int64, release bool) error {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("append events of %s %s: %w", table, id, err)
+	}
+	defer tx.Rollback()
+	now := db.now()
+	if err := appendEvents(ctx, tx, evs, now); err != nil {
+		return fmt.Errorf("append events of %s %s: %w", table, id, err)
+	}
+	set := `seq_reserved = MAX(seq_reserved, ?)`
+	if release {
+		set = `seq_reserved = ?`
+	}
+	query := `UPDATE runs SET ` + set + ` WHERE id = ?`
+	args := []any{reserve, id}
+	if table == "sessions" {
+		query = `UPDATE sessions SET ` + set + `, updated_at = ? WHERE id = ?`
+		args = []any{reserve, formatTime(now), id}
+	}
+	if _, err := tx.ExecContext(ctx, query, args...); err != nil {
+		return fmt.Errorf("append events of %s %s: %w", table, id, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("append events of %s %s: %w", table, id, err)
+	}
+	return nil
+}
+
 // ListEvents returns up to limit events of a run with seq > afterSeq, in
 // seq order; limit <= 0 means all.
 func (db *DB) ListEvents(ctx context.Context, runID string, afterSeq int64, limit int) ([]event.Event, error) {

@@ -12,11 +12,13 @@ import (
 )
 
 // Journal is the event sink of one run. It assigns seqs in emit order and
-// persists each event before Append returns, except message.delta: deltas
-// wait in memory and are written in the same transaction as the next
+// persists each event before Append returns, except message.delta:
+// deltas are streamed text, shown as they come and written with the next
 // other event, so a run pays one fsync per meaningful event, not per
 // token. A crash loses at most the deltas of the reply in flight, which
-// message.completed would have repeated anyway.
+// message.completed would have repeated anyway; their seqs are never
+// given to another event, because the seqs deltas may take are reserved
+// in the store beforehand (seq_reserved).
 //
 // A session journal (DB.SessionJournal) numbers events per session
 // instead: the runs of a session share it, and so its one sequence.
@@ -28,28 +30,43 @@ type Journal struct {
 	// event, and every write also touches the session.
 	session bool
 
-	// lazy are the event types, besides message.delta, that wait for the
-	// next other event instead of being written at once (SetLazy).
-	lazy map[string]bool
-
-	mu      sync.Mutex
-	next    int64           // seq of the next event
-	pending []event.Event   // deltas not yet written
-	members map[string]bool // session journal: runs known to be in the session
+	mu       sync.Mutex
+	next     int64           // seq of the next event
+	reserved int64           // the highest seq reserved in the store
+	pending  []event.Event   // deltas not yet written
+	members  map[string]bool // session journal: runs known to be in the session
 }
 
-// Journal returns the journal of a run, continuing after its last event.
+// reserveAhead is how many seqs each write reserves for the deltas that
+// may follow it before the next write.
+const reserveAhead = 1024
+
+// Journal returns the journal of a run, continuing above every seq it
+// ever handed out.
 func (db *DB) Journal(ctx context.Context, runID, sessionID string) (*Journal, error) {
-	next, err := db.NextSeq(ctx, runID)
+	tx, err := db.ro.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("journal of run %s: %w", runID, err)
 	}
-	return &Journal{db: db, runID: runID, sessionID: sessionID, next: next}, nil
+	defer tx.Rollback()
+	next, err := nextSeq(ctx, tx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("journal of run %s: %w", runID, err)
+	}
+	var reserved int64
+	err = tx.QueryRowContext(ctx, `SELECT seq_reserved FROM runs WHERE id = ?`, runID).Scan(&reserved)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("journal of run %s: %w", runID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("journal of run %s: %w", runID, err)
+	}
+	return &Journal{db: db, runID: runID, sessionID: sessionID, next: max(next, reserved+1), reserved: reserved}, nil
 }
 
 // SessionJournal returns the journal shared by the runs of a session,
-// continuing after the session's last event. Keep one per session: two
-// journals of one session would hand out the same seqs.
+// continuing above every seq it ever handed out. Keep one per session:
+// two journals of one session would hand out the same seqs.
 func (db *DB) SessionJournal(ctx context.Context, sessionID string) (*Journal, error) {
 	tx, err := db.ro.BeginTx(ctx, nil)
 	if err != nil {
@@ -63,11 +80,15 @@ func (db *DB) SessionJournal(ctx context.Context, sessionID string) (*Journal, e
 	if err != nil {
 		return nil, fmt.Errorf("journal of session %s: %w", sessionID, err)
 	}
+	var reserved int64
+	if err := tx.QueryRowContext(ctx, `SELECT seq_reserved FROM sessions WHERE id = ?`, sessionID).Scan(&reserved); err != nil {
+		return nil, fmt.Errorf("journal of session %s: %w", sessionID, err)
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("journal of session %s: %w", sessionID, err)
 	}
 	return &Journal{
-		db: db, sessionID: sessionID, session: true, next: last + 1,
+		db: db, sessionID: sessionID, session: true, next: max(last, reserved) + 1, reserved: reserved,
 		members: make(map[string]bool),
 	}, nil
 }
@@ -108,7 +129,9 @@ func (j *Journal) Append(ctx context.Context, e event.Event) (event.Event, error
 	e.Seq = j.next
 	j.next++
 
-	if e.Type == event.MessageDelta || j.lazy[e.Type] {
+	// A delta waits for the next write, as long as its seq is reserved;
+	// past the reservation it is written now, which reserves more.
+	if e.Type == event.MessageDelta && e.Seq <= j.reserved {
 		j.pending = append(j.pending, e)
 		return e, nil
 	}
@@ -120,22 +143,7 @@ func (j *Journal) Append(ctx context.Context, e event.Event) (event.Event, error
 	return e, nil
 }
 
-// SetLazy lets events of these types wait, like deltas, for the next
-// other event's transaction. For a run driven in this process, whole
-// messages and artifacts can: the tool call that follows a message, or
-// the run's end, is written before anything depends on them, and a crash
-// in between loses at most the model response in flight (DESIGN.md §7),
-// which resume asks for again. Call it before the first Append.
-func (j *Journal) SetLazy(types ...string) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.lazy = make(map[string]bool, len(types))
-	for _, t := range types {
-		j.lazy[t] = true
-	}
-}
-
-// Flush writes the buffered events now.
+// Flush writes the buffered deltas now.
 func (j *Journal) Flush(ctx context.Context) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -149,11 +157,40 @@ func (j *Journal) Flush(ctx context.Context) error {
 	return nil
 }
 
-func (j *Journal) write(ctx context.Context, evs []event.Event) error {
-	if j.session {
-		return j.db.appendSessionEvents(ctx, j.sessionID, evs)
+// Close writes the buffered deltas and gives back the seqs reserved but
+// not used, so that the next journal of the run or session continues with
+// no gap. A process that crashes never closes its journal: the next one
+// continues above the reservation instead.
+func (j *Journal) Close(ctx context.Context) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.persist(ctx, j.pending, j.next-1, true); err != nil {
+		return err
 	}
-	return j.db.AppendEvents(ctx, evs)
+	j.pending = j.pending[:0]
+	j.reserved = j.next - 1
+	return nil
+}
+
+// write persists evs and, in the same transaction, reserves the seqs the
+// deltas after them may take.
+func (j *Journal) write(ctx context.Context, evs []event.Event) error {
+	reserve := evs[len(evs)-1].Seq + reserveAhead
+	if err := j.persist(ctx, evs, reserve, false); err != nil {
+		return err
+	}
+	j.reserved = max(j.reserved, reserve)
+	return nil
+}
+
+// persist writes evs and sets the reservation to reserve: raising it only,
+// unless release.
+func (j *Journal) persist(ctx context.Context, evs []event.Event, reserve int64, release bool) error {
+	table, id := "runs", j.runID
+	if j.session {
+		table, id = "sessions", j.sessionID
+	}
+	return j.db.appendJournal(ctx, table, id, evs, reserve, release)
 }
 
 // checkMember refuses, before a seq is spent on it, an event of another

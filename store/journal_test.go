@@ -13,10 +13,11 @@ func TestJournalBuffersDeltas(t *testing.T) {
 	ctx := context.Background()
 	db := openTest(t)
 	createRun(t, db, "run-1")
-	appendSeq(t, db, "run-1", event.New(event.RunStarted, nil)) // the journal continues after it
-
 	j, err := db.Journal(ctx, "run-1", "sess-1")
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(ctx, event.New(event.RunStarted, nil)); err != nil {
 		t.Fatal(err)
 	}
 	for i, text := range []string{"Hel", "lo", "!"} {
@@ -39,11 +40,12 @@ func TestJournalBuffersDeltas(t *testing.T) {
 		event.RunStarted, event.MessageDelta, event.MessageDelta, event.MessageDelta, event.MessageCompleted,
 	})
 
-	// Flush writes a trailing delta; a new journal continues after it.
+	// Close writes a trailing delta and gives back the reserved seqs: a
+	// new journal continues right after it.
 	if _, err := j.Append(ctx, event.New(event.MessageDelta, event.MessageDeltaData{Text: "tail"})); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Flush(ctx); err != nil {
+	if err := j.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	j2, err := db.Journal(ctx, "run-1", "")
@@ -148,9 +150,10 @@ func BenchmarkJournalAppend(b *testing.B) {
 	}
 }
 
-// Lazy types wait, like deltas, and are written in order with the next
-// durable event.
-func TestJournalLazyTypes(t *testing.T) {
+// Every event but a delta is in the store when Append returns, so what a
+// front-end shows was persisted first. A crash loses the deltas not yet
+// written, and their seqs are never handed out again.
+func TestJournalNeverReusesASeq(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := openTest(t)
@@ -159,21 +162,71 @@ func TestJournalLazyTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j.SetLazy(event.MessageCompleted)
-	if _, err := j.Append(ctx, userMsg("hi", 0)); err != nil {
+	for _, e := range []event.Event{
+		userMsg("hi", 0), assistantMsg("calling", 0, event.ToolCall{ID: "c1", Name: "write_file"}),
+		event.New(event.ArtifactCreated, event.ArtifactData{Path: "a.md", SHA256: "x", Bytes: 1}),
+	} {
+		got, err := j.Append(ctx, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if evs, _ := db.ListEvents(ctx, "run-1", got.Seq-1, 0); len(evs) != 1 || evs[0].Type != e.Type {
+			t.Fatalf("%s (seq %d) was returned before it was written: %v", e.Type, got.Seq, evs)
+		}
+	}
+	var last int64
+	for range 3 {
+		d, err := j.Append(ctx, event.New(event.MessageDelta, event.MessageDeltaData{Text: "x"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = d.Seq
+	}
+	// kill -9 now: the deltas are lost with the process. The next
+	// process's journal continues above every seq handed out.
+	j2, err := db.Journal(ctx, "run-1", "")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := j.Append(ctx, assistantMsg("calling", 0, event.ToolCall{ID: "c1", Name: "bash"})); err != nil {
+	next, err := j2.Append(ctx, userMsg("resumed", 0))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if evs, _ := db.ListEvents(ctx, "run-1", 0, 0); len(evs) != 0 {
-		t.Fatalf("lazy events written at once: %d", len(evs))
+	if next.Seq <= last {
+		t.Errorf("after the crash the next event got seq %d, a delta already had %d", next.Seq, last)
 	}
-	if _, err := j.Append(ctx, toolStarted("c1", "bash", `{}`)); err != nil {
+
+	// Deltas past the reservation are written, which reserves more.
+	sid := createSession(t, db, "s1").ID
+	createSessionRun(t, db, sid, "run-2")
+	sj, err := db.SessionJournal(ctx, sid)
+	if err != nil {
 		t.Fatal(err)
 	}
-	assertSeqs(t, db, "run-1", []string{event.MessageCompleted, event.MessageCompleted, event.ToolStarted})
-	if conv, err := db.Conversation(ctx, "run-1"); err != nil || len(conv) != 2 {
-		t.Errorf("conversation after the flush = %+v, %v", conv, err)
+	if _, err := sj.Append(ctx, withRunID(userMsg("go", 0), "run-2")); err != nil {
+		t.Fatal(err)
 	}
+	for range reserveAhead + 10 {
+		d, err := sj.Append(ctx, withRunID(event.New(event.MessageDelta, event.MessageDeltaData{Text: "y"}), "run-2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = d.Seq
+	}
+	stored, _ := db.ListSessionEvents(ctx, sid, 0, 0)
+	if len(stored) < reserveAhead {
+		t.Errorf("%d deltas past the reservation stayed in memory only", reserveAhead+10-(len(stored)-1))
+	}
+	sj2, err := db.SessionJournal(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next, err := sj2.Append(ctx, withRunID(userMsg("again", 0), "run-2")); err != nil || next.Seq <= last {
+		t.Errorf("a new session journal gave seq %d (%v); a delta already had %d", next.Seq, err, last)
+	}
+}
+
+func withRunID(e event.Event, runID string) event.Event {
+	e.RunID = runID
+	return e
 }

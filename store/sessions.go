@@ -239,32 +239,6 @@ func hasCall(calls []llm.ToolCall, id string) bool {
 	return false
 }
 
-// appendSessionEvents is AppendEvents for a session journal: it also
-// marks the session updated, in the same transaction, so session lists
-// sort by activity at the cost of one more row write per batch.
-func (db *DB) appendSessionEvents(ctx context.Context, sessionID string, evs []event.Event) error {
-	if len(evs) == 0 {
-		return nil
-	}
-	tx, err := db.rw.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("append events of session %s: %w", sessionID, err)
-	}
-	defer tx.Rollback()
-	now := db.now()
-	if err := appendEvents(ctx, tx, evs, now); err != nil {
-		return fmt.Errorf("append events of session %s: %w", sessionID, err)
-	}
-	if _, err := tx.ExecContext(ctx,
-		`UPDATE sessions SET updated_at = ? WHERE id = ?`, formatTime(now), sessionID); err != nil {
-		return fmt.Errorf("append events of session %s: %w", sessionID, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("append events of session %s: %w", sessionID, err)
-	}
-	return nil
-}
-
 func insertSession(ctx context.Context, tx *sql.Tx, s *Session) error {
 	// forked_from_seq is NULL for a session that was not forked.
 	var forkedFrom any

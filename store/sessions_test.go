@@ -191,7 +191,7 @@ func TestSessionJournalConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if err := j.Flush(ctx); err != nil {
+	if err := j.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 
