@@ -131,8 +131,9 @@ const notifyPlan = `{"objective":"Tell Bob","phases":[
 	{"id":"notify","instructions":"Email bob@example.com the status.","max_attempts":2,
 	 "evidence":{"type":"receipt","receipts":["email_sent"]}}]}`
 
-// A retried attempt asks for the same email again: it is not sent twice,
-// and the receipt from attempt 1 still proves the phase.
+// A retried attempt asks for the same email again, reworded: it is not
+// sent twice, the model is told the earlier one stands (not that this one
+// went out), and the receipt from attempt 1 still proves the phase.
 func TestEffectRetriedPhaseSendsOnce(t *testing.T) {
 	t.Parallel()
 	mail := newMailbox(t)
@@ -167,8 +168,8 @@ func TestEffectRetriedPhaseSendsOnce(t *testing.T) {
 			again = d
 		}
 	}
-	if !again.OK || !strings.Contains(again.Output, "already sent earlier") {
-		t.Errorf("attempt 2's send_email = %+v, want 'already sent earlier'", again)
+	if again.OK || !strings.Contains(again.Output, "already sent in this phase with different content") {
+		t.Errorf("attempt 2's send_email = %+v, want a refusal: it was sent earlier with another body", again)
 	}
 	if n := len(ofType(evs, event.ReceiptRecorded)); n != 1 {
 		t.Errorf("%d receipt.recorded events, want 1", n)
@@ -430,5 +431,36 @@ func TestEffectFastPathSlackOnce(t *testing.T) {
 	}
 	if !refused {
 		t.Error("the resumed run's repeat was not refused as an unknown outcome")
+	}
+}
+
+// Same recipient and subject, another body: the second email is not sent,
+// and the model is told so instead of "already sent" (it would believe the
+// failure report went out).
+func TestEffectDifferentBodyIsNotDroppedSilently(t *testing.T) {
+	t.Parallel()
+	mail := newMailbox(t)
+	e := newE2E(t,
+		emailTurn("ops@example.com", "Deploy", "Deploy started."),
+		emailTurn("ops@example.com", "Deploy", "Deploy FAILED: rolled back."),
+		llmtest.Turn{Text: "Reported."},
+	)
+	cmd := e.command("run", "--json", "report the deploy")
+	cmd.Env = e.withMail(cmd.Env, mail)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if n := mail.count(); n != 1 {
+		t.Errorf("the mailbox has %d messages, want 1", n)
+	}
+	results := ofType(decodeEvents(t, string(out)), event.ToolCompleted)
+	if len(results) != 2 {
+		t.Fatalf("%d tool results, want 2", len(results))
+	}
+	var second event.ToolCompletedData
+	_ = results[1].Decode(&second)
+	if second.OK || !strings.Contains(second.Output, "different content") || !strings.Contains(second.Output, "different subject") {
+		t.Errorf("the second send reported %+v, want a refusal that says why and how to send a new message", second)
 	}
 }

@@ -625,3 +625,42 @@ func TestGatewayHarness(t *testing.T) {
 		t.Errorf("run dir: %v", err)
 	}
 }
+
+// TestGatewayLargeToolCall: a 9 MB write_file in a runner child arrives
+// whole, its assistant message and tool.started included: data too large
+// for an event line travels through the blob store.
+func TestGatewayLargeToolCall(t *testing.T) {
+	t.Parallel()
+	content := strings.Repeat("0123456789abcdef\n", (9<<20)/17) // past the 8 MB line limit
+	args, _ := json.Marshal(map[string]string{"path": "big.txt", "content": content})
+	e := newE2E(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{{Name: "write_file", Arguments: args}}},
+		llmtest.Turn{Text: "Wrote it."},
+	)
+	srv, db := e.inProcessGateway(nil)
+	c := gwDial(t, srv.Addr())
+	sid := gwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
+	run := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "write a big file"})
+	evs := gwWait(t, c, run.RunID)
+	if got := frameTypes(evs); !strings.Contains(got, "message.completed tool.started checkpoint.created tool.completed artifact.created") ||
+		!strings.HasSuffix(got, "run.completed") || strings.Contains(got, "warning") {
+		t.Fatalf("events: %s", got)
+	}
+	if fi, err := os.Stat(filepath.Join(e.workspace, "big.txt")); err != nil || fi.Size() != int64(len(content)) {
+		t.Fatalf("big.txt: %v %v", fi, err)
+	}
+	stored, err := db.ListEvents(context.Background(), run.RunID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range stored {
+		if ev.Type == event.ToolStarted {
+			var d event.ToolStartedData
+			if err := ev.Decode(&d); err != nil || len(d.Args) < len(content) {
+				t.Errorf("stored tool.started has %d bytes of arguments (%v), want the whole call", len(d.Args), err)
+			}
+			return
+		}
+	}
+	t.Error("no tool.started stored")
+}

@@ -31,12 +31,15 @@ type Effect struct {
 	ReceiptType string   // receipt recorded when the effect happened, e.g. "email_sent"
 	KeyArgs     []string // arguments that identify the intended effect
 	Env         []string // environment the tool needs; unset means it is not offered unless asked for
+	NewOne      string   // how the model makes a new effect rather than repeat this one
 }
 
 // Effects are the side-effecting tools.
 var Effects = []Effect{
-	{Tool: "send_email", ReceiptType: "email_sent", KeyArgs: []string{"to", "subject"}, Env: []string{"AGENT_SMTP_ADDR", "AGENT_SMTP_FROM"}},
-	{Tool: "slack_post", ReceiptType: "slack_message_sent", KeyArgs: []string{"channel", "text"}, Env: []string{"AGENT_SLACK_TOKEN"}},
+	{Tool: "send_email", ReceiptType: "email_sent", KeyArgs: []string{"to", "subject"}, Env: []string{"AGENT_SMTP_ADDR", "AGENT_SMTP_FROM"},
+		NewOne: "give it a different subject"},
+	{Tool: "slack_post", ReceiptType: "slack_message_sent", KeyArgs: []string{"channel", "text"}, Env: []string{"AGENT_SLACK_TOKEN"},
+		NewOne: "post a different text"},
 }
 
 // Unconfigured returns the side-effecting tools whose environment is not
@@ -224,7 +227,12 @@ func (t *effectTool) Run(ctx context.Context, _ *Workspace, args json.RawMessage
 	}
 
 	receipt, err := t.outbox.Begin(ctx, Intent{Tool: name, Key: key, ReceiptType: t.effect.ReceiptType, Args: compact.Bytes()})
+	var different *DifferentError
 	switch {
+	case errors.As(err, &different):
+		return errorf("not sent: a %s with the same %s was already sent in this phase with different content (%s); "+
+			"nothing was sent now, and the earlier one stands. To send a new message, make it a new one: %s.",
+			name, strings.Join(t.effect.KeyArgs, " and "), describeReceipt(&different.Receipt), t.effect.NewOne)
 	case errors.Is(err, ErrUnknownOutcome):
 		return errorf("not sent: an identical %s call (same %s) was started earlier in this phase and its outcome is unknown: "+
 			"it may or may not have been delivered. Do not try to send it another way (another tool, reworded arguments, bash). "+

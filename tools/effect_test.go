@@ -201,6 +201,17 @@ func TestEffectToolFlow(t *testing.T) {
 			output: []string{"already sent earlier", `email_sent {"message_id":"<old@x>"}`, "not sent again"},
 		},
 		{
+			// Same recipient and subject, another body: the key is the
+			// same, so nothing is sent, and the model is told, never "ok".
+			name: "sent earlier with other content",
+			begin: func(context.Context, Intent) (*event.ReceiptData, error) {
+				return nil, &DifferentError{Receipt: *earlier, Args: json.RawMessage(`{"to":"bob@example.com","subject":"Hi","body":"Deploy started"}`)}
+			},
+			want: "refused", intents: 1,
+			output: []string{"not sent: a send_email with the same to and subject was already sent in this phase with different content",
+				"nothing was sent now", "give it a different subject"},
+		},
+		{
 			name:  "unknown earlier outcome",
 			begin: func(context.Context, Intent) (*event.ReceiptData, error) { return nil, ErrUnknownOutcome },
 			want:  "refused", intents: 1,
@@ -364,5 +375,24 @@ func TestUnconfiguredEffectsAreNotOffered(t *testing.T) {
 	// Named in --allow-tools: offered, and a call says what to configure.
 	if deny := WithoutUnconfigured([]string{"slack_post"}, nil, getenv); len(deny) != 0 {
 		t.Errorf("deny = %v, want slack_post offered when allowed", deny)
+	}
+}
+
+func TestSameEffect(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		tool, recorded, args string
+		same                 bool
+	}{
+		{"send_email", `{"to":"a@x","subject":"Deploy","body":"Deploy started"}`, `{"to":"A@X","subject":"Deploy","body":"Deploy started"}`, true},
+		{"send_email", `{"to":"a@x","subject":"Deploy","body":"Deploy started"}`, `{"to":"a@x","subject":"Deploy","body":"Deploy\n  started "}`, true},
+		{"send_email", `{"to":"a@x","subject":"Deploy","body":"Deploy started"}`, `{"to":"a@x","subject":"Deploy","body":"Deploy FAILED"}`, false},
+		{"slack_post", `{"channel":"#ops","text":"deploy done"}`, `{"channel":"#ops","text":"deploy  done "}`, true},
+		{"send_email", ``, `{"to":"a@x","subject":"Deploy","body":"anything"}`, true},
+	}
+	for _, tt := range tests {
+		if got := SameEffect(tt.tool, json.RawMessage(tt.recorded), json.RawMessage(tt.args)); got != tt.same {
+			t.Errorf("SameEffect(%s, %s, %s) = %v, want %v", tt.tool, tt.recorded, tt.args, got, tt.same)
+		}
 	}
 }

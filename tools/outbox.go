@@ -1,9 +1,13 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
+	"strings"
 
 	"agent/event"
 )
@@ -23,7 +27,9 @@ type Intent struct {
 //   - nil, nil: go ahead; afterwards the tool reports receipt.recorded
 //     (done) or effect.failed (certainly not done) as result events;
 //   - a receipt, nil: the effect already happened; do not repeat it;
-//   - an error: do not act. ErrUnknownOutcome when an earlier identical
+//   - a *DifferentError: the effect under this key happened with other
+//     arguments; do not act, and say so;
+//   - another error: do not act. ErrUnknownOutcome when an earlier identical
 //     effect may or may not have happened; another error when the intent
 //     could not be recorded (for a child: the parent is gone).
 //
@@ -36,3 +42,51 @@ type Outbox interface {
 // ErrUnknownOutcome means an identical effect was started before and it
 // is not known whether it happened: it is not repeated automatically.
 var ErrUnknownOutcome = errors.New("an identical earlier attempt has an unknown outcome")
+
+// DifferentError means the effect under this key already happened with
+// other arguments, e.g. an email to the same recipient with the same
+// subject but another body. It is not sent: the key stays the same so a
+// rephrased retry never repeats an effect, and the model is told, never
+// falsely that its message went out.
+type DifferentError struct {
+	Receipt event.ReceiptData // the effect that happened
+	Args    json.RawMessage   // the arguments it happened with
+}
+
+func (e *DifferentError) Error() string {
+	return fmt.Sprintf("%s %s already happened with other arguments: %s", e.Receipt.Type, e.Receipt.Key, e.Args)
+}
+
+// SameEffect reports whether a call of tool with args asks for the effect
+// that was made with the recorded arguments. The key arguments are equal
+// by the key; the others must be equal too, runs of whitespace aside (a
+// retry that reflows a body is the same email; one with another body is
+// not). Unrecorded arguments (an older store) count as the same.
+func SameEffect(tool string, recorded, args json.RawMessage) bool {
+	if len(recorded) == 0 {
+		return true
+	}
+	var a, b map[string]any
+	if json.Unmarshal(recorded, &a) != nil || json.Unmarshal(args, &b) != nil {
+		return bytes.Equal(recorded, args)
+	}
+	for _, e := range Effects {
+		if e.Tool == tool {
+			for _, k := range e.KeyArgs {
+				delete(a, k)
+				delete(b, k)
+			}
+		}
+	}
+	return reflect.DeepEqual(normalizeValues(a), normalizeValues(b))
+}
+
+// normalizeValues folds runs of whitespace in string values.
+func normalizeValues(m map[string]any) map[string]any {
+	for k, v := range m {
+		if s, ok := v.(string); ok {
+			m[k] = strings.Join(strings.Fields(s), " ")
+		}
+	}
+	return m
+}
