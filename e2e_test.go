@@ -523,3 +523,65 @@ func (e *e2e) openStore(t *testing.T) *store.DB {
 	}
 	return db
 }
+
+// TestDiskFull: the store's disk fills up mid-run. The run stops with exit
+// 5 and one line that says so and that it can be resumed, before the write
+// whose call could not be recorded runs; once space is freed, resume asks
+// the model again (its lost reply was in flight) and finishes.
+func TestDiskFull(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs for AGENT_HOME")
+	}
+	content := strings.Repeat("a line of the big file\n", (400<<10)/23)
+	e := newE2E(t, writeTurn("big.txt", content), writeTurn("big.txt", content), llmtest.Turn{Text: "Wrote it."})
+	if err := os.MkdirAll(e.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", e.home).CombinedOutput(); err != nil {
+		t.Fatalf("mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", e.home).Run() })
+	if res := e.run("runs", "list"); res.code != 0 {
+		t.Fatalf("create the store: %d %s", res.code, res.stderr)
+	}
+	// Leave about 150 KB: the write's tool.started alone is 400 KB.
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(e.home, &fs); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(e.home, "filler")
+	if err := os.WriteFile(filler, make([]byte, int64(fs.Bavail)*fs.Bsize-150<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	res := e.run("run", "--json", "write a big file")
+	if res.code != 5 || !strings.Contains(res.stderr, "the disk is full") || !strings.Contains(res.stderr, "'agent resume ") ||
+		strings.Count(strings.TrimSpace(res.stderr), "\n") != 0 {
+		t.Fatalf("disk full: exit %d %q, want 5 and one line saying so and how to resume", res.code, res.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(e.workspace, "big.txt")); err == nil {
+		t.Error("the write ran though its tool.started was never recorded")
+	}
+	runID := decodeRunID(t, res.stdout)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.run("resume", runID); res.code != 0 {
+		t.Fatalf("resume after freeing space: exit %d %s", res.code, res.stderr)
+	}
+	if data, err := os.ReadFile(filepath.Join(e.workspace, "big.txt")); err != nil || len(data) != len(content) {
+		t.Errorf("big.txt after resume: %d bytes, %v", len(data), err)
+	}
+}
+
+// decodeRunID reads the run id from the first event of a --json stream.
+func decodeRunID(t *testing.T, stdout string) string {
+	t.Helper()
+	line, _, _ := strings.Cut(stdout, "\n")
+	var e event.Event
+	if err := json.Unmarshal([]byte(line), &e); err != nil || e.RunID == "" {
+		t.Fatalf("no run id in %q: %v", line, err)
+	}
+	return e.RunID
+}

@@ -30,6 +30,7 @@ const (
 	ReasonPlanned       = "planned"
 	ReasonLeaseLost     = "lease_lost"
 	ReasonCrashed       = "crashed"
+	ReasonEnvironment   = "environment" // the store or disk could not be used: exit 5, resumable
 	ReasonError         = "error"
 	// ReasonContextBudget ends a Ralph iteration, never a run.
 	ReasonContextBudget = "context_budget"

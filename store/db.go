@@ -35,6 +35,9 @@ type DB struct {
 	// OwnerDead reports whether a lease owner is provably gone, so its
 	// lease can be taken before it expires. Tests replace it.
 	OwnerDead func(owner string) bool
+
+	file   string // the database file
+	marker string // this handle's open marker (health.go), removed by Close
 }
 
 // busyTimeout is how long a write waits for another process's write.
@@ -73,7 +76,9 @@ func Open(path string) (*DB, error) {
 		rw.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	db := &DB{rw: rw, ro: ro, Now: time.Now, OwnerDead: ownerDead}
+	db := &DB{rw: rw, ro: ro, Now: time.Now, OwnerDead: ownerDead, file: path}
+	var dead []string
+	db.marker, dead = claimMarker(path)
 	if err := db.migrate(context.Background()); err != nil {
 		db.Close()
 		err = unusable(path, err)
@@ -86,11 +91,24 @@ func Open(path string) (*DB, error) {
 		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	if len(dead) > 0 {
+		// A process died with the store open: check it before use.
+		if err := db.Check(context.Background(), false); err != nil {
+			db.Close()
+			return nil, err
+		}
+		for _, m := range dead {
+			os.Remove(m)
+		}
+	}
 	return db, nil
 }
 
 // Close closes the database.
 func (db *DB) Close() error {
+	if db.marker != "" {
+		os.Remove(db.marker)
+	}
 	return errors.Join(db.rw.Close(), db.ro.Close())
 }
 

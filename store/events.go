@@ -56,12 +56,12 @@ func (db *DB) AppendEvents(ctx context.Context, evs []event.Event) error {
 func (db *DB) appendJournal(ctx context.Context, table, id string, evs []event.Event, reserve int64, release bool) error {
 	tx, err := db.rw.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("append events of %s %s: %w", table, id, err)
+		return fmt.Errorf("append events of %s %s: %w", table, id, unusable(db.file, err))
 	}
 	defer tx.Rollback()
 	now := db.now()
 	if err := appendEvents(ctx, tx, evs, now); err != nil {
-		return fmt.Errorf("append events of %s %s: %w", table, id, err)
+		return fmt.Errorf("append events of %s %s: %w", table, id, unusable(db.file, err))
 	}
 	set := `seq_reserved = MAX(seq_reserved, ?)`
 	if release {
@@ -74,10 +74,10 @@ func (db *DB) appendJournal(ctx context.Context, table, id string, evs []event.E
 		args = []any{reserve, formatTime(now), id}
 	}
 	if _, err := tx.ExecContext(ctx, query, args...); err != nil {
-		return fmt.Errorf("append events of %s %s: %w", table, id, err)
+		return fmt.Errorf("append events of %s %s: %w", table, id, unusable(db.file, err))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("append events of %s %s: %w", table, id, err)
+		return fmt.Errorf("append events of %s %s: %w", table, id, unusable(db.file, err))
 	}
 	return nil
 }

@@ -76,8 +76,16 @@ func (s *Supervisor) Drive(ctx context.Context, r *store.Run, d Drive) (End, err
 		sink = js
 	}
 
-	out := s.drive(ctx, r, d, sink)
+	watched := &watchedSink{Sink: sink}
+	out := s.drive(ctx, r, d, watched)
+	if err := watched.failure(); err != nil && (out.Report == nil || out.Report.Status != event.StatusCompleted) {
+		// The loop stopped on it, and only knew that an emit failed.
+		out.Report, out.Err = nil, err
+	}
 	typ, fin := Ending(out)
+	if fin.Reason == event.ReasonEnvironment {
+		fin.Detail += fmt.Sprintf("; once this is fixed, 'agent resume %s' continues the run", r.ID)
+	}
 	if out.Report == nil || r.Kind == store.KindHarness {
 		// The loop never said, or a harness's phases each did: the
 		// store has counted them all.
@@ -89,7 +97,7 @@ func (s *Supervisor) Drive(ctx context.Context, r *store.Run, d Drive) (End, err
 		s.log.Error("settle pending intents", "run_id", r.ID, "err", err)
 	}
 	if err := sink.Emit(persist, event.New(typ, fin)); err != nil {
-		return End{Type: typ, Data: fin}, fmt.Errorf("record the end of run %s: %w", r.ID, err)
+		return End{Type: typ, Data: fin}, fmt.Errorf("run %s stopped and its end could not be recorded; once this is fixed, 'agent resume %s' continues it: %w", r.ID, r.ID, err)
 	}
 	halt()
 	if err := s.Release(persist, r.ID); err != nil {

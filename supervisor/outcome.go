@@ -9,6 +9,7 @@ import (
 	"agent/llm"
 	"agent/orchestrator"
 	"agent/plan"
+	"agent/store"
 )
 
 // Stop is why a run was stopped from outside: the cause its context is
@@ -111,8 +112,11 @@ func errorReason(err error) string {
 		planning *orchestrator.PlanError
 		provider *llm.Error
 		child    *childError
+		unusable *store.UnusableError
 	)
 	switch {
+	case errors.As(err, &unusable):
+		return event.ReasonEnvironment
 	case errors.As(err, &invalid):
 		return event.ReasonInvalidPlan
 	case errors.As(err, &planning):
@@ -155,6 +159,8 @@ func exitCode(reason string) int {
 		return 3
 	case event.ReasonLeaseLost:
 		return 4
+	case event.ReasonEnvironment:
+		return 5
 	case event.ReasonInterrupted, event.ReasonCancelled:
 		return 130
 	}

@@ -10,6 +10,7 @@ import (
 	"agent/llm"
 	"agent/orchestrator"
 	"agent/plan"
+	"agent/store"
 )
 
 // Every way a run can end, as the loop, a child, a harness or a stop
@@ -51,6 +52,8 @@ func TestEnding(t *testing.T) {
 		{"planner's provider failed", Outcome{Err: &orchestrator.PlanError{Reason: "401", ProviderFailure: true}}, event.RunFailed, event.StatusFailed, event.ReasonProvider, "planning failed: 401", 3, "", 0},
 		{"planned", Outcome{Report: planned}, event.RunInterrupted, event.StatusPlanned, event.ReasonPlanned, "planned: review mission.json", 0, "", 0},
 		{"store failure", Outcome{Err: errors.New("disk I/O error")}, event.RunFailed, event.StatusFailed, event.ReasonError, "disk I/O error", 1, "", 0},
+		{"disk full", Outcome{Err: fmt.Errorf("emit tool.started: %w", &store.UnusableError{Path: "/h/agent.db", Problem: "the disk is full", Fix: "free some space on it"})},
+			event.RunFailed, event.StatusFailed, event.ReasonEnvironment, "emit tool.started: cannot use the store /h/agent.db: the disk is full; free some space on it", 5, "", 0},
 		{"a child cancelled by another hand", Outcome{Report: cancelled}, event.RunInterrupted, event.StatusInterrupted, event.ReasonInterrupted, "cancelled by the parent", 130, "half", 1},
 		{"failed without a reason", Outcome{Report: &event.RunnerResultData{Status: event.StatusFailed}}, event.RunFailed, event.StatusFailed, event.ReasonError, "error", 1, "", 0},
 		{"nothing said", Outcome{}, event.RunFailed, event.StatusFailed, event.ReasonError, "the run ended without saying how", 1, "", 0},
@@ -83,7 +86,7 @@ func TestExitCodeByReason(t *testing.T) {
 		event.ReasonCompleted: 0, event.ReasonPlanned: 0, event.ReasonMaxTurns: 1, event.ReasonMaxIterations: 1,
 		event.ReasonToolLoop: 1, event.ReasonTimeout: 1, event.ReasonVerification: 1, event.ReasonCrashed: 1,
 		event.ReasonError: 1, event.ReasonPlanning: 1, event.ReasonInvalidPlan: 2, event.ReasonProvider: 3,
-		event.ReasonLeaseLost: 4, event.ReasonInterrupted: 130, event.ReasonCancelled: 130,
+		event.ReasonLeaseLost: 4, event.ReasonEnvironment: 5, event.ReasonInterrupted: 130, event.ReasonCancelled: 130,
 	}
 	for reason, code := range want {
 		if got := exitCode(reason); got != code {

@@ -14,6 +14,32 @@ type Sink interface {
 	Emit(ctx context.Context, e event.Event) error
 }
 
+// watchedSink remembers the first event it could not persist: by the time
+// the loop stops on it, the error says only which emit failed.
+type watchedSink struct {
+	Sink
+	mu  sync.Mutex
+	err error
+}
+
+func (w *watchedSink) Emit(ctx context.Context, e event.Event) error {
+	err := w.Sink.Emit(ctx, e)
+	if err != nil {
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = err
+		}
+		w.mu.Unlock()
+	}
+	return err
+}
+
+func (w *watchedSink) failure() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
 // journalSink is the sink of a run driven by one process: its events go
 // through the run's journal, or its session's, then to show. It is safe
 // for concurrent use: harness phases run in parallel.
