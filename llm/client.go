@@ -22,10 +22,18 @@ type Config struct {
 	BaseURL     string // e.g. https://api.openai.com/v1; required
 	APIKey      string // sent as a Bearer token when non-empty
 	MaxAttempts int    // total attempts per call; default 5
-	// IdleTimeout fails an attempt (retryably) when the server sends
-	// nothing for this long, before or during the stream; default 5m,
-	// generous because local models can take minutes for a first token.
+	// IdleTimeout fails an attempt (retryably) when no data chunk comes
+	// for this long, before or during the stream; default
+	// DefaultIdleTimeout. Only a chunk carrying content, reasoning, a
+	// tool-call delta, usage or a finish reason counts: SSE comments and
+	// blank lines (keep-alives) do not, so a server or proxy that only
+	// sends keep-alives cannot hold a call forever.
 	IdleTimeout time.Duration
+	// CallTimeout bounds one Stream or Complete call, all its attempts and
+	// the waits between them included; default DefaultCallTimeout. When
+	// the next wait (backoff or a server's Retry-After) would pass it, the
+	// call fails at once instead of sleeping.
+	CallTimeout time.Duration
 	BackoffBase time.Duration // first retry delay before jitter; default 500ms
 	BackoffCap  time.Duration // largest backoff before jitter; default 30s
 	HTTPClient  *http.Client  // default: a client without an overall timeout, as streams run long
@@ -37,6 +45,12 @@ type Config struct {
 	Rand      func() float64
 	UserAgent string // default "agent"
 }
+
+// Defaults for Config (and Setup) fields left zero.
+const (
+	DefaultIdleTimeout = 2 * time.Minute
+	DefaultCallTimeout = 10 * time.Minute
+)
 
 // Client talks to one OpenAI-compatible Chat Completions endpoint. It is
 // safe for concurrent use.
@@ -62,7 +76,10 @@ func New(cfg Config) (*Client, error) {
 		cfg.MaxAttempts = 5
 	}
 	if cfg.IdleTimeout <= 0 {
-		cfg.IdleTimeout = 5 * time.Minute
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
 	}
 	if cfg.BackoffBase <= 0 {
 		cfg.BackoffBase = 500 * time.Millisecond
@@ -99,7 +116,7 @@ func (c *Client) Stream(ctx context.Context, req Request, onText func(string)) (
 	if err != nil {
 		return nil, err
 	}
-	return c.retry(ctx, func() (*Response, error) {
+	return c.retry(ctx, func(ctx context.Context) (*Response, error) {
 		return c.attempt(ctx, body, true, onText)
 	})
 }
@@ -111,20 +128,32 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.retry(ctx, func() (*Response, error) {
+	return c.retry(ctx, func(ctx context.Context) (*Response, error) {
 		return c.attempt(ctx, body, false, nil)
 	})
 }
 
-// retry runs try up to MaxAttempts times while it fails retryably.
-func (c *Client) retry(ctx context.Context, try func() (*Response, error)) (*Response, error) {
+// retry runs try up to MaxAttempts times while it fails retryably, all
+// within CallTimeout: try gets a context that ends at the call's deadline,
+// and a wait that would pass the deadline fails the call at once.
+func (c *Client) retry(ctx context.Context, try func(context.Context) (*Response, error)) (*Response, error) {
+	start := time.Now()
+	callCtx, cancel := context.WithDeadlineCause(ctx, start.Add(c.cfg.CallTimeout), errCallTimeout)
+	defer cancel()
+	// waited sums the waits asked of Sleep. The time spent is the larger
+	// of it and the clock's, so the deadline holds for an injected Sleep
+	// that returns at once, too.
+	var waited time.Duration
 	for attempt := 1; ; attempt++ {
-		resp, err := try()
+		resp, err := try(callCtx)
 		if err == nil {
 			return resp, nil
 		}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("model request: %w", ctx.Err())
+		}
+		if callCtx.Err() != nil {
+			return nil, c.callTimedOut(attempt, err)
 		}
 		var e *Error
 		if !errors.As(err, &e) {
@@ -135,52 +164,95 @@ func (c *Client) retry(ctx context.Context, try func() (*Response, error)) (*Res
 			return nil, e
 		}
 		delay := c.backoff(attempt, e.RetryAfter)
+		if left := c.cfg.CallTimeout - max(time.Since(start), waited); delay > left {
+			return nil, c.waitTooLong(e, attempt, delay, max(left, 0))
+		}
+		waited += delay
 		if c.cfg.OnRetry != nil {
 			c.cfg.OnRetry(RetryInfo{Attempt: attempt, MaxAttempts: c.cfg.MaxAttempts, Delay: delay, Err: e, Status: e.Status})
 		}
-		if err := c.cfg.Sleep(ctx, delay); err != nil {
+		if err := c.cfg.Sleep(callCtx, delay); err != nil {
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("model request: %w", ctx.Err())
+			}
+			if callCtx.Err() != nil {
+				return nil, c.callTimedOut(attempt, e)
 			}
 			return nil, fmt.Errorf("model request: wait before retry: %w", err)
 		}
 	}
 }
 
+var errCallTimeout = errors.New("model call timeout")
+
+// callTimedOut is the error of a call whose CallTimeout ran out during an
+// attempt (or a wait); err is what the cut-off attempt returned.
+func (c *Client) callTimedOut(attempts int, err error) *Error {
+	return &Error{Kind: KindTimeout, Attempts: attempts, Err: err, Retryable: true,
+		Message: fmt.Sprintf("no complete reply within %s, the longest a model call may take; try again later", c.cfg.CallTimeout)}
+}
+
+// waitTooLong is the error of a call that gives up rather than wait delay
+// before the next attempt, because only left remains of its CallTimeout.
+// It keeps the kind, status and Retry-After of e, the last failure.
+func (c *Client) waitTooLong(e *Error, attempts int, delay, left time.Duration) *Error {
+	out := *e
+	out.Attempts, out.WaitTooLong = attempts, true
+	limit := fmt.Sprintf("longer than the call may take (%s)", c.cfg.CallTimeout)
+	if delay <= c.cfg.CallTimeout {
+		limit = fmt.Sprintf("longer than the %s left of the call's %s", left.Round(time.Millisecond), c.cfg.CallTimeout)
+	}
+	if e.RetryAfter > 0 && delay == e.RetryAfter {
+		out.Message = fmt.Sprintf("the provider asks to wait %s (Retry-After), %s; try again later", delay, limit)
+		if e.Message != "" {
+			out.Message += " (server said: " + e.Message + ")"
+		}
+	} else {
+		out.Message = fmt.Sprintf("the next retry would wait %s, %s", delay.Round(time.Millisecond), limit)
+		if e.Message != "" {
+			out.Message = e.Message + "; " + out.Message
+		}
+	}
+	return &out
+}
+
 // attempt makes one HTTP request and reads the reply, streamed or not.
 func (c *Client) attempt(ctx context.Context, body []byte, stream bool, onText func(string)) (*Response, error) {
-	// A server that accepts the request and then goes silent would hang the
-	// run forever; the watchdog turns silence into a retryable error.
+	// A server that accepts the request and then goes silent, or sends only
+	// keep-alives, would hang the run forever; the watchdog turns a lack of
+	// data into a retryable error. Only progress pushes it back: a data
+	// chunk that carries something, or bytes of a JSON body.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	watchdog := time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(errIdle) })
 	defer watchdog.Stop()
-	resp, err := c.exchange(ctx, body, stream, onText, watchdog)
+	progress := func() { watchdog.Reset(c.cfg.IdleTimeout) }
+	resp, err := c.exchange(ctx, body, stream, onText, progress)
 	if err != nil && errors.Is(context.Cause(ctx), errIdle) {
 		return nil, &Error{Kind: KindTruncated, Retryable: true, Err: err,
-			Message: fmt.Sprintf("no data from the model for %s", c.cfg.IdleTimeout)}
+			Message: fmt.Sprintf("no data from the model for %s (--model-idle-timeout)", c.cfg.IdleTimeout)}
 	}
 	return resp, err
 }
 
 var errIdle = errors.New("model stream idle")
 
-// idleReader pushes the watchdog back on every read that returns data.
+// idleReader reports progress on every read that returns data: every
+// byte of a JSON body is part of the reply.
 type idleReader struct {
 	r        io.Reader
-	watchdog *time.Timer
-	idle     time.Duration
+	progress func()
 }
 
 func (r idleReader) Read(p []byte) (int, error) {
 	n, err := r.r.Read(p)
 	if n > 0 {
-		r.watchdog.Reset(r.idle)
+		r.progress()
 	}
 	return n, err
 }
 
-func (c *Client) exchange(ctx context.Context, body []byte, stream bool, onText func(string), watchdog *time.Timer) (*Response, error) {
+func (c *Client) exchange(ctx context.Context, body []byte, stream bool, onText func(string), progress func()) (*Response, error) {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build model request: %w", err)
@@ -205,9 +277,9 @@ func (c *Client) exchange(ctx context.Context, body []byte, stream bool, onText 
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mediaType == "application/json" || !stream && mediaType != "text/event-stream" {
 		// Complete, or a server that ignored stream: true.
-		data, err := io.ReadAll(resp.Body)
+		data, err := readBody(idleReader{r: resp.Body, progress: progress}, defaultLimits)
 		if err != nil {
-			return nil, &Error{Kind: KindTruncated, Message: "the response was cut off: " + err.Error(), Retryable: true, Err: err}
+			return nil, err
 		}
 		r, err := parseCompletion(data)
 		if err == nil && onText != nil && r.Message.Content != "" {
@@ -215,7 +287,7 @@ func (c *Client) exchange(ctx context.Context, body []byte, stream bool, onText 
 		}
 		return r, err
 	}
-	return readStream(idleReader{r: resp.Body, watchdog: watchdog, idle: c.cfg.IdleTimeout}, onText)
+	return readStream(resp.Body, onText, progress, defaultLimits)
 }
 
 // wireRequest is go-openai's request with the messages replaced: its

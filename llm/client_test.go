@@ -527,7 +527,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 		{"milliseconds", map[string]string{"Retry-After-Ms": "1500"}, 1500 * time.Millisecond, 1500 * time.Millisecond},
 		{"http date", map[string]string{"Retry-After": date}, 15 * time.Second, 20 * time.Second},
 		{"above the cap is honoured", map[string]string{"Retry-After": "120"}, 120 * time.Second, 120 * time.Second},
-		{"never beyond five minutes", map[string]string{"Retry-After": "86400"}, 5 * time.Minute, 5 * time.Minute},
+		{"up to the call timeout", map[string]string{"Retry-After": "540"}, 9 * time.Minute, 9 * time.Minute},
 		{"garbage is ignored", map[string]string{"Retry-After": "soon"}, 375 * time.Millisecond, 375 * time.Millisecond},
 	}
 	for _, tt := range tests {

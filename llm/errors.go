@@ -26,6 +26,7 @@ const (
 	KindBadRequest       ErrorKind = "bad_request"       // other 4xx: never retried
 	KindUnsupportedTools ErrorKind = "unsupported_tools" // the server cannot handle tools
 	KindReplay           ErrorKind = "replay"            // the cassette does not match or is exhausted
+	KindTimeout          ErrorKind = "timeout"           // the call ran past Config.CallTimeout
 )
 
 // Error is the one error type Client, the recorder and the replayer
@@ -40,6 +41,12 @@ type Error struct {
 	Attempts   int           // attempts made before giving up
 	URL        string        // the base URL, for connection errors
 	Err        error         // underlying cause, if any
+	// WaitTooLong says the call gave up at once because the wait before
+	// the next attempt (RetryAfter when the server asked for it, else the
+	// backoff) would have passed Config.CallTimeout. Rate limited for
+	// longer than a call may take: Kind == KindRateLimit && WaitTooLong,
+	// with RetryAfter saying for how long.
+	WaitTooLong bool
 }
 
 func (e *Error) Error() string {
@@ -84,6 +91,8 @@ func kindText(k ErrorKind) string {
 		return "bad request"
 	case KindUnsupportedTools:
 		return "the server rejected tools"
+	case KindTimeout:
+		return "timed out"
 	default:
 		return string(k)
 	}

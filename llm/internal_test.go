@@ -1,6 +1,8 @@
 package llm
 
 import (
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -27,7 +29,8 @@ func TestBackoff(t *testing.T) {
 		{"retry-after wins when longer", 0, 1, 3 * time.Second, 3 * time.Second},
 		{"backoff wins when longer", 0, 8, 3 * time.Second, 15 * time.Second},
 		{"retry-after above the cap", 0, 1, 2 * time.Minute, 2 * time.Minute},
-		{"retry-after bounded", 0, 1, time.Hour, 5 * time.Minute},
+		// The call's CallTimeout, not backoff, decides whether to wait this long.
+		{"retry-after not capped", 0, 1, time.Hour, time.Hour},
 	}
 	for _, tt := range tests {
 		c, err := New(Config{BaseURL: "http://x/v1", Rand: func() float64 { return tt.rand }})
@@ -53,7 +56,8 @@ func TestParseRetryAfter(t *testing.T) {
 		{"Retry-After", "0", 0},
 		{"Retry-After", "-4", 0},
 		{"Retry-After", "NaN", 0},
-		{"Retry-After", "1e300", 5 * time.Minute},
+		{"Retry-After", "3600", time.Hour},
+		{"Retry-After", "1e300", 24 * time.Hour},
 		{"Retry-After", now.Add(42 * time.Second).Format(http.TimeFormat), 42 * time.Second},
 		{"Retry-After", now.Add(-time.Hour).Format(http.TimeFormat), 0},
 		{"Retry-After", "tomorrow", 0},
@@ -132,5 +136,129 @@ func TestToolDeltaWithoutIndex(t *testing.T) {
 	}
 	if !strings.HasPrefix(got[0].ID, "call_") || resp.FinishReason != "tool_calls" {
 		t.Errorf("id %q finish %q", got[0].ID, resp.FinishReason)
+	}
+}
+
+// Only a data chunk carrying part of the reply is progress for the idle
+// watchdog: comments, blank lines, other SSE fields, a role-only or empty
+// chunk and [DONE] are not.
+func TestStreamProgress(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		line     string
+		progress bool
+	}{
+		{": OPENROUTER PROCESSING\n", false},
+		{": keep-alive\r\n", false},
+		{"\n", false},
+		{"\r\n", false},
+		{"event: message\n", false},
+		{"id: 7\n", false},
+		{"retry: 1000\n", false},
+		{"data:\n", false},
+		{"data: {}\n", false},
+		{`data: {"choices":[]}` + "\n", false},
+		{`data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}` + "\n", false},
+		{`data: {"choices":[{"index":0,"delta":{"content":""}}]}` + "\n", false},
+		{`data: {"choices":[{"index":1,"delta":{"content":"other choice"}}]}` + "\n", false},
+		{`data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}` + "\n", true},
+		{`data: {"choices":[{"index":0,"delta":{"reasoning_content":"hmm"}}]}` + "\n", true},
+		{`data: {"choices":[{"index":0,"delta":{"reasoning":"hmm"}}]}` + "\n", true},
+		{`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}` + "\n", true},
+		{`data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}` + "\n", true},
+		{`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n", true},
+		{"data: [DONE]\n", false},
+	}
+	for _, tt := range tests {
+		var a assembler
+		_, progressed, err := a.line([]byte(tt.line), nil)
+		if err != nil || progressed != tt.progress {
+			t.Errorf("%q: progress %v, err %v; want %v", tt.line, progressed, err, tt.progress)
+		}
+	}
+
+	// And readStream reports it: once per chunk with something in it.
+	stream := ": OPENROUTER PROCESSING\n\n" +
+		`data: {"choices":[{"index":0,"delta":{"role":"assistant"}}]}` + "\n\n" +
+		": OPENROUTER PROCESSING\n\n" +
+		`data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n" +
+		`data: {"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"stop"}]}` + "\n\n" +
+		"data: [DONE]\n\n"
+	n := 0
+	resp, err := readStream(strings.NewReader(stream), nil, func() { n++ }, defaultLimits)
+	if err != nil || resp.Message.Content != "ab" || n != 2 {
+		t.Errorf("readStream: %+v, %v, progress %d times; want ab, 2", resp, err, n)
+	}
+}
+
+// endless is a reader of 'a', counting what it gave. It is endless to a
+// bounded reader: it stops at 64 MiB only so that an unbounded one fails
+// the test rather than exhaust memory.
+type endless struct{ n int }
+
+func (r *endless) Read(p []byte) (int, error) {
+	if r.n >= 64<<20 {
+		return 0, io.EOF
+	}
+	p = p[:min(len(p), 64<<20-r.n)]
+	for i := range p {
+		p[i] = 'a'
+	}
+	r.n += len(p)
+	return len(p), nil
+}
+
+// An endless line is refused once it passes the line limit, having read
+// little more than the limit; a long line under the limit is fine. Not
+// parallel: reading 16 MiB would slow the timing tests.
+func TestReadStreamBoundsLines(t *testing.T) {
+	r := &endless{}
+	_, err := readStream(io.MultiReader(strings.NewReader("data: "), r), nil, nil, defaultLimits)
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindStream || e.Retryable || e.Message != "model response line of more than 16 MiB refused" {
+		t.Fatalf("err = %v, want the line refused", err)
+	}
+	if r.n > defaultLimits.line+128<<10 {
+		t.Errorf("read %d bytes of the line, want little more than the %d limit", r.n, defaultLimits.line)
+	}
+
+	lim := limits{line: 1 << 10, response: 1 << 20}
+	ok := `data: {"choices":[{"index":0,"delta":{"content":"` + strings.Repeat("x", 900) + `"},"finish_reason":"stop"}]}` + "\n"
+	if resp, err := readStream(strings.NewReader(ok), nil, nil, lim); err != nil || len(resp.Message.Content) != 900 {
+		t.Errorf("a line under the limit: %v", err)
+	}
+	long := `data: {"choices":[{"index":0,"delta":{"content":"` + strings.Repeat("x", 1100) + `"}}]}` + "\n"
+	_, err = readStream(strings.NewReader(long), nil, nil, lim)
+	if err == nil || err.Error() != "model provider: error in stream: model response line of more than 1 KiB refused" {
+		t.Errorf("a line over the limit: %v", err)
+	}
+}
+
+// The reply as a whole is bounded too, however it is cut into lines.
+func TestReadStreamBoundsTheResponse(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	for range 10 {
+		b.WriteString(`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"` + strings.Repeat("y", 600) + `"}}]}}]}` + "\n\n")
+	}
+	b.WriteString("data: [DONE]\n\n")
+	_, err := readStream(strings.NewReader(b.String()), nil, nil, limits{line: 1 << 10, response: 4 << 10})
+	var e *Error
+	if !errors.As(err, &e) || e.Retryable || e.Message != "model response of more than 4 KiB refused" {
+		t.Errorf("err = %v, want the response refused", err)
+	}
+	if _, err := readStream(strings.NewReader(b.String()), nil, nil, limits{line: 1 << 10, response: 8 << 10}); err != nil {
+		t.Errorf("under the limit: %v", err)
+	}
+}
+
+func TestNewDefaults(t *testing.T) {
+	t.Parallel()
+	c, err := New(Config{BaseURL: "http://x/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.cfg.IdleTimeout != 2*time.Minute || c.cfg.CallTimeout != 10*time.Minute {
+		t.Errorf("idle %v, call %v; want 2m and 10m", c.cfg.IdleTimeout, c.cfg.CallTimeout)
 	}
 }

@@ -3,6 +3,7 @@ package llm
 import (
 	"fmt"
 	"os"
+	"time"
 )
 
 // Setup says how a run reaches its model: a provider at BaseURL, or the
@@ -11,6 +12,11 @@ type Setup struct {
 	BaseURL     string
 	APIKey      string
 	MaxAttempts int
+	// IdleTimeout is the longest a call waits for a data chunk
+	// (--model-idle-timeout); CallTimeout bounds a whole call with its
+	// retries. Zero means DefaultIdleTimeout and DefaultCallTimeout. See
+	// Config.
+	IdleTimeout, CallTimeout time.Duration
 	// Scope keeps one child's exchanges apart from another's in a shared
 	// cassette.
 	Record, Replay, Scope string
@@ -44,6 +50,7 @@ func Open(s Setup) (Model, func(), error) {
 	} else {
 		client, err := New(Config{
 			BaseURL: s.BaseURL, APIKey: s.APIKey, MaxAttempts: s.MaxAttempts, OnRetry: s.OnRetry, UserAgent: s.UserAgent,
+			IdleTimeout: s.IdleTimeout, CallTimeout: s.CallTimeout,
 		})
 		if err != nil {
 			return nil, nil, &SetupError{Setting: "base_url", Err: err}

@@ -8,9 +8,11 @@ import (
 	"time"
 )
 
-// maxRetryAfter bounds how long a server's Retry-After can make us wait.
-// It may exceed BackoffCap: a server that says "come back in 60s" means it.
-const maxRetryAfter = 5 * time.Minute
+// maxRetryAfter bounds the Retry-After we read, so the conversion cannot
+// overflow. It is no policy: a Retry-After is honoured, even beyond
+// BackoffCap (a server that says "come back in 60s" means it), when it
+// fits in the call's CallTimeout, and fails the call at once otherwise.
+const maxRetryAfter = 24 * time.Hour
 
 // RetryInfo describes a failed attempt that is about to be retried.
 type RetryInfo struct {

@@ -7,26 +7,88 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 
 	openai "github.com/sashabaranov/go-openai"
 )
 
+// limits bounds what reading one reply may hold in memory, so a broken
+// or hostile server cannot take the process down with one endless line.
+type limits struct {
+	line     int // one SSE line with its terminator, or a whole JSON body
+	response int // content, reasoning and tool arguments of a stream together
+}
+
+// defaultLimits are far above any real reply: a whole-arguments chunk
+// of a large file write is a few MiB at most.
+var defaultLimits = limits{line: 16 << 20, response: 64 << 20}
+
+// tooLarge is the error for a reply over a limit: not retryable, as the
+// same request would likely get the same reply.
+func tooLarge(what string, limit int) *Error {
+	return &Error{Kind: KindStream, Message: fmt.Sprintf("%s of more than %s refused", what, byteSize(limit))}
+}
+
+// byteSize writes n bytes in the largest binary unit that divides it.
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// readBody reads a whole non-streaming body of at most lim.line bytes.
+func readBody(body io.Reader, lim limits) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(body, int64(lim.line)+1))
+	if err != nil {
+		return nil, &Error{Kind: KindTruncated, Message: "the response was cut off: " + err.Error(), Retryable: true, Err: err}
+	}
+	if len(data) > lim.line {
+		return nil, tooLarge("model response", lim.line)
+	}
+	return data, nil
+}
+
 // readStream parses a Chat Completions SSE stream into a Response,
-// delivering content deltas to onText as they arrive. It is written by
-// hand because real servers send keep-alive comments, error objects in
-// several shapes, and lines larger than any fixed Scanner buffer.
-func readStream(body io.Reader, onText func(string)) (*Response, error) {
+// delivering content deltas to onText as they arrive and calling
+// progress (if not nil) after each data chunk that carries part of the
+// reply; comments, blank lines and empty chunks are no progress. It is
+// written by hand because real servers send keep-alive comments, error
+// objects in several shapes, and lines larger than any fixed Scanner
+// buffer; lim bounds the lines and the reply.
+func readStream(body io.Reader, onText func(string), progress func(), lim limits) (*Response, error) {
 	r := bufio.NewReaderSize(body, 64<<10)
-	var a assembler
+	a := assembler{limit: lim.response}
+	var long []byte // a line longer than r's buffer, so far
 	for {
-		// ReadString grows as needed: a whole-arguments chunk can be huge.
-		line, err := r.ReadString('\n')
-		if line != "" {
-			done, lerr := a.line(line, onText)
+		// Lines that fit the buffer are used in place; longer ones (a
+		// whole-arguments chunk can be large) are gathered up to the limit.
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull || long != nil {
+			if len(long)+len(line) > lim.line {
+				return nil, tooLarge("model response line", lim.line)
+			}
+			long = append(long, line...)
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			line, long = long, nil
+		}
+		if len(line) > lim.line {
+			return nil, tooLarge("model response line", lim.line)
+		}
+		if len(line) > 0 {
+			done, progressed, lerr := a.line(line, onText)
 			if lerr != nil {
 				return nil, lerr
+			}
+			if progressed && progress != nil {
+				progress()
 			}
 			if done {
 				a.done = true
@@ -57,6 +119,8 @@ type assembler struct {
 	usage     Usage
 	answered  bool // a choice arrived
 	done      bool // the stream ended with data: [DONE]
+	size      int  // bytes of content, reasoning and arguments so far
+	limit     int  // the most size may reach; 0 for no limit
 }
 
 type callBuilder struct {
@@ -64,38 +128,43 @@ type callBuilder struct {
 	args     strings.Builder
 }
 
-// line handles one SSE line. It reports done on "data: [DONE]".
-func (a *assembler) line(line string, onText func(string)) (done bool, err error) {
-	line = strings.TrimRight(line, "\r\n")
-	var data string
+// line handles one SSE line. It reports done on "data: [DONE]", and
+// progressed when the line was a chunk carrying part of the reply. It
+// keeps no reference to line.
+func (a *assembler) line(line []byte, onText func(string)) (done, progressed bool, err error) {
+	line = bytes.TrimRight(line, "\r\n")
+	var data []byte
 	switch {
-	case line == "" || line[0] == ':':
+	case len(line) == 0 || line[0] == ':':
 		// Event separators and comments, e.g. ": OPENROUTER PROCESSING".
-		return false, nil
-	case strings.HasPrefix(line, "data:"):
-		data = strings.TrimSpace(line[len("data:"):])
+		return false, false, nil
+	case bytes.HasPrefix(line, []byte("data:")):
+		data = bytes.TrimSpace(line[len("data:"):])
 	case line[0] == '{':
 		// Some servers write a bare JSON error line mid-stream.
 		data = line
 	default:
 		// event:, id:, retry: and anything else carry nothing we need.
-		return false, nil
+		return false, false, nil
 	}
-	switch data {
+	switch string(data) {
 	case "":
-		return false, nil
+		return false, false, nil
 	case "[DONE]":
-		return true, nil
+		return true, false, nil
 	}
-	return false, a.chunk([]byte(data), onText)
+	progressed, err = a.chunk(data, onText)
+	return false, progressed, err
 }
 
-// chunk applies one JSON chunk.
-func (a *assembler) chunk(data []byte, onText func(string)) error {
+// chunk applies one JSON chunk. It reports progressed when the chunk
+// carried content, reasoning, a tool-call delta, usage or a finish reason:
+// a chunk with only a role, or nothing at all, is no sign of life.
+func (a *assembler) chunk(data []byte, onText func(string)) (progressed bool, err error) {
 	// Cheap pre-checks keep the extra decodes off the hot path.
 	if bytes.Contains(data, []byte(`"error"`)) {
 		if e := streamError(data); e != nil {
-			return e
+			return false, e
 		}
 	}
 	// A field of an unexpected type is only a type error: the rest is
@@ -103,7 +172,7 @@ func (a *assembler) chunk(data []byte, onText func(string)) error {
 	var c openai.ChatCompletionStreamResponse
 	var typeErr *json.UnmarshalTypeError
 	if err := json.Unmarshal(data, &c); err != nil && !errors.As(err, &typeErr) {
-		return &Error{Kind: KindStream, Message: "malformed chunk: " + clip(string(data)), Retryable: true, Err: err}
+		return false, &Error{Kind: KindStream, Message: "malformed chunk: " + clip(string(data)), Retryable: true, Err: err}
 	}
 	// go-openai knows neither Ollama's "reasoning" nor content sent as an
 	// array of parts (Mistral), which fails its string field with a type
@@ -124,6 +193,7 @@ func (a *assembler) chunk(data []byte, onText func(string)) error {
 	// last non-zero value because some servers send it on every chunk.
 	if u := c.Usage; u != nil && (u.PromptTokens != 0 || u.CompletionTokens != 0) {
 		a.usage = Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+		progressed = true
 	}
 	for i, ch := range c.Choices {
 		if ch.Index != 0 {
@@ -143,6 +213,17 @@ func (a *assembler) chunk(data []byte, onText func(string)) error {
 				reasoning += thinking
 			}
 		}
+		// Check the size before keeping anything of this chunk.
+		size := len(content) + len(reasoning)
+		for _, tc := range d.ToolCalls {
+			size += len(tc.Function.Arguments)
+		}
+		if d.FunctionCall != nil {
+			size += len(d.FunctionCall.Arguments)
+		}
+		if a.size += size; a.limit > 0 && a.size > a.limit {
+			return false, tooLarge("model response", a.limit)
+		}
 		if content != "" {
 			a.content.WriteString(content)
 			if onText != nil {
@@ -160,8 +241,11 @@ func (a *assembler) chunk(data []byte, onText func(string)) error {
 		if ch.FinishReason != "" {
 			a.finish = string(ch.FinishReason)
 		}
+		if content != "" || reasoning != "" || len(d.ToolCalls) > 0 || d.FunctionCall != nil || ch.FinishReason != "" {
+			progressed = true
+		}
 	}
-	return nil
+	return progressed, nil
 }
 
 // toolDelta merges one tool-call delta. Deltas with an index are keyed by

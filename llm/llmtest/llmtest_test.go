@@ -60,6 +60,7 @@ func TestParseScript(t *testing.T) {
 		`{"turns":[{"txt":"typo"}]}`,
 		`{"turns":[{"quirks":["no_such_quirk"]}]}`,
 		`{"turns":[{"status":42}]}`,
+		`{"turns":[{"keepalive_ms":-1}]}`,
 		`{"turns":[`,
 	} {
 		if _, err := ParseScript([]byte(bad)); err == nil {
@@ -250,6 +251,58 @@ func TestDisconnectDropsTheConnection(t *testing.T) {
 	data, err := io.ReadAll(resp.Body)
 	if err == nil || strings.Contains(string(data), "[DONE]") {
 		t.Errorf("read %q, err %v; want an unexpected EOF before [DONE]", data, err)
+	}
+}
+
+// A keep-alive turn sends its headers at once and then comments while it
+// waits: from the start through a delay, and after the first chunks
+// through a hang.
+func TestKeepaliveTurns(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name      string
+		turn      Turn
+		firstData bool // a data line comes before the comments
+	}{
+		{"only keep-alives", Turn{Text: "late", DelayMS: 60_000, KeepaliveMS: 5}, false},
+		{"keep-alives after some content", Turn{Text: "stalls", Hang: true, KeepaliveMS: 5}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := NewServer(t, Script{Turns: []Turn{tt.turn}})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL()+"/chat/completions", strings.NewReader(streamReq))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+				t.Errorf("content type %q", ct)
+			}
+			r := bufio.NewReader(resp.Body)
+			var sawData bool
+			comments := 0
+			for comments < 3 {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					t.Fatalf("read: %v", err)
+				}
+				switch {
+				case strings.HasPrefix(line, "data: "):
+					if comments > 0 || strings.Contains(line, "[DONE]") {
+						t.Fatalf("data after keep-alives: %q", line)
+					}
+					sawData = true
+				case line == ": keep-alive\n":
+					comments++
+				}
+			}
+			if sawData != tt.firstData {
+				t.Errorf("data before the keep-alives = %v, want %v", sawData, tt.firstData)
+			}
+		})
 	}
 }
 

@@ -73,6 +73,13 @@ type Turn struct {
 	DelayMS      int  `json:"delay_ms,omitempty"`       // wait before responding
 	ChunkDelayMS int  `json:"chunk_delay_ms,omitempty"` // wait between SSE events
 	Hang         bool `json:"hang,omitempty"`           // send the first content chunk, then block until the client leaves
+	// KeepaliveMS, on a streamed turn, sends the headers at once and then
+	// an SSE comment ": keep-alive" (and a blank line) every this many
+	// milliseconds whenever the stream waits: through DelayMS, between
+	// chunks and during a Hang, as OpenRouter and proxies do while a model
+	// thinks. With Hang the stream is only keep-alives after the first
+	// chunks; with a long DelayMS it is only keep-alives from the start.
+	KeepaliveMS int `json:"keepalive_ms,omitempty"`
 
 	Quirks []string `json:"quirks,omitempty"` // see the Quirk constants
 
@@ -193,7 +200,7 @@ func (s Script) validate() error {
 		if t.Status != 0 && (t.Status < 100 || t.Status > 599) {
 			return fmt.Errorf("turn %d: status %d is not an HTTP status", i+1, t.Status)
 		}
-		if t.DelayMS < 0 || t.ChunkDelayMS < 0 {
+		if t.DelayMS < 0 || t.ChunkDelayMS < 0 || t.KeepaliveMS < 0 {
 			return fmt.Errorf("turn %d: negative delay", i+1)
 		}
 	}

@@ -201,8 +201,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ctx := r.Context()
-	if !s.pause(ctx, turn.DelayMS) {
-		return
+	raw := turn.has(QuirkJinja500) || turn.Status != 0 && turn.Status != http.StatusOK || turn.Body != ""
+	if !(turn.KeepaliveMS > 0 && rec.Stream() && !raw) {
+		// A keep-alive stream spends its delay sending comments instead.
+		if !s.pause(ctx, turn.DelayMS) {
+			return
+		}
+		turn.DelayMS = 0
 	}
 	for k, v := range turn.Headers {
 		w.Header().Set(k, v)
@@ -261,6 +266,11 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, t Turn, p pl
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
+	if t.KeepaliveMS > 0 {
+		if rc.Flush() != nil || !s.wait(ctx, w, rc, t, t.DelayMS) {
+			return
+		}
+	}
 
 	send := func(data string) bool {
 		var b bytes.Buffer
@@ -282,7 +292,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, t Turn, p pl
 		n = p.cutAt
 	}
 	for i := 0; i < n; i++ {
-		if i > 0 && !s.pause(ctx, t.ChunkDelayMS) {
+		if i > 0 && !s.wait(ctx, w, rc, t, t.ChunkDelayMS) {
 			return
 		}
 		if !send(p.chunks[i]) {
@@ -291,7 +301,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, t Turn, p pl
 	}
 	switch p.ending {
 	case endDone:
-		if s.pause(ctx, t.ChunkDelayMS) {
+		if s.wait(ctx, w, rc, t, t.ChunkDelayMS) {
 			send("[DONE]")
 		}
 	case endError:
@@ -305,9 +315,47 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, t Turn, p pl
 	case endCutOff:
 		// Return: the body ends properly, just without the rest.
 	case endHang:
+		s.wait(ctx, w, rc, t, -1)
+	}
+}
+
+// wait pauses a stream for ms milliseconds, or until the client leaves
+// when ms is negative, sending a keep-alive comment every t.KeepaliveMS
+// meanwhile. It reports false if the client left or the server is closing.
+func (s *Server) wait(ctx context.Context, w io.Writer, rc *http.ResponseController, t Turn, ms int) bool {
+	if t.KeepaliveMS <= 0 {
+		if ms >= 0 {
+			return s.pause(ctx, ms)
+		}
 		select {
 		case <-ctx.Done():
 		case <-s.closing:
+		}
+		return false
+	}
+	var end <-chan time.Time
+	if ms >= 0 {
+		if ms == 0 {
+			return ctx.Err() == nil
+		}
+		timer := time.NewTimer(time.Duration(ms) * time.Millisecond)
+		defer timer.Stop()
+		end = timer.C
+	}
+	tick := time.NewTicker(time.Duration(t.KeepaliveMS) * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-end:
+			return true
+		case <-tick.C:
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return false
+			}
+		case <-ctx.Done():
+			return false
+		case <-s.closing:
+			return false
 		}
 	}
 }
