@@ -28,6 +28,8 @@ func modelFlags() []cli.Flag {
 		&cli.StringFlag{Name: "base-url", Usage: "OpenAI-compatible endpoint (env OPENAI_BASE_URL, default " + config.DefaultBaseURL + ")"},
 		&cli.IntFlag{Name: "max-turns", Usage: "model calls allowed per iteration (default 50)"},
 		&cli.IntFlag{Name: "model-attempts", Usage: "attempts per model call before giving up on 429/5xx/connection errors (default 5)"},
+		&cli.DurationFlag{Name: "model-idle-timeout", Usage: "give up on a model reply after this long without a data chunk; keep-alive comments do not count (default 2m)"},
+		&cli.DurationFlag{Name: "model-call-timeout", Usage: "give up on a model call, its retries and waits included, after this long (default 10m)"},
 		&cli.DurationFlag{Name: "timeout", Usage: "stop the run after this long, e.g. 10m (default: no limit)"},
 		&cli.StringFlag{Name: "record", Usage: "append every model exchange to this cassette `FILE`"},
 		&cli.StringFlag{Name: "replay", Usage: "answer model calls from this cassette `FILE`, offline"},
@@ -199,6 +201,12 @@ func flagOptions(c *cli.Context, o supervisor.Options) (supervisor.Options, erro
 	}
 	if set("model-attempts") {
 		o.ModelAttempts = c.Int("model-attempts")
+	}
+	if set("model-idle-timeout") {
+		o.ModelIdleTimeout = supervisor.Duration(c.Duration("model-idle-timeout"))
+	}
+	if set("model-call-timeout") {
+		o.ModelCallTimeout = supervisor.Duration(c.Duration("model-call-timeout"))
 	}
 	if set("timeout") {
 		o.Timeout = supervisor.Duration(c.Duration("timeout"))

@@ -76,6 +76,10 @@ type Model struct {
 	Record string `json:"record,omitempty"`
 	Replay string `json:"replay,omitempty"`
 	Scope  string `json:"scope,omitempty"`
+	// IdleTimeoutMS and CallTimeoutMS bound waiting for the model: for a
+	// data chunk, and for a whole call with its retries (0: the defaults).
+	IdleTimeoutMS int64 `json:"idle_timeout_ms,omitempty"`
+	CallTimeoutMS int64 `json:"call_timeout_ms,omitempty"`
 }
 
 // Control is a later line on the child's stdin.

@@ -23,15 +23,19 @@ import (
 // with the run, so a resume, here or in a gateway, drives it the same way.
 // Secrets are never part of them.
 type Options struct {
-	Model         string   `json:"model,omitempty"`
-	BaseURL       string   `json:"base_url,omitempty"`
-	ModelAttempts int      `json:"model_attempts,omitempty"`
-	MaxTurns      int      `json:"max_turns,omitempty"`
-	AllowTools    []string `json:"allow_tools,omitempty"`
-	DenyTools     []string `json:"deny_tools,omitempty"`
-	Until         string   `json:"until,omitempty"`
-	MaxIterations int      `json:"max_iterations,omitempty"`
-	Timeout       Duration `json:"timeout,omitempty"`
+	Model         string `json:"model,omitempty"`
+	BaseURL       string `json:"base_url,omitempty"`
+	ModelAttempts int    `json:"model_attempts,omitempty"`
+	// How long to wait for the model: for a data chunk (keep-alive
+	// comments do not count), and for a whole call with its retries.
+	ModelIdleTimeout Duration `json:"model_idle_timeout,omitempty"`
+	ModelCallTimeout Duration `json:"model_call_timeout,omitempty"`
+	MaxTurns         int      `json:"max_turns,omitempty"`
+	AllowTools       []string `json:"allow_tools,omitempty"`
+	DenyTools        []string `json:"deny_tools,omitempty"`
+	Until            string   `json:"until,omitempty"`
+	MaxIterations    int      `json:"max_iterations,omitempty"`
+	Timeout          Duration `json:"timeout,omitempty"`
 
 	Harness       bool     `json:"harness,omitempty"`
 	Parallel      int      `json:"parallel,omitempty"`
@@ -99,6 +103,10 @@ func (o Options) Validate() error {
 		return optionErr("until", "{until} must be a single line")
 	case o.Timeout < 0:
 		return optionErr("timeout", "{timeout} must be a positive duration like 10m")
+	case o.ModelIdleTimeout < 0:
+		return optionErr("model_idle_timeout", "{model_idle_timeout} must be a positive duration like 2m")
+	case o.ModelCallTimeout < 0:
+		return optionErr("model_call_timeout", "{model_call_timeout} must be a positive duration like 10m")
 	case o.Harness && o.Until != "":
 		return optionErr("until", "{until} applies to single runs; harness phases set their own in the plan")
 	case o.Parallel < 0:
@@ -195,7 +203,10 @@ func isLoopback(host string) bool {
 
 // model is the model settings of the run's loops and children.
 func (o Options) model() adapter.Model {
-	return adapter.Model{Name: o.Model, BaseURL: o.BaseURL, MaxAttempts: o.ModelAttempts, Record: o.Record, Replay: o.Replay}
+	return adapter.Model{
+		Name: o.Model, BaseURL: o.BaseURL, MaxAttempts: o.ModelAttempts, Record: o.Record, Replay: o.Replay,
+		IdleTimeoutMS: time.Duration(o.ModelIdleTimeout).Milliseconds(), CallTimeoutMS: time.Duration(o.ModelCallTimeout).Milliseconds(),
+	}
 }
 
 // encode is what the run keeps (runs.config_json).

@@ -10,6 +10,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"agent/adapter"
 	"agent/checkpoint"
@@ -77,6 +78,8 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 	model, closeModel, err := llm.Open(llm.Setup{
 		BaseURL: spec.Model.BaseURL, APIKey: env.APIKey, MaxAttempts: spec.Model.MaxAttempts,
 		Record: spec.Model.Record, Replay: spec.Model.Replay, Scope: spec.Model.Scope, UserAgent: env.UserAgent,
+		IdleTimeout: time.Duration(spec.Model.IdleTimeoutMS) * time.Millisecond,
+		CallTimeout: time.Duration(spec.Model.CallTimeoutMS) * time.Millisecond,
 		OnRetry: func(ri llm.RetryInfo) {
 			_ = env.Sink.Emit(context.WithoutCancel(ctx), event.New(event.Retry, event.RetryData{
 				Attempt: ri.Attempt, MaxAttempts: ri.MaxAttempts, DelayMS: ri.Delay.Milliseconds(),
