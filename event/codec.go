@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"unicode/utf8"
 )
 
 // MaxLine is the longest event line a Decoder accepts.
@@ -126,9 +127,12 @@ func (d *Decoder) readLine() ([]byte, bool, error) {
 }
 
 func preview(line []byte) string {
-	const n = 120
-	if len(line) > n {
-		return string(line[:n]) + "…"
+	n := 120
+	if len(line) <= n {
+		return string(line)
 	}
-	return string(line)
+	for n > 0 && !utf8.RuneStart(line[n]) {
+		n-- // never cut a character in half
+	}
+	return string(line[:n]) + "…"
 }

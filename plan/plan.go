@@ -99,7 +99,8 @@ func Parse(data []byte) (*Plan, error) {
 	if err := dec.Decode(&p); err != nil {
 		return nil, decodeError(data, err)
 	}
-	if dec.More() {
+	// More reports false before a stray ] or }, which Token sees.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, &Error{Msg: "trailing data after the plan object"}
 	}
 	if err := p.Validate(); err != nil {

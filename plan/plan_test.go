@@ -365,3 +365,18 @@ func TestReady(t *testing.T) {
 		})
 	}
 }
+
+// A plan followed by anything, stray brackets included, is refused: a
+// mission.json cut or pasted twice must not half-parse.
+func TestParseRefusesTrailingData(t *testing.T) {
+	t.Parallel()
+	ok := `{"objective":"o","phases":[{"id":"a","instructions":"x","evidence":{"type":"none"}}]}`
+	for _, tail := range []string{"]", "}}}", " {}", " x"} {
+		if _, err := Parse([]byte(ok + tail)); err == nil || !strings.Contains(err.Error(), "trailing data") {
+			t.Errorf("plan followed by %q: %v, want trailing data refused", tail, err)
+		}
+	}
+	if _, err := Parse([]byte(ok + "\n")); err != nil {
+		t.Errorf("a trailing newline: %v", err)
+	}
+}

@@ -35,11 +35,11 @@ type Env struct {
 	UserAgent string
 }
 
-// SpecError is a spec that cannot run: tools that do not exist, a model
-// that cannot be opened. Nothing ran.
+// SpecError is a spec that cannot run: unreadable, tools that do not
+// exist, a model that cannot be opened. Nothing ran.
 type SpecError struct{ Err error }
 
-func (e *SpecError) Error() string { return "phase spec: " + e.Err.Error() }
+func (e *SpecError) Error() string { return e.Err.Error() }
 func (e *SpecError) Unwrap() error { return e.Err }
 
 // Execute runs the loop spec describes until it ends or ctx does, and
@@ -48,7 +48,7 @@ func (e *SpecError) Unwrap() error { return e.Err }
 func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.RunnerResultData, error) {
 	ws, err := tools.NewWorkspace(spec.Workspace)
 	if err != nil {
-		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("workspace: %w", err)}
+		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: workspace: %w", err)}
 	}
 	emitWarning := func(msg string) {
 		_ = env.Sink.Emit(ctx, event.New(event.Warning, event.WarningData{Message: msg}))
@@ -59,7 +59,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 	}
 	set, planner, err := toolSet(ws, spec, env)
 	if err != nil {
-		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("tools: %w", err)}
+		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: tools: %w", err)}
 	}
 	cfg.Tools = set
 	if planner != nil {
@@ -88,7 +88,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 		},
 	})
 	if err != nil {
-		return event.RunnerResultData{}, &SpecError{Err: err}
+		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: model: %w", err)}
 	}
 	defer closeModel()
 	cfg.Model = model
