@@ -28,6 +28,9 @@ func gatewayCommand() *cli.Command {
 			"Events), POST /v1/runs. Every request needs the token, as 'Authorization: Bearer TOKEN' (or, on /ws,\n" +
 			"in the connect frame); a token in a URL is always refused. The token is AGENT_GATEWAY_TOKEN, or the\n" +
 			"contents of $AGENT_HOME/gateway.token, created with mode 0600 on first start.\n\n" +
+			"A run works in --workspace or a directory below it, or below a --workspace-root; its\n" +
+			"options.base_url may only be --base-url unless --allow-any-base-url, since the endpoint receives\n" +
+			"OPENAI_API_KEY. The token must have at least 16 characters.\n\n" +
 			"Each run executes in its own 'agent runner' child; its events are persisted, numbered per session,\n" +
 			"and replayed to clients that reconnect with after_seq. Runs in one session run one after the other\n" +
 			"and see the session's earlier conversation.\n\n" +
@@ -51,9 +54,12 @@ func gatewayCommand() *cli.Command {
 			&cli.DurationFlag{Name: "run-timeout", Value: gateway.DefaultRunTimeout, Usage: "stop a run after this long unless it sets options.timeout"},
 			&cli.DurationFlag{Name: "drain-grace", Value: gateway.DefaultDrainGrace, Usage: "on SIGTERM, how long running runs may finish before they are interrupted"},
 			&cli.StringFlag{Name: "reclaim", Value: gateway.ReclaimResume, Usage: "runs a crashed gateway left: resume (once) or fail"},
-			&cli.StringFlag{Name: "workspace", Aliases: []string{"C"}, Usage: "workspace of runs that name none (default: the current directory)"},
+			&cli.StringFlag{Name: "workspace", Aliases: []string{"C"}, Usage: "workspace of runs that name none (default: the current directory); runs may name it or a directory below it"},
+			&cli.StringSliceFlag{Name: "workspace-root", Usage: "also allow runs to work in `DIR` and below (repeatable)"},
 			&cli.StringFlag{Name: "model", Usage: "default model of runs (env AGENT_MODEL, default " + config.DefaultModel + ")"},
 			&cli.StringFlag{Name: "base-url", Usage: "default OpenAI-compatible endpoint of runs (env OPENAI_BASE_URL)"},
+			&cli.BoolFlag{Name: "allow-any-base-url", Usage: "let run.start's options.base_url name any endpoint, which then receives the API key; without it only --base-url is allowed"},
+			&cli.IntFlag{Name: "max-connections", Value: gateway.DefaultMaxConnections, Usage: "connections held open at most; over it, the oldest not doing authorised work is closed"},
 			&cli.BoolFlag{Name: "scheduler", Usage: "fire scheduled jobs (default: SchedulerEnabled in config.toml, else off)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the address and token location as one JSON object on stdout"},
 		},
@@ -85,6 +91,14 @@ func gatewayAction(c *cli.Context) error {
 	if workspace, err = filepath.Abs(workspace); err != nil {
 		return usageErrorf("--workspace: %v", err)
 	}
+	var roots []string
+	for _, dir := range c.StringSlice("workspace-root") {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return usageErrorf("--workspace-root %s: %v", dir, err)
+		}
+		roots = append(roots, abs)
+	}
 	scheduling := settings.SchedulerEnabled
 	if c.IsSet("scheduler") {
 		scheduling = c.Bool("scheduler") // --scheduler=false overrides the file
@@ -97,7 +111,8 @@ func gatewayAction(c *cli.Context) error {
 	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
 	srv, err := gateway.New(gateway.Config{
 		Listen: c.String("listen"), AllowRemote: c.Bool("allow-remote"), Token: token, DB: db, Version: version,
-		DefaultWorkspace: workspace, Home: settings.Home,
+		DefaultWorkspace: workspace, WorkspaceRoots: roots, Home: settings.Home,
+		AllowAnyBaseURL: c.Bool("allow-any-base-url"), MaxConnections: c.Int("max-connections"),
 		Model: gateway.ModelDefaults{
 			Name: config.Pick(c.String("model"), settings.Model), BaseURL: config.Pick(c.String("base-url"), settings.BaseURL),
 			APIKey: settings.APIKey, Attempts: settings.ModelAttempts, MaxTurns: settings.MaxTurns,

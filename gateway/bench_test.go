@@ -48,8 +48,9 @@ func benchFanout(b *testing.B, clients, window int) {
 	}
 	defer db.Close()
 	s, err := New(Config{
-		Listen: "127.0.0.1:0", Token: "bench", DB: db, DefaultWorkspace: dir,
+		Listen: "127.0.0.1:0", Token: "bench-token-0123456789", DB: db, DefaultWorkspace: dir,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SubscriberBuffer: 4 * flushEvery,
+		MaxConnections: 2 * clients, // more than the default
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -147,7 +148,7 @@ func benchDial(b *testing.B, addr, sessionID string) *websocket.Conn {
 	}
 	ws.SetReadLimit(1 << 20)
 	for _, req := range []string{
-		`{"type":"req","id":"1","method":"connect","params":{"protocol":1,"token":"bench"}}`,
+		`{"type":"req","id":"1","method":"connect","params":{"protocol":1,"token":"bench-token-0123456789"}}`,
 		`{"type":"req","id":"2","method":"session.resume","params":{"session_id":"` + sessionID + `","after_seq":0}}`,
 	} {
 		if err := ws.Write(ctx, websocket.MessageText, []byte(req)); err != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"agent/store"
 )
@@ -21,6 +22,15 @@ const (
 	DefaultDrainGrace        = 30 * time.Second
 	DefaultLeaseTTL          = 30 * time.Second
 	DefaultSubscriberBuffer  = 4096
+	// DefaultMaxConnections is well under the usual limit of 1,024 open
+	// files, which the store, the children's pipes and logs share.
+	DefaultMaxConnections    = 512
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultConnectTimeout    = 10 * time.Second
+	// MinTokenLength is the shortest token a gateway accepts.
+	MinTokenLength = 16
 )
 
 // Reclaim policies: what Start does with a run a dead gateway left running.
@@ -37,14 +47,22 @@ const (
 type Config struct {
 	Listen      string // host:port; default 127.0.0.1:7420
 	AllowRemote bool   // allow a non-loopback Listen; the token is required anyway
-	Token       string // required: every request must present it
+	Token       string // required, at least MinTokenLength characters: every request must present it
 	DB          *store.DB
 	Version     string // shown as "agent VERSION" in connect and /healthz
 
 	// DefaultWorkspace is where runs work when run.start names no
 	// workspace; default the current directory. Must be absolute.
 	DefaultWorkspace string
-	Model            ModelDefaults
+	// WorkspaceRoots are the directories, besides DefaultWorkspace, in
+	// and below which run.start may name a workspace (`agent gateway
+	// --workspace-root`). Absolute; symlinks are resolved.
+	WorkspaceRoots []string
+	Model          ModelDefaults
+	// AllowAnyBaseURL lets run.start's options.base_url name any model
+	// endpoint; otherwise only Model.BaseURL, since the gateway sends its
+	// API key there (`agent gateway --allow-any-base-url`).
+	AllowAnyBaseURL bool
 	// Home is AGENT_HOME: file checkpoints keep their content there, and
 	// checkpoint.rewind puts it back from there.
 	Home string
@@ -69,6 +87,21 @@ type Config struct {
 	// SubscriberBuffer is how many events a client may fall behind a
 	// session's live stream before it is disconnected (CodeSlowConsumer).
 	SubscriberBuffer int
+
+	// MaxConnections caps the connections held open (default 512). Over
+	// it, a new connection replaces the oldest one doing no authorised
+	// work, or is answered 503 when all of them are.
+	MaxConnections int
+	// ReadHeaderTimeout: a connection must send a request's headers
+	// within it (default 10s). ReadTimeout: a request's body, except on
+	// the streaming routes (/ws, events), within it after the headers
+	// (default 30s). IdleTimeout: a keep-alive connection may wait this
+	// long for its next request (default 60s). ConnectTimeout: a
+	// WebSocket must send its connect frame within it (default 10s).
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
+	ConnectTimeout    time.Duration
 
 	Logger *slog.Logger     // default: text on stderr
 	Now    func() time.Time // the clock for durations and timestamps; default time.Now
@@ -134,6 +167,21 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SubscriberBuffer == 0 {
 		c.SubscriberBuffer = DefaultSubscriberBuffer
 	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -152,10 +200,15 @@ func (c Config) validate() error {
 		return errors.New("gateway: a store is required")
 	case c.Token == "":
 		return errors.New("gateway: a token is required")
+	case utf8.RuneCountInString(c.Token) < MinTokenLength:
+		return fmt.Errorf("gateway: the token has %d characters; at least %d are required: set AGENT_GATEWAY_TOKEN to a longer one (e.g. openssl rand -hex 32), or unset it and delete the token file $AGENT_HOME/gateway.token to get a new one", utf8.RuneCountInString(c.Token), MinTokenLength)
 	case c.MaxConcurrentRuns < 1:
 		return fmt.Errorf("gateway: max concurrent runs must be at least 1, got %d", c.MaxConcurrentRuns)
-	case c.RunTimeout < 0, c.DrainGrace < 0, c.LeaseTTL < 0, c.HeartbeatTimeout < 0, c.KillGrace < 0:
+	case c.RunTimeout < 0, c.DrainGrace < 0, c.LeaseTTL < 0, c.HeartbeatTimeout < 0, c.KillGrace < 0,
+		c.ReadHeaderTimeout < 0, c.ReadTimeout < 0, c.IdleTimeout < 0, c.ConnectTimeout < 0:
 		return errors.New("gateway: durations must be positive")
+	case c.MaxConnections < 1:
+		return fmt.Errorf("gateway: max connections must be at least 1, got %d", c.MaxConnections)
 	case c.SubscriberBuffer < 1:
 		return fmt.Errorf("gateway: subscriber buffer must be at least 1, got %d", c.SubscriberBuffer)
 	case c.ReclaimPolicy != ReclaimResume && c.ReclaimPolicy != ReclaimFail:
@@ -165,6 +218,14 @@ func (c Config) validate() error {
 	}
 	if st, err := os.Stat(c.DefaultWorkspace); err != nil || !st.IsDir() {
 		return fmt.Errorf("gateway: default workspace %s is not a directory", c.DefaultWorkspace)
+	}
+	for _, root := range c.WorkspaceRoots {
+		if !filepath.IsAbs(root) {
+			return fmt.Errorf("gateway: workspace root %q is not an absolute path", root)
+		}
+		if st, err := os.Stat(root); err != nil || !st.IsDir() {
+			return fmt.Errorf("gateway: workspace root %s is not a directory", root)
+		}
 	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {

@@ -14,11 +14,10 @@ import (
 
 // WebSocket limits.
 const (
-	maxFrame       = 4 << 20          // the largest frame a client may send
-	connectTimeout = 10 * time.Second // for the connect frame
-	writeTimeout   = 30 * time.Second // a client that takes longer to accept a frame is gone
-	pingInterval   = 30 * time.Second // a client that does not answer a ping within this is gone
-	replayPage     = 512              // events read from the store at a time during a replay
+	maxFrame     = 4 << 20          // the largest frame a client may send
+	writeTimeout = 30 * time.Second // a client that takes longer to accept a frame is gone
+	pingInterval = 30 * time.Second // a client that does not answer a ping within this is gone
+	replayPage   = 512              // events read from the store at a time during a replay
 )
 
 // Close statuses the gateway uses.
@@ -35,6 +34,11 @@ type conn struct {
 	ws     *websocket.Conn
 	ctx    context.Context // ends when the connection does
 	cancel context.CancelFunc
+	// protect marks the TCP connection as doing authorised work once
+	// connect succeeds, so it is not evicted over the connection cap;
+	// release undoes it at cleanup.
+	protect func() (release func())
+	release func()
 
 	mu      sync.Mutex
 	subs    map[string]*attachment // attached sessions
@@ -59,7 +63,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(maxFrame)
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &conn{s: s, id: s.nextID.Add(1), ws: ws, ctx: ctx, cancel: cancel, subs: map[string]*attachment{}}
+	c := &conn{s: s, id: s.nextID.Add(1), ws: ws, ctx: ctx, cancel: cancel, subs: map[string]*attachment{},
+		protect: func() func() { return protectRequest(r) }}
 
 	s.connMu.Lock()
 	if s.connsClosed {
@@ -96,9 +101,9 @@ func (c *conn) serve(authed bool) {
 		if err != nil {
 			return
 		}
-		var req Request
-		if err := json.Unmarshal(data, &req); err != nil || req.Type != FrameReq || req.Method == "" {
-			c.reply(req.ID, nil, errorf(CodeBadRequest, "a frame must be {\"type\":\"req\",\"id\":…,\"method\":…,\"params\":{…}}"))
+		req, e := parseFrame(data)
+		if e != nil {
+			c.reply(req.ID, nil, e)
 			continue
 		}
 		result, then, err := c.handle(req)
@@ -109,6 +114,16 @@ func (c *conn) serve(authed bool) {
 			then()
 		}
 	}
+}
+
+// parseFrame reads a client's request frame. On an error, the Request
+// has the ID to answer, if it could be read.
+func parseFrame(data []byte) (Request, *Error) {
+	var req Request
+	if err := json.Unmarshal(data, &req); err != nil || req.Type != FrameReq || req.Method == "" {
+		return req, errorf(CodeBadRequest, "a frame must be {\"type\":\"req\",\"id\":…,\"method\":…,\"params\":{…}}")
+	}
+	return req, nil
 }
 
 // keepalive pings the client, so one that vanished without closing (a
@@ -134,12 +149,15 @@ func (c *conn) keepalive() {
 
 // handshake reads the connect frame. Anything else, a protocol this
 // gateway does not speak, or a missing or wrong token ends the
-// connection with an error saying so.
+// connection with an error saying so. A client that sends nothing
+// within ConnectTimeout is disconnected: the library closes the
+// connection when the read's context ends.
 func (c *conn) handshake(authed bool) bool {
-	ctx, cancel := context.WithTimeout(c.ctx, connectTimeout)
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.ConnectTimeout)
 	_, data, err := c.ws.Read(ctx)
 	cancel()
 	if err != nil {
+		c.ws.CloseNow()
 		return false
 	}
 	var req Request
@@ -170,6 +188,7 @@ func (c *conn) handshake(authed bool) bool {
 		c.fail(req.ID, &Error{Code: CodeUnauthorized, Message: msgBadToken})
 		return false
 	}
+	c.release = c.protect() // before the client hears it is connected
 	return c.reply(req.ID, c.s.connectResult(), nil)
 }
 
@@ -256,6 +275,9 @@ func (c *conn) cleanup() {
 	c.cancel()
 	c.streams.Wait()
 	c.wg.Wait()
+	if c.release != nil {
+		c.release()
+	}
 }
 
 // handle runs one request. then, if not nil, runs after the response has
@@ -270,6 +292,9 @@ func (c *conn) handle(req Request) (result any, then func(), err error) {
 		var p SessionCreateParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
+		}
+		if e := checkTitle(p.Title); e != nil {
+			return nil, nil, e
 		}
 		row, err := s.sessions.create(ctx, p.Title)
 		if err != nil {

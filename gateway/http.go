@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,14 +20,14 @@ const sseKeepalive = 15 * time.Second
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /v1/sessions", s.httpSessions)
-	mux.HandleFunc("GET /v1/runs/{id}", s.httpRun)
-	mux.HandleFunc("GET /v1/runs/{id}/events", s.httpEvents)
-	mux.HandleFunc("POST /v1/runs", s.httpStartRun)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /healthz", s.bounded(s.healthz))
+	mux.HandleFunc("GET /v1/sessions", s.bounded(s.httpSessions))
+	mux.HandleFunc("GET /v1/runs/{id}", s.bounded(s.httpRun))
+	mux.HandleFunc("GET /v1/runs/{id}/events", s.httpEvents) // streams: no read deadline
+	mux.HandleFunc("POST /v1/runs", s.bounded(s.httpStartRun))
+	mux.HandleFunc("/", s.bounded(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
-	})
+	}))
 	// /ws checks its own requests: its token may come in the connect frame.
 	root := http.NewServeMux()
 	root.HandleFunc("/ws", s.serveWS)
@@ -33,15 +35,45 @@ func (s *Server) routes() http.Handler {
 	return root
 }
 
-// authenticated lets through only requests with the token.
+// authenticated lets through only requests with the token. While one
+// is served, its connection is not evicted to make room for another
+// (limit.go).
 func (s *Server) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, e := s.checkRequest(r, false); e != nil {
 			writeError(w, e)
 			return
 		}
+		defer protectRequest(r)()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// maxBody is the largest HTTP request body, as a WebSocket frame.
+const maxBody = maxFrame
+
+// bounded gives a route that does not stream a deadline for its request
+// body (ReadTimeout after the headers) and a size limit. The server has
+// no ReadTimeout of its own, which would cut WebSocket and event streams.
+func (s *Server) bounded(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		h(w, r)
+	}
+}
+
+// bodyError says why a request body could not be read.
+func (s *Server) bodyError(err error) *Error {
+	var tooBig *http.MaxBytesError
+	var nerr net.Error
+	switch {
+	case errors.As(err, &tooBig):
+		return errorf(CodeBadRequest, "body: larger than %d MiB", maxBody>>20)
+	case errors.As(err, &nerr) && nerr.Timeout():
+		return errorf(CodeBadRequest, "body: it did not arrive within %s", s.cfg.ReadTimeout)
+	}
+	return errorf(CodeBadRequest, "body: want a JSON run.start params object: %v", err)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -51,8 +83,13 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, e *Error) {
-	if e.Code == CodeUnauthorized {
+	switch e.Code {
+	case CodeUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agent gateway"`)
+		fallthrough
+	case CodeForbidden:
+		// A refused client gets no keep-alive connection to sit on.
+		w.Header().Set("Connection", "close")
 	}
 	writeJSON(w, httpStatus(e.Code), HTTPError{Error: e})
 }
@@ -105,18 +142,20 @@ func (s *Server) httpRun(w http.ResponseWriter, r *http.Request) {
 // session_id it creates a session, titled after the input.
 func (s *Server) httpStartRun(w http.ResponseWriter, r *http.Request) {
 	var p RunStartParams
-	dec := json.NewDecoder(io.LimitReader(r.Body, maxFrame))
-	if err := dec.Decode(&p); err != nil {
-		writeError(w, errorf(CodeBadRequest, "body: want a JSON run.start params object: %v", err))
+	if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+		writeError(w, s.bodyError(err))
 		return
 	}
+	// The body is in; what follows gets a fresh deadline, as when it
+	// passes net/http's background read cancels the request's context.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
 	if p.SessionID == "" {
 		if s.stopping.Load() {
 			s.writeErr(w, errDraining)
 			return
 		}
-		if strings.TrimSpace(p.Input) == "" {
-			writeError(w, errorf(CodeBadRequest, "input is empty: say what the run should do"))
+		if err := checkRunFields(p); err != nil {
+			writeError(w, err)
 			return
 		}
 		// Refuse bad options before a session is made for them.

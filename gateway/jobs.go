@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"agent/event"
 	"agent/scheduler"
@@ -161,7 +162,22 @@ func (s *Server) jobMethod(ctx context.Context, req Request) (any, error) {
 	return nil, errorf(CodeUnknownMethod, "method %q is not supported by this gateway", req.Method)
 }
 
+// checkJobFields bounds a job's name and prompt as run.start bounds a
+// title and an input.
+func checkJobFields(name, prompt *string) error {
+	if name != nil && utf8.RuneCountInString(*name) > maxTitle {
+		return errorf(CodeInvalidJob, "name has %d characters; at most %d are accepted", utf8.RuneCountInString(*name), maxTitle)
+	}
+	if prompt != nil && len(*prompt) > maxInput {
+		return errorf(CodeInvalidJob, "prompt has %d bytes; at most %d (1 MiB) are accepted", len(*prompt), maxInput)
+	}
+	return nil
+}
+
 func (s *Server) createJob(ctx context.Context, p JobCreateParams) (scheduler.Job, error) {
+	if err := checkJobFields(&p.Name, &p.Prompt); err != nil {
+		return scheduler.Job{}, err
+	}
 	policy, err := jobPolicy(scheduler.DefaultPolicy(), p.Policy)
 	if err != nil {
 		return scheduler.Job{}, err
@@ -179,6 +195,9 @@ func (s *Server) createJob(ctx context.Context, p JobCreateParams) (scheduler.Jo
 func (s *Server) updateJob(ctx context.Context, p JobUpdateParams) (scheduler.Job, error) {
 	if p.JobID == "" {
 		return scheduler.Job{}, errorf(CodeBadRequest, "job_id is required")
+	}
+	if err := checkJobFields(p.Name, p.Prompt); err != nil {
+		return scheduler.Job{}, err
 	}
 	cur, err := s.jobs.GetJob(ctx, p.JobID)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"agent/event"
 	"agent/store"
@@ -28,6 +29,34 @@ const (
 	CancelModeCancel    = "cancel"    // end the run for good
 )
 
+// Limits of fields clients send.
+const (
+	maxTitle          = 200     // characters of a session's title
+	maxInput          = 1 << 20 // bytes of a run's input, as `agent run` reads from stdin
+	maxIdempotencyKey = 200     // bytes
+)
+
+// checkRunFields checks the fields of run.start that need no state.
+func checkRunFields(p RunStartParams) *Error {
+	switch {
+	case len(p.Input) > maxInput:
+		return errorf(CodeBadRequest, "input has %d bytes; at most %d (1 MiB) are accepted", len(p.Input), maxInput)
+	case strings.TrimSpace(p.Input) == "":
+		return errorf(CodeBadRequest, "input is empty: say what the run should do")
+	case len(p.IdempotencyKey) > maxIdempotencyKey:
+		return errorf(CodeBadRequest, "idempotency_key has %d bytes; at most %d are accepted", len(p.IdempotencyKey), maxIdempotencyKey)
+	}
+	return nil
+}
+
+// checkTitle checks a session title a client gives.
+func checkTitle(title string) *Error {
+	if n := utf8.RuneCountInString(title); n > maxTitle {
+		return errorf(CodeBadRequest, "title has %d characters; at most %d are accepted", n, maxTitle)
+	}
+	return nil
+}
+
 // startRun creates a run in a session and queues it. holder is the
 // connection asking (0 for HTTP), for the session's write lock.
 func (s *Server) startRun(ctx context.Context, p RunStartParams, holder uint64) (*RunStartResult, error) {
@@ -38,10 +67,10 @@ func (s *Server) startRun(ctx context.Context, p RunStartParams, holder uint64) 
 	if s.stopping.Load() {
 		return nil, errDraining
 	}
-	p.Input = strings.TrimSpace(p.Input)
-	if p.Input == "" {
-		return nil, errorf(CodeBadRequest, "input is empty: say what the run should do")
+	if e := checkRunFields(p); e != nil {
+		return nil, e
 	}
+	p.Input = strings.TrimSpace(p.Input)
 	if p.SessionID == "" {
 		return nil, errorf(CodeBadRequest, "session_id is required; create a session with session.create")
 	}

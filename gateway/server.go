@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,8 +37,11 @@ type Server struct {
 	jobs      *scheduler.Engine
 	jobEvents *hub
 
-	ln   net.Listener
+	ln   net.Listener // a connLimiter
 	http *http.Server
+	// roots are the workspace roots, symlinks resolved: DefaultWorkspace
+	// and Config.WorkspaceRoots.
+	roots []string
 
 	// admit orders run.start against Stop: starts hold it shared, Stop
 	// takes it to flip stopping.
@@ -77,8 +81,22 @@ func New(cfg Config) (*Server, error) {
 		conns:    map[*conn]struct{}{},
 		quit:     make(chan struct{}),
 	}
+	for _, root := range append([]string{cfg.DefaultWorkspace}, cfg.WorkspaceRoots...) {
+		real, err := filepath.EvalSymlinks(root)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: workspace root %s: %w", root, err)
+		}
+		s.roots = append(s.roots, real)
+	}
 	s.queue = newQueue(cfg.MaxConcurrentRuns, s.execute)
-	s.http = &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout: it would cut WebSocket and event streams too. The
+	// other routes set their own (bounded, http.go).
+	s.http = &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ConnContext:       connContext,
+	}
 	if err := s.initJobs(); err != nil {
 		return nil, err
 	}
@@ -96,7 +114,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return &ListenError{Addr: s.cfg.Listen, Err: err}
 	}
-	s.ln = ln
+	s.ln = newConnLimiter(ln, s.cfg.MaxConnections, s.log)
 	if err := s.reclaim(ctx); err != nil {
 		ln.Close()
 		return fmt.Errorf("gateway: reclaim runs: %w", err)
@@ -108,7 +126,7 @@ func (s *Server) Start(ctx context.Context) error {
 	s.background.Add(2)
 	go func() {
 		defer s.background.Done()
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("serve", "err", err)
 		}
 	}()

@@ -163,7 +163,7 @@ func (r *sessions) flush(ctx context.Context) error {
 	var errs []error
 	for _, s := range all {
 		s.appendMu.Lock()
-		if err := s.journal.Flush(ctx); err != nil {
+		if err := s.journal.Close(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("flush session %s: %w", s.id, err))
 		}
 		s.appendMu.Unlock()
@@ -233,6 +233,9 @@ func (s *Server) forkSession(ctx context.Context, p SessionForkParams) (*Session
 	}
 	if p.Seq < 0 {
 		return nil, errorf(CodeBadRequest, "seq must be 0 (all) or more")
+	}
+	if e := checkTitle(p.Title); e != nil {
+		return nil, e
 	}
 	row, err := s.db.ForkSession(ctx, p.SessionID, uuid.NewString(), p.Title, p.Seq)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 )
 
 // TokenError is a token file the user must fix: readable by others, or
@@ -26,15 +27,21 @@ func tokenPath(home string) string { return filepath.Join(home, "gateway.token")
 
 // ServerToken returns the token a gateway requires and where it came
 // from: AGENT_GATEWAY_TOKEN, or $AGENT_HOME/gateway.token, created with
-// mode 0600 on first start.
+// mode 0600 on first start. A token shorter than MinTokenLength is refused: it could be guessed.
 func ServerToken(home string) (token, from string, err error) {
 	if t := strings.TrimSpace(os.Getenv("AGENT_GATEWAY_TOKEN")); t != "" {
+		if n := utf8.RuneCountInString(t); n < MinTokenLength {
+			return "", "", &TokenError{Msg: fmt.Sprintf("AGENT_GATEWAY_TOKEN has %d characters; a gateway requires at least %d: set a longer one (e.g. openssl rand -hex 32), or unset it to use %s", n, MinTokenLength, tokenPath(home))}
+		}
 		return t, "$AGENT_GATEWAY_TOKEN", nil
 	}
 	path := tokenPath(home)
 	for range 2 {
 		t, err := readTokenFile(path)
 		if err == nil {
+			if n := utf8.RuneCountInString(t); n < MinTokenLength {
+				return "", "", &TokenError{Msg: fmt.Sprintf("token file %s holds a token of %d characters; a gateway requires at least %d: delete the file to get a new token", path, n, MinTokenLength)}
+			}
 			return t, path, nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {

@@ -85,7 +85,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 	defer db.Close()
 	ws := t.TempDir()
-	ok := Config{Token: "t", DB: db, DefaultWorkspace: ws}
+	ok := Config{Token: "unit-token-0123456789", DB: db, DefaultWorkspace: ws}
 	tests := []struct {
 		change func(*Config)
 		want   string
@@ -102,6 +102,12 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.MaxConcurrentRuns = -1 }, "max concurrent runs"},
 		{func(c *Config) { c.DefaultWorkspace = "rel" }, "absolute"},
 		{func(c *Config) { c.Listen = "nonsense" }, "listen address"},
+		{func(c *Config) { c.Token = "fifteen-chars-x" }, "at least 16"},
+		{func(c *Config) { c.MaxConnections = -1 }, "max connections"},
+		{func(c *Config) { c.IdleTimeout = -1 }, "durations"},
+		{func(c *Config) { c.WorkspaceRoots = []string{"rel"} }, "workspace root"},
+		{func(c *Config) { c.WorkspaceRoots = []string{"/does/not/exist"} }, "workspace root"},
+		{func(c *Config) { c.WorkspaceRoots = []string{"/"} }, ""},
 	}
 	for i, tt := range tests {
 		c := ok
@@ -116,7 +122,9 @@ func TestConfigValidate(t *testing.T) {
 	}
 	s, _ := New(ok)
 	if s.cfg.Listen != DefaultListen || s.cfg.MaxConcurrentRuns != 4 || s.cfg.RunTimeout != 30*time.Minute ||
-		s.cfg.DrainGrace != 30*time.Second || s.cfg.LeaseTTL != 30*time.Second || s.cfg.ReclaimPolicy != ReclaimResume {
+		s.cfg.DrainGrace != 30*time.Second || s.cfg.LeaseTTL != 30*time.Second || s.cfg.ReclaimPolicy != ReclaimResume ||
+		s.cfg.MaxConnections != 512 || s.cfg.ReadHeaderTimeout != 10*time.Second || s.cfg.ReadTimeout != 30*time.Second ||
+		s.cfg.IdleTimeout != time.Minute || s.cfg.ConnectTimeout != 10*time.Second {
 		t.Errorf("defaults: %+v", s.cfg)
 	}
 }
