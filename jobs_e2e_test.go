@@ -14,6 +14,7 @@ import (
 
 	"agent/event"
 	"agent/gateway"
+	"agent/gateway/gatewaytest"
 	"agent/llm/llmtest"
 	"agent/scheduler"
 	"agent/store"
@@ -133,10 +134,14 @@ func TestJobsEverySecond(t *testing.T) {
 			t.Errorf("stored run %+v %v", r, err)
 		}
 	}
-	// The job events went to the client live, outside any session.
+	// The job events went to the client live, outside any session; the
+	// last (job.updated, from the pause) may still be on its way.
 	for _, typ := range []string{scheduler.EventJobCreated, scheduler.EventJobTriggered, scheduler.EventJobStarted, scheduler.EventJobUpdated} {
-		if !slices.ContainsFunc(c.Events(), func(ev gateway.EventFrame) bool { return ev.Event == typ && ev.Seq == 0 && ev.SessionID == "" }) {
-			t.Errorf("no %s event frame", typ)
+		ctx, cancel := gatewaytest.Timeout(5 * time.Second)
+		_, err := c.WaitEvent(ctx, func(ev gateway.EventFrame) bool { return ev.Event == typ && ev.Seq == 0 && ev.SessionID == "" })
+		cancel()
+		if err != nil {
+			t.Errorf("no %s event frame: %v", typ, err)
 		}
 	}
 
