@@ -3,11 +3,14 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"agent/store"
 
 	"github.com/coder/websocket"
 )
@@ -503,23 +506,42 @@ func (c *conn) attach(sess *session, afterSeq int64, again bool) (SessionResumeR
 // store, then the live stream. A subscriber that overflowed is told where
 // to resume, and disconnected.
 func (c *conn) stream(sess *session, a *attachment, afterSeq int64) {
+	sent, err := replayThenLive(c.ctx, c.s.db, sess.id, a, afterSeq, c.writeRaw)
+	switch {
+	case errors.Is(err, errStreamEnded):
+		c.overflowed(sess, a.sub, sent)
+	case err != nil && !errors.Is(err, errSendFailed) && !errors.Is(err, errStreamQuit) && c.ctx.Err() == nil:
+		c.fail("", errorf(CodeInternal, "replay session %s: %v", sess.id, err))
+	}
+}
+
+// Why replayThenLive stopped, besides a store error.
+var (
+	errStreamEnded = errors.New("the live stream ended")  // detached, or overflowed
+	errSendFailed  = errors.New("the client is gone")     // send failed
+	errStreamQuit  = errors.New("attached again instead") // a.quit closed
+)
+
+// replayThenLive sends a session's events after afterSeq through send:
+// first those in the store, then those of the live stream a joined before
+// the replay began, skipping what the replay already sent, so the client
+// gets every event once, in order. It returns the last seq it sent.
+func replayThenLive(ctx context.Context, db *store.DB, sessionID string, a *attachment, afterSeq int64,
+	send func([]byte) error) (int64, error) {
 	sent := afterSeq
 	for {
-		evs, err := c.s.db.ListSessionEvents(c.ctx, sess.id, sent, replayPage)
+		evs, err := db.ListSessionEvents(ctx, sessionID, sent, replayPage)
 		if err != nil {
-			if c.ctx.Err() == nil {
-				c.fail("", errorf(CodeInternal, "replay session %s: %v", sess.id, err))
-			}
-			return
+			return sent, err
 		}
 		for _, e := range evs {
 			select {
 			case <-a.quit:
-				return
+				return sent, errStreamQuit
 			default:
 			}
-			if c.writeRaw(newItem(e).frame) != nil {
-				return
+			if send(newItem(e).frame) != nil {
+				return sent, errSendFailed
 			}
 			sent = e.Seq
 		}
@@ -531,19 +553,18 @@ func (c *conn) stream(sess *session, a *attachment, afterSeq int64) {
 		var it *item
 		select {
 		case <-a.quit:
-			return
+			return sent, errStreamQuit
 		case next, ok := <-a.sub.ch:
 			if !ok {
-				c.overflowed(sess, a.sub, sent)
-				return
+				return sent, errStreamEnded
 			}
 			it = next
 		}
 		if it.ev.Seq <= sent {
-			continue
+			continue // the replay sent it already
 		}
-		if c.writeRaw(it.frame) != nil {
-			return
+		if send(it.frame) != nil {
+			return sent, errSendFailed
 		}
 		sent = it.ev.Seq
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -245,5 +246,69 @@ func TestQueueOrder(t *testing.T) {
 	}
 	if _, err := q.add(&run{id: "d", sessionID: "d"}); !errors.Is(err, errDraining) {
 		t.Errorf("add after close: %v", err)
+	}
+}
+
+// The replay and the live stream overlap at their boundary: an event
+// persisted after the client joined the live stream, but before the replay
+// read the store, is in both. The client gets it once, in order; a delta
+// not yet in the store comes from the live stream alone.
+func TestReplayThenLiveSendsTheBoundaryOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := store.Open(t.TempDir() + "/agent.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.CreateSession(ctx, &store.Session{ID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateRun(ctx, &store.Run{ID: "r1", SessionID: "s1"}, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	sess, _, err := newSessions(db, 64).open(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendType := func(typ string) {
+		t.Helper()
+		e := event.New(typ, event.WarningData{Message: typ})
+		e.RunID = "r1"
+		if _, err := sess.append(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		appendType(event.Warning) // seqs 1-3: in the store only
+	}
+	for _, after := range []int64{0, 2} {
+		sub, _ := sess.hub.subscribe() // the client joins the live stream
+		if after == 0 {
+			for range 3 {
+				appendType(event.Warning) // seqs 4-6: in the store and the live stream
+			}
+			appendType(event.MessageDelta) // seq 7: in the live stream only, for now
+		}
+		sess.hub.unsubscribe(sub) // ends the live stream after what it holds
+		var got []int64
+		send := func(frame []byte) error {
+			var f EventFrame
+			if err := json.Unmarshal(frame, &f); err != nil {
+				return err
+			}
+			got = append(got, f.Seq)
+			return nil
+		}
+		a := &attachment{sub: sub, quit: make(chan struct{}), done: make(chan struct{})}
+		if _, err := replayThenLive(ctx, db, "s1", a, after, send); !errors.Is(err, errStreamEnded) {
+			t.Fatalf("after %d: %v", after, err)
+		}
+		// The second client, joining later, gets delta 7 from the hub's
+		// pending deltas: it is still not in the store.
+		want := []int64{1, 2, 3, 4, 5, 6, 7}[after:]
+		if !slices.Equal(got, want) {
+			t.Errorf("after seq %d the client got %v, want %v", after, got, want)
+		}
 	}
 }
