@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -191,5 +193,56 @@ func TestHeadTail(t *testing.T) {
 	got, total := b.snapshot()
 	if got != "abcdqrst" || total != 20 {
 		t.Fatalf("snapshot = %q, %d", got, total)
+	}
+}
+
+// TestBashStdio runs the tools in a child process standing in for the
+// agent, whose stdin is a pipe that stays open and whose stdout and stderr
+// are pipes to this test (the agent's are its event channel to a parent).
+// A command must get /dev/null as stdin (cat returns at once instead of
+// waiting on the agent's stdin) and its output must come back as the
+// result, never reach the agent's own stdout or stderr.
+func TestBashStdio(t *testing.T) {
+	const command = `cat; echo OUT-MARK; echo ERR-MARK >&2; if [ -e /proc/$$/fd/0 ]; then readlink /proc/$$/fd/0; else echo /dev/null; fi`
+	const want = "OUT-MARK\nERR-MARK\n/dev/null\n"
+	if out := os.Getenv("TOOLS_TEST_BASH_STDIO"); out != "" {
+		// The child: report what the command gave through a file.
+		s, _ := newTestSet(t, Options{}, nil)
+		res := call(t, s, "bash", map[string]any{"command": command, "timeout_s": 3})
+		text, code, err := RunCommand(context.Background(), t.TempDir(), command, 3*time.Second, 0)
+		report := fmt.Sprintf("bash: %q\nRunCommand: %q %d %v\n", res.Output, text, code, err)
+		if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	report := filepath.Join(t.TempDir(), "report")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a safety net
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe, "-test.run=^TestBashStdio$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "TOOLS_TEST_BASH_STDIO="+report)
+	stdin, err := cmd.StdinPipe() // held open, never written: reading it would block
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("child: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	got := readString(t, report)
+	if wantReport := fmt.Sprintf("bash: %q\nRunCommand: %q 0 <nil>\n", want, want); got != wantReport {
+		t.Errorf("child reported\n%s\nwant\n%s", got, wantReport)
+	}
+	for _, mark := range []string{"OUT-MARK", "ERR-MARK"} {
+		if strings.Contains(stdout.String()+stderr.String(), mark) {
+			t.Errorf("%s reached the agent's own stdout or stderr:\nstdout: %s\nstderr: %s", mark, stdout.String(), stderr.String())
+		}
 	}
 }

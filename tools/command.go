@@ -80,6 +80,11 @@ func runShell(ctx context.Context, dir, command string, timeout, waitDelay time.
 	if cmd.WaitDelay <= 0 {
 		cmd.WaitDelay = bashWaitDelay
 	}
+	// The agent's own stdin and stdout are a channel to its parent process
+	// (events, the runner protocol), so the command must never inherit
+	// them: stdin is /dev/null (exec opens it for a nil Stdin) and stdout
+	// and stderr go to a pipe of their own, because out is not an *os.File.
+	cmd.Stdin = nil
 	out := &headTail{limit: maxOutput}
 	cmd.Stdout = out // the same writer for both keeps their interleaving
 	cmd.Stderr = out

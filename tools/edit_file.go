@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -51,22 +52,35 @@ func (t *editFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 	if a.OldString == a.NewString {
 		return errorf("old_string and new_string are identical; nothing to change")
 	}
-	abs, rel, err := ws.Resolve(a.Path)
+	_, rel, err := ws.Resolve(a.Path)
 	if err != nil {
 		return errorf("%v", err)
 	}
-	fi, err := os.Stat(abs)
+	root, err := ws.OpenRoot()
+	if err != nil {
+		return errorf("edit %s: %v", rel, err)
+	}
+	defer root.Close()
+	// Read and write through the root: a directory on the way swapped for a
+	// symlink leading out is refused, and a FIFO is refused without blocking.
+	name := filepath.FromSlash(rel)
+	f, fi, err := openRegular(root, name)
+	var nr *notRegularError
 	switch {
+	case errors.As(err, &nr) && nr.isDir():
+		return errorf("%q is a directory, not a file", rel)
+	case errors.As(err, &nr):
+		return errorf("%q is %v; edit_file only edits regular files", rel, nr)
 	case errors.Is(err, fs.ErrNotExist):
 		return errorf("file %q does not exist; use write_file to create it", rel)
 	case err != nil:
+		if e := ws.escapeErr(a.Path, err); e != err {
+			return errorf("%v", e)
+		}
 		return errorf("edit %s: %v", rel, err)
-	case fi.IsDir():
-		return errorf("%q is a directory, not a file", rel)
-	case !fi.Mode().IsRegular():
-		return errorf("%q is not a regular file", rel)
 	}
-	data, err := os.ReadFile(abs)
+	data, err := io.ReadAll(f)
+	f.Close()
 	if err != nil {
 		return errorf("edit %s: %v", rel, err)
 	}
@@ -97,7 +111,10 @@ func (t *editFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 		updated = strings.Replace(text, old, repl, 1)
 	}
 	out := []byte(updated)
-	if err := WriteFileAtomic(abs, out, fi.Mode().Perm()); err != nil {
+	if err := writeAtomic(root, name, out, fi.Mode().Perm()); err != nil {
+		if e := ws.escapeErr(a.Path, err); e != err {
+			return errorf("%v", e)
+		}
 		return errorf("edit %s: %v", rel, err)
 	}
 	msg := fmt.Sprintf("replaced 1 occurrence in %s (line %d)", rel, line)

@@ -61,63 +61,72 @@ func (t *grepTool) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 	if a.Path == "" {
 		a.Path = "."
 	}
-	abs, rel, err := ws.Resolve(a.Path)
+	_, rel, err := ws.Resolve(a.Path)
 	if err != nil {
 		return errorf("%v", err)
 	}
-	fi, err := os.Stat(abs)
+	root, err := ws.OpenRoot()
+	if err != nil {
+		return errorf("grep %s: %v", rel, err)
+	}
+	defer root.Close()
+	fsys := walkFS{root}
+	fi, err := fsys.Stat(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return errorf("path %q does not exist", rel)
 	}
 	if err != nil {
+		if e := ws.escapeErr(a.Path, err); e != err {
+			return errorf("%v", e)
+		}
 		return errorf("grep %s: %v", rel, err)
 	}
 
-	s := &search{ctx: ctx, re: re}
+	// Files are opened through the root and never blockingly (see
+	// openRegular): a FIFO, socket or device is skipped, and a directory
+	// swapped for a symlink leading out is refused by the root.
+	s := &search{ctx: ctx, re: re, root: root}
 	if !fi.IsDir() {
-		if fi.Mode().IsRegular() {
-			s.file(abs, rel)
-		}
+		s.file(rel, rel)
 	} else {
-		err = filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
+		err = fs.WalkDir(fsys, rel, func(p string, d fs.DirEntry, err error) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			if err != nil {
-				if p == abs {
+				if p == rel {
 					return err
 				}
 				return nil
 			}
 			if d.IsDir() {
-				if p != abs && skipDir(d.Name()) {
-					return filepath.SkipDir
+				if p != rel && skipDir(d.Name()) {
+					return fs.SkipDir
 				}
 				return nil
 			}
-			display := relSlash(ws.Root(), p)
 			target := p
 			switch {
 			case d.Type().IsRegular():
 			case d.Type()&fs.ModeSymlink != 0:
 				// Search a linked file only if it stays inside the workspace.
-				real, _, rerr := ws.Resolve(display)
+				_, linked, rerr := ws.Resolve(p)
 				if rerr != nil {
 					return nil
 				}
-				if st, serr := os.Stat(real); serr != nil || !st.Mode().IsRegular() {
-					return nil
-				}
-				target = real
+				target = linked
 			default:
-				return nil
+				return nil // FIFOs, sockets, devices: never opened
 			}
-			if s.file(target, display) {
+			if s.file(target, p) {
 				return errStopWalk
 			}
 			return nil
 		})
 		if err != nil && err != errStopWalk {
+			if e := ws.escapeErr(a.Path, err); e != err {
+				return errorf("%v", e)
+			}
 			return errorf("grep %s: %v", rel, err)
 		}
 	}
@@ -139,16 +148,17 @@ func (t *grepTool) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 type search struct {
 	ctx    context.Context
 	re     *regexp.Regexp
+	root   *os.Root
 	lines  []string
 	capped bool
 }
 
-// file searches one file and reports whether to stop: the match cap was
-// reached or ctx was cancelled.
-// Unreadable and binary files are skipped silently: they are not what the
-// model is looking for.
-func (s *search) file(path, display string) bool {
-	f, err := os.Open(path)
+// file searches the file at the slash path rel in the root and reports
+// whether to stop: the match cap was reached or ctx was cancelled.
+// Unreadable, binary and non-regular files are skipped silently: they are
+// not what the model is looking for.
+func (s *search) file(rel, display string) bool {
+	f, _, err := openRegular(s.root, filepath.FromSlash(rel))
 	if err != nil {
 		return false
 	}

@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
 )
 
@@ -57,15 +55,24 @@ func (t *listFiles) Run(ctx context.Context, ws *Workspace, args json.RawMessage
 	if err != nil {
 		return errorf("%v", err)
 	}
-	abs, rel, err := ws.Resolve(a.Path)
+	_, rel, err := ws.Resolve(a.Path)
 	if err != nil {
 		return errorf("%v", err)
 	}
-	fi, err := os.Stat(abs)
+	root, err := ws.OpenRoot()
+	if err != nil {
+		return errorf("list %s: %v", rel, err)
+	}
+	defer root.Close()
+	fsys := walkFS{root}
+	fi, err := fsys.Stat(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return errorf("path %q does not exist", rel)
 	}
 	if err != nil {
+		if e := ws.escapeErr(a.Path, err); e != err {
+			return errorf("%v", e)
+		}
 		return errorf("list %s: %v", rel, err)
 	}
 	if !fi.IsDir() {
@@ -75,26 +82,29 @@ func (t *listFiles) Run(ctx context.Context, ws *Workspace, args json.RawMessage
 		return Result{Output: fmt.Sprintf("no files match pattern %q at %s", a.Pattern, rel)}
 	}
 
+	// The walk goes through the root: entries come from the directory
+	// descriptors the root opened, so a subdirectory swapped for a symlink
+	// is refused (or, if it stays inside, listed as a link and not entered).
 	var entries []string
 	capped := false
-	err = filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(fsys, rel, func(p string, d fs.DirEntry, err error) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err != nil {
-			if p == abs {
+			if p == rel {
 				return err
 			}
 			return nil // an unreadable subdirectory is skipped, not fatal
 		}
-		if p == abs {
+		if p == rel {
 			return nil
 		}
 		if d.IsDir() && skipDir(d.Name()) {
-			return filepath.SkipDir
+			return fs.SkipDir
 		}
-		fromRoot := relSlash(ws.Root(), p)
-		fromStart := relSlash(abs, p)
+		fromRoot := p
+		fromStart := underSlash(rel, p)
 		if !g.match(fromRoot, fromStart, d.IsDir()) {
 			return nil
 		}
@@ -109,6 +119,9 @@ func (t *listFiles) Run(ctx context.Context, ws *Workspace, args json.RawMessage
 		return nil
 	})
 	if err != nil && err != errStopWalk {
+		if e := ws.escapeErr(a.Path, err); e != err {
+			return errorf("%v", e)
+		}
 		return errorf("list %s: %v", rel, err)
 	}
 
@@ -132,15 +145,6 @@ func (t *listFiles) Run(ctx context.Context, ws *Workspace, args json.RawMessage
 // control internals and the agent's own run state.
 func skipDir(name string) bool {
 	return name == ".git" || name == ".agent"
-}
-
-// relSlash returns target relative to base with "/" separators.
-func relSlash(base, target string) string {
-	r, err := filepath.Rel(base, target)
-	if err != nil {
-		return filepath.ToSlash(target)
-	}
-	return filepath.ToSlash(r)
 }
 
 // glob is a compiled list_files pattern.
@@ -188,26 +192,39 @@ func (g glob) match(fromRoot, fromStart string, isDir bool) bool {
 
 // matchSegs matches path segments against pattern segments, where "**"
 // stands for zero or more whole segments.
+//
+// It runs in O(len(pat)·len(segs)) steps whatever the pattern: a
+// backtracking matcher takes exponential time on patterns with many "**"
+// ("**/a/**/a/**/a/…" against a deep path), and the model writes patterns.
+// cur[j] says whether the pattern segments seen so far match segs[:j].
 func matchSegs(pat, segs []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for len(pat) > 1 && pat[1] == "**" {
-				pat = pat[1:]
+	cur := make([]bool, len(segs)+1)
+	next := make([]bool, len(segs)+1)
+	cur[0] = true
+	for _, p := range pat {
+		alive := false
+		if p == "**" {
+			// Any prefix matched so far can be extended by any number of segments.
+			seen := false
+			for j := range cur {
+				seen = seen || cur[j]
+				next[j] = seen
 			}
-			for i := 0; i <= len(segs); i++ {
-				if matchSegs(pat[1:], segs[i:]) {
-					return true
+			alive = seen
+		} else {
+			next[0] = false
+			for j := 1; j < len(cur); j++ {
+				next[j] = false
+				if cur[j-1] {
+					next[j], _ = path.Match(p, segs[j-1])
+					alive = alive || next[j]
 				}
 			}
+		}
+		if !alive {
 			return false
 		}
-		if len(segs) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], segs[0]); !ok {
-			return false
-		}
-		pat, segs = pat[1:], segs[1:]
+		cur, next = next, cur
 	}
-	return len(segs) == 0
+	return cur[len(segs)]
 }

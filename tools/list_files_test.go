@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestListFiles(t *testing.T) {
@@ -100,10 +101,76 @@ func TestMatchSegs(t *testing.T) {
 		{"a/*", "a/b/c", false},
 		{"**/**/x", "x", true},
 		{"a/?.go", "a/b.go", true},
+		{"**", "", true},
+		{"**", "a/b", true},
+		{"**/", "a", false}, // the empty last segment matches no name
+		{"a/**/b/**/c", "a/b/c", true},
+		{"a/**/b/**/c", "a/x/b/y/z/c", true},
+		{"a/**/b/**/c", "a/c/b", false},
+		{"**/b/**", "a/b", true},
+		{"**/b/**", "a/c", false},
+		{"*/**/*", "a", false},
+		{"*/**/*", "a/b", true},
+		{"**/a/**/a/**/a", "a/a", false},
+		{"**/a/**/a/**/a", "x/a/y/a/a", true},
+		{"a", "", false},
+		{"", "", true},
 	}
 	for _, tt := range tests {
 		if got := matchSegs(strings.Split(tt.pattern, "/"), strings.Split(tt.path, "/")); got != tt.want {
 			t.Errorf("matchSegs(%q, %q) = %v, want %v", tt.pattern, tt.path, got, tt.want)
 		}
+	}
+}
+
+// nastyGlob has many "**" separated by segments that match anything, the
+// shape that makes a backtracking matcher take exponential time.
+var nastyGlob = strings.Repeat("**/*/", 8) + "nomatch"
+
+func TestMatchSegsLinear(t *testing.T) {
+	t.Parallel()
+	segs := strings.Split(strings.TrimSuffix(strings.Repeat("a/", 200), "/"), "/")
+	pat := strings.Split(strings.Repeat("**/*/", 50)+"b", "/")
+	done := make(chan bool, 1)
+	go func() { done <- matchSegs(pat, segs) || !matchSegs(pat[:len(pat)-1], segs) }()
+	select {
+	case bad := <-done:
+		if bad {
+			t.Fatal("wrong answer")
+		}
+	case <-time.After(5 * time.Second): // a safety net: it takes well under a millisecond
+		t.Fatal("matchSegs takes exponential time")
+	}
+}
+
+// TestListFilesManyDoublestar lists a deep tree with patterns full of
+// "**": each must answer at once (a backtracking matcher took minutes).
+func TestListFilesManyDoublestar(t *testing.T) {
+	t.Parallel()
+	deep := strings.Repeat("a/", 40)
+	files := map[string]string{deep + "x.txt": "", "top.txt": ""}
+	tests := []struct {
+		name, pattern, want string
+	}{
+		{"no match", nastyGlob, `no files match pattern "` + nastyGlob + `" under .`},
+		{"match at the bottom", strings.Repeat("**/a/", 8) + "**/x.txt", deep + "x.txt"},
+		{"consecutive", strings.Repeat("**/", 64) + "x.txt", deep + "x.txt"},
+		{"anchored miss", "a/" + strings.Repeat("**/*/", 10) + "top.txt", `no files match pattern "a/` + strings.Repeat("**/*/", 10) + `top.txt" under .`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, _ := newTestSet(t, Options{}, files)
+			done := make(chan Result, 1)
+			go func() { done <- call(t, s, "list_files", map[string]any{"pattern": tt.pattern}) }()
+			select {
+			case res := <-done:
+				if res.IsError || res.Output != tt.want {
+					t.Fatalf("result = %+v, want %q", res, tt.want)
+				}
+			case <-time.After(5 * time.Second): // a safety net: the call takes milliseconds
+				t.Fatalf("list_files with %q did not finish", tt.pattern)
+			}
+		})
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -67,29 +67,33 @@ func (t *readFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 	if a.Limit == 0 {
 		a.Limit = readFileDefaultLimit
 	}
-	abs, rel, err := ws.Resolve(a.Path)
+	_, rel, err := ws.Resolve(a.Path)
 	if err != nil {
 		return errorf("%v", err)
 	}
-	f, err := os.Open(abs)
+	root, err := ws.OpenRoot()
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return errorf("file %q does not exist", rel)
+		return errorf("read %s: %v", rel, err)
+	}
+	defer root.Close()
+	// Through the root and never blocking: a path swapped for a symlink
+	// leading out is refused, and a FIFO or device is refused, not read.
+	f, _, err := openRegular(root, filepath.FromSlash(rel))
+	var nr *notRegularError
+	switch {
+	case errors.As(err, &nr) && nr.isDir():
+		return errorf("%q is a directory, not a file; use list_files to see what it contains", rel)
+	case errors.As(err, &nr):
+		return errorf("%q is %v; read_file only reads regular files", rel, nr)
+	case errors.Is(err, fs.ErrNotExist):
+		return errorf("file %q does not exist", rel)
+	case err != nil:
+		if e := ws.escapeErr(a.Path, err); e != err {
+			return errorf("%v", e)
 		}
 		return errorf("read %s: %v", rel, err)
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return errorf("read %s: %v", rel, err)
-	}
-	if fi.IsDir() {
-		return errorf("%q is a directory, not a file; use list_files to see what it contains", rel)
-	}
-	if !fi.Mode().IsRegular() {
-		// A FIFO or device could block forever or never end.
-		return errorf("%q is not a regular file", rel)
-	}
 
 	br := bufio.NewReaderSize(f, 64*1024)
 	if head, _ := br.Peek(binarySniffLen); bytes.IndexByte(head, 0) >= 0 {

@@ -15,6 +15,22 @@ import (
 const maxSymlinks = 40
 
 // Workspace is the directory the model's file tools are confined to.
+//
+// A file tool first maps its path argument with Resolve, which decides
+// containment and gives the clear OutsideError for "..", an absolute path
+// elsewhere or a symlink leading out. It then does the actual reading,
+// writing or walking through an os.Root opened on the workspace (OpenRoot),
+// never through a plain path: the kernel resolves every component relative
+// to the root's directory descriptor and refuses one that leads out, so a
+// directory swapped for a symlink between the check and the use cannot
+// carry an operation outside.
+//
+// What this cannot prevent: a hard link inside the workspace to a file
+// outside it is that file, so reading it reads the outside file (writes and
+// edits replace the link through a rename and leave the outside file
+// alone). Only someone who could already reach the file can make such a
+// link. os.Root does not stop bind mounts or device files either; the file
+// tools never open anything but regular files and directories.
 type Workspace struct {
 	root string // absolute, clean, symlinks resolved
 }
@@ -58,6 +74,18 @@ func NewWorkspace(dir string) (*Workspace, error) {
 // Root returns the absolute, symlink-free workspace directory.
 func (w *Workspace) Root() string { return w.root }
 
+// OpenRoot opens the workspace directory as an os.Root, through which all
+// file access of a tool call goes; the caller closes it. It is opened per
+// call, by path, so a workspace directory that was replaced (say by a
+// fresh clone) is the one used, as it is for bash.
+func (w *Workspace) OpenRoot() (*os.Root, error) {
+	r, err := os.OpenRoot(w.root)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	return r, nil
+}
+
 // Resolve maps a path argument to a real absolute path inside the workspace
 // and its workspace-relative slash form ("." for the root). Relative paths
 // start at the root; absolute paths are accepted only when they lead inside.
@@ -66,10 +94,12 @@ func (w *Workspace) Root() string { return w.root }
 // as the kernel would (including dangling ones, whose target is checked even
 // though it does not exist), so the returned path contains no symlinks in
 // its existing part and callers must operate on it, not on the argument.
-// Components that do not exist yet are taken literally. A check-then-use
-// race remains possible; it is not a defence against a hostile process in
-// the workspace (the bash tool is not confined at all), only against the
-// model reaching outside through the file tools.
+// Components that do not exist yet are taken literally.
+//
+// Resolve is the check, not the use: the tree can change right after it
+// (a directory swapped for a symlink), so the file tools use rel through
+// OpenRoot, never abs through plain os calls, and the kernel keeps the use
+// inside the workspace whatever happened in between.
 func (w *Workspace) Resolve(path string) (abs string, rel string, err error) {
 	if path == "" {
 		return "", "", errors.New("path is empty")
@@ -96,11 +126,51 @@ func (w *Workspace) Resolve(path string) (abs string, rel string, err error) {
 }
 
 // contains reports whether the real absolute path p is the root or below it.
-func (w *Workspace) contains(p string) bool {
-	if w.root == string(filepath.Separator) {
-		return true
+func (w *Workspace) contains(p string) bool { return within(w.root, p) }
+
+// within reports whether the clean absolute path p is dir or below it,
+// comparing whole path components: /x/ws contains /x/ws/a but not
+// /x/ws-evil/a, which a bare string prefix test would accept.
+func within(dir, p string) bool {
+	d, q := splitPath(dir), splitPath(p)
+	if len(q) < len(d) {
+		return false
 	}
-	return p == w.root || strings.HasPrefix(p, w.root+string(filepath.Separator))
+	for i := range d {
+		if d[i] != q[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// escapeErr maps an os.Root refusal to the OutsideError the model would
+// have got from Resolve: it happens when the tree changed between Resolve
+// and the use (a directory swapped for a symlink), and err otherwise.
+func (w *Workspace) escapeErr(path string, err error) error {
+	if !isEscape(err) {
+		return err
+	}
+	if _, _, rerr := w.Resolve(path); rerr != nil {
+		var oe *OutsideError
+		if errors.As(rerr, &oe) {
+			return rerr
+		}
+	}
+	return &OutsideError{Path: path}
+}
+
+// isEscape reports an os.Root error for a path that leads outside the root
+// (through "..", or a symlink that is absolute or climbs out). os does not
+// export that error, so it is recognised by its text.
+func isEscape(err error) bool {
+	for err != nil {
+		if err.Error() == "path escapes from parent" {
+			return true
+		}
+		err = errors.Unwrap(err)
+	}
+	return false
 }
 
 // resolvePath walks path component by component from the symlink-free

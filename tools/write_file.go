@@ -44,27 +44,48 @@ func (t *writeFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage
 	if err := decodeArgs(writeFileDef, args, &a); err != nil {
 		return errorf("%v", err)
 	}
-	abs, rel, err := ws.Resolve(a.Path)
+	_, rel, err := ws.Resolve(a.Path)
 	if err != nil {
 		return errorf("%v", err)
 	}
+	root, err := ws.OpenRoot()
+	if err != nil {
+		return errorf("write %s: %v", rel, err)
+	}
+	defer root.Close()
+	// Everything below goes through the root, so a directory on the way
+	// swapped for a symlink leading out is refused rather than followed.
+	name := filepath.FromSlash(rel)
 	mode := fs.FileMode(0o644)
-	fi, err := os.Stat(abs)
+	fi, err := root.Stat(name)
 	switch {
 	case err == nil && fi.IsDir():
 		return errorf("%q is a directory; give a file path", rel)
 	case err == nil && !fi.Mode().IsRegular():
-		return errorf("%q is not a regular file", rel)
+		// The rename would replace it, but a FIFO or device is not
+		// something the model meant to overwrite.
+		return errorf("%q is %v; write_file only replaces regular files", rel, &notRegularError{fi.Mode()})
 	case err == nil:
 		mode = fi.Mode().Perm()
 	case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
+		if e := ws.escapeErr(a.Path, err); e != err {
+			return errorf("%v", e)
+		}
 		return errorf("write %s: %v", rel, err) // ENOTDIR is left for MkdirAll to explain
 	}
-	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
-		return errorf("write %s: create parent directories: %v", rel, err)
+	if dir := filepath.Dir(name); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			if e := ws.escapeErr(a.Path, err); e != err {
+				return errorf("%v", e)
+			}
+			return errorf("write %s: create parent directories: %v", rel, err)
+		}
 	}
 	data := []byte(a.Content)
-	if err := WriteFileAtomic(abs, data, mode); err != nil {
+	if err := writeAtomic(root, name, data, mode); err != nil {
+		if e := ws.escapeErr(a.Path, err); e != err {
+			return errorf("%v", e)
+		}
 		return errorf("write %s: %v", rel, err)
 	}
 	return Result{
@@ -79,36 +100,14 @@ func (t *writeFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage
 // and the directory after it, because a run resumed after a power loss
 // trusts what it recorded. The tools, rewind, findings and mission.json
 // all write this way.
-func WriteFileAtomic(path string, data []byte, mode fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+func WriteFileAtomic(path string, data []byte, mode fs.FileMode) error {
+	root, err := os.OpenRoot(filepath.Dir(path))
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(mode); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync() // best effort: not every filesystem supports it
-		d.Close()
+	defer root.Close()
+	if err := writeAtomic(root, filepath.Base(path), data, mode); err != nil {
+		return &fs.PathError{Op: "write", Path: path, Err: err}
 	}
 	return nil
 }
