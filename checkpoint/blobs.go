@@ -125,28 +125,38 @@ func (b Blobs) Get(sha string) ([]byte, error) {
 	return data, nil
 }
 
-// Snapshot saves the file at abs (rel in the workspace) and describes it
-// for a checkpoint.created event. ok is false when there is nothing to
-// save: the path is a directory or some other non-regular file, which the
-// file tools refuse to change anyway. The runner calls it through its
+// Snapshot saves the file rel of the workspace at root and describes it
+// for a checkpoint.created event. It reads through an os.Root, so a path
+// swapped for a symlink meanwhile cannot make it save a file from outside,
+// and never blocks on a FIFO. ok is false when there is nothing to save:
+// the path is a directory or some other non-regular file, which the file
+// tools refuse to change anyway. The runner calls it through its
 // Checkpointer interface.
-func (b Blobs) Snapshot(_ context.Context, rel, abs string) (event.CheckpointData, bool, error) {
+func (b Blobs) Snapshot(_ context.Context, root, rel string) (event.CheckpointData, bool, error) {
 	d := event.CheckpointData{Path: rel}
-	fi, err := os.Stat(abs)
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return d, false, fmt.Errorf("checkpoint %s: %w", rel, err)
+	}
+	defer r.Close()
+	f, err := r.OpenFile(filepath.FromSlash(rel), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
 		return d, true, nil // the run creates it: rewind removes it
 	case err != nil:
 		return d, false, fmt.Errorf("checkpoint %s: %w", rel, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return d, false, fmt.Errorf("checkpoint %s: %w", rel, err)
 	case !fi.Mode().IsRegular():
 		return d, false, nil
 	}
-	sum, existed, err := b.Put(abs)
+	sum, err := b.put(f)
 	if err != nil {
 		return d, false, fmt.Errorf("checkpoint %s: %w", rel, err)
-	}
-	if !existed {
-		return d, true, nil // removed between Stat and Put
 	}
 	d.Existed, d.Blob, d.Mode, d.Bytes = true, sum, uint32(fi.Mode().Perm()), fi.Size()
 	return d, true, nil

@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"agent/checkpoint"
 )
@@ -110,7 +113,7 @@ func TestSnapshot(t *testing.T) {
 	ws := filepath.Join(dir, "ws")
 	write(t, filepath.Join(ws, "run.sh"), "#!/bin/sh\n", 0o755)
 
-	d, ok, err := blobs.Snapshot(context.Background(), "run.sh", filepath.Join(ws, "run.sh"))
+	d, ok, err := blobs.Snapshot(context.Background(), ws, "run.sh")
 	if err != nil || !ok {
 		t.Fatalf("Snapshot = %v, %v", ok, err)
 	}
@@ -118,13 +121,13 @@ func TestSnapshot(t *testing.T) {
 		t.Errorf("snapshot of an existing file = %+v", d)
 	}
 
-	d, ok, err = blobs.Snapshot(context.Background(), "new/x.txt", filepath.Join(ws, "new", "x.txt"))
+	d, ok, err = blobs.Snapshot(context.Background(), ws, "new/x.txt")
 	if err != nil || !ok || d.Existed || d.Blob != "" {
 		t.Errorf("snapshot of a missing file = %+v, %v, %v", d, ok, err)
 	}
 
 	// A directory is nothing to save: the tools refuse to write one.
-	if _, ok, err := blobs.Snapshot(context.Background(), ".", ws); ok || err != nil {
+	if _, ok, err := blobs.Snapshot(context.Background(), ws, "."); ok || err != nil {
 		t.Errorf("snapshot of a directory = %v, %v; want nothing to save", ok, err)
 	}
 }
@@ -223,7 +226,7 @@ func TestRewind(t *testing.T) {
 				p := checkpoint.Point{Number: i + 1, Path: rel}
 				if f.before != nil {
 					write(t, abs, *f.before, 0o640)
-					d, ok, err := blobs.Snapshot(context.Background(), rel, abs)
+					d, ok, err := blobs.Snapshot(context.Background(), ws, rel)
 					if err != nil || !ok {
 						t.Fatal(ok, err)
 					}
@@ -357,4 +360,46 @@ func TestRewindRefusesPathsOutsideTheWorkspace(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(outside, "x.txt")); string(b) != "keep" {
 		t.Error("rewind removed a file outside the workspace")
 	}
+}
+
+// A snapshot never saves a file from outside the workspace, even through
+// a symlink put in place of the path, and never blocks on a FIFO.
+func TestSnapshotStaysInside(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "ws")
+	if err := os.MkdirAll(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "secret.txt"), "the outside secret", 0o600)
+	if err := os.Symlink(filepath.Join(dir, "secret.txt"), filepath.Join(ws, "sub", "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(ws, "pipe"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	blobs := checkpoint.Blobs{Dir: filepath.Join(dir, "blobs")}
+	if d, _, err := blobs.Snapshot(context.Background(), ws, "sub/notes.txt"); err == nil || d.Blob != "" {
+		t.Errorf("snapshot through a symlink out: %+v %v, want refused", d, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, ok, err := blobs.Snapshot(context.Background(), ws, "pipe"); ok || err != nil {
+			t.Errorf("snapshot of a FIFO: ok %v %v, want nothing to save", ok, err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a snapshot of a FIFO blocked")
+	}
+	filepath.WalkDir(blobs.Dir, func(path string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			if data, _ := os.ReadFile(path); string(data) == "the outside secret" {
+				t.Errorf("the outside file was saved as blob %s", path)
+			}
+		}
+		return nil
+	})
 }

@@ -18,8 +18,8 @@ type fakeCheckpointer struct {
 	SnapshotFunc func(rel, abs string) (event.CheckpointData, bool, error)
 }
 
-func (f fakeCheckpointer) Snapshot(_ context.Context, rel, abs string) (event.CheckpointData, bool, error) {
-	return f.SnapshotFunc(rel, abs)
+func (f fakeCheckpointer) Snapshot(_ context.Context, root, rel string) (event.CheckpointData, bool, error) {
+	return f.SnapshotFunc(rel, filepath.Join(root, filepath.FromSlash(rel)))
 }
 
 // TestRunCheckpointsFirstChangeOfEachFile: a.txt written twice and b.txt

@@ -64,7 +64,7 @@ type Config struct {
 // `agent rewind` can put it back; checkpoint.Blobs implements it. ok is
 // false when there is nothing to save (a directory: the tool refuses it).
 type Checkpointer interface {
-	Snapshot(ctx context.Context, rel, abs string) (d event.CheckpointData, ok bool, err error)
+	Snapshot(ctx context.Context, root, rel string) (d event.CheckpointData, ok bool, err error)
 }
 
 // State is where a run stands, so a resumed run continues where it stopped.
@@ -538,7 +538,7 @@ func (l *loop) checkpoint(ctx context.Context, call llm.ToolCall) (string, error
 		if l.checkpointed[t.Rel] {
 			continue
 		}
-		d, ok, err := l.cfg.Checkpoints.Snapshot(ctx, t.Rel, t.Abs)
+		d, ok, err := l.cfg.Checkpoints.Snapshot(ctx, l.cfg.Tools.Workspace().Root(), t.Rel)
 		if err != nil {
 			return fmt.Sprintf("not run: %s could not be saved before the change, so it could not be rewound: %v", t.Rel, err), nil
 		}
