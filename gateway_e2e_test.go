@@ -634,14 +634,21 @@ func TestGatewayLargeToolCall(t *testing.T) {
 	content := strings.Repeat("0123456789abcdef\n", (9<<20)/17) // past the 8 MB line limit
 	args, _ := json.Marshal(map[string]string{"path": "big.txt", "content": content})
 	e := newE2E(t,
-		llmtest.Turn{ToolCalls: []llmtest.Call{{Name: "write_file", Arguments: args}}},
+		// Whole arguments in one chunk: the fake model is not what this measures.
+		llmtest.Turn{ToolCalls: []llmtest.Call{{Name: "write_file", Arguments: args}}, Quirks: []string{llmtest.QuirkWholeArgs}},
 		llmtest.Turn{Text: "Wrote it."},
 	)
 	srv, db := e.inProcessGateway(nil)
 	c := gwDial(t, srv.Addr())
 	sid := gwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
 	run := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "write a big file"})
-	evs := gwWait(t, c, run.RunID)
+	// 9 MB through JSON, SQLite and the race detector several times over.
+	ctx, cancel := gatewaytest.Timeout(2 * time.Minute)
+	defer cancel()
+	evs, err := c.WaitTerminal(ctx, run.RunID)
+	if err != nil {
+		t.Fatalf("run %s: %v", run.RunID, err)
+	}
 	if got := frameTypes(evs); !strings.Contains(got, "message.completed tool.started checkpoint.created tool.completed artifact.created") ||
 		!strings.HasSuffix(got, "run.completed") || strings.Contains(got, "warning") {
 		t.Fatalf("events: %s", got)
