@@ -93,9 +93,11 @@ func jobsCreateAction(c *cli.Context) error {
 		SessionID: c.String("session"), Policy: policy,
 	}
 	var job scheduler.Job
-	if err := callJobs(c, gateway.MethodJobCreate, p, &job); err != nil {
+	gw, err := callJobsOn(c, gateway.MethodJobCreate, p, &job)
+	if err != nil {
 		return err
 	}
+	warnSchedulingOff(c, gw, "this job will not fire")
 	return printJob(c, job)
 }
 
@@ -122,9 +124,11 @@ func jobsUpdateAction(c *cli.Context) error {
 		return usageErrorf("jobs update: nothing to change; give the flags to change, e.g. --cron or --timeout (see 'agent jobs update --help')")
 	}
 	var job scheduler.Job
-	if err := callJobs(c, gateway.MethodJobUpdate, p, &job); err != nil {
+	gw, err := callJobsOn(c, gateway.MethodJobUpdate, p, &job)
+	if err != nil {
 		return err
 	}
+	warnSchedulingOff(c, gw, "this job will not fire")
 	return printJob(c, job)
 }
 
@@ -173,9 +177,11 @@ func jobsListAction(c *cli.Context) error {
 		return usageErrorf("jobs list takes no arguments")
 	}
 	var list gateway.JobList
-	if err := callJobs(c, gateway.MethodJobList, nil, &list); err != nil {
+	gw, err := callJobsOn(c, gateway.MethodJobList, nil, &list)
+	if err != nil {
 		return err
 	}
+	off := gw.Scheduling != nil && !*gw.Scheduling
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
 		for _, j := range list.Jobs {
@@ -185,6 +191,7 @@ func jobsListAction(c *cli.Context) error {
 		}
 		return nil
 	}
+	warnSchedulingOff(c, gw, "no job fires")
 	if len(list.Jobs) == 0 {
 		fmt.Fprintln(c.App.ErrWriter, "no jobs yet; create one: agent jobs create --name NAME --cron EXPR --prompt TEXT")
 		return nil
@@ -193,7 +200,10 @@ func jobsListAction(c *cli.Context) error {
 	fmt.Fprintln(tw, "ID\tNAME\tSCHEDULE\tSTATE\tNEXT RUN\tLAST RUN\tSESSION")
 	for _, j := range list.Jobs {
 		state, next := "paused", "-"
-		if j.Enabled {
+		switch {
+		case j.Enabled && off:
+			state, next = "enabled", "- (scheduling off)"
+		case j.Enabled:
 			state, next = "enabled", inZone(j.NextRunAt, j.Timezone)
 		}
 		last := "never"
@@ -259,7 +269,11 @@ func jobsRunNowAction(c *cli.Context) error {
 		fmt.Fprintf(w, "job run %s %s\n", run.ID, run.ErrorText)
 		return nil
 	}
-	fmt.Fprintf(w, "job run %s %s; follow it with: agent jobs runs %s\n", run.ID, run.Status, id)
+	if run.RunID == "" {
+		fmt.Fprintf(w, "job run %s %s; follow it with: agent jobs runs %s\n", run.ID, run.Status, id)
+		return nil
+	}
+	fmt.Fprintf(w, "run %s started (job run %s); follow it with: agent runs events %s --follow\n", run.RunID, run.ID, shortID(run.RunID))
 	return nil
 }
 
@@ -317,6 +331,19 @@ func jobArg(c *cli.Context) (string, error) {
 // own, and maps a refusal to an exit code with one line naming the
 // problem.
 func callJobs(c *cli.Context, method string, params, result any) error {
+	_, err := callJobsOn(c, method, params, result)
+	return err
+}
+
+// warnSchedulingOff says, on stderr, that the gateway fires no job.
+func warnSchedulingOff(c *cli.Context, gw gateway.ConnectResult, what string) {
+	if gw.Scheduling != nil && !*gw.Scheduling {
+		fmt.Fprintf(c.App.ErrWriter, "warning: scheduling is off in this gateway, so %s; restart it with 'agent gateway --scheduler' (or set SchedulerEnabled = true in config.toml)\n", what)
+	}
+}
+
+// callJobsOn is callJobs, and says what the gateway answered to connect.
+func callJobsOn(c *cli.Context, method string, params, result any) (gateway.ConnectResult, error) {
 	addr, ok := gatewayAddress(c)
 	if !ok {
 		addr = defaultGateway
@@ -325,19 +352,20 @@ func callJobs(c *cli.Context, method string, params, result any) error {
 	defer cancel()
 	gc, err := dialGateway(ctx, addr, nil, nil)
 	if err != nil {
-		return err
+		return gateway.ConnectResult{}, err
 	}
 	defer gc.Close()
-	if !slices.Contains(gc.Connected.Methods, method) {
-		return &exitError{code: 2, msg: fmt.Sprintf("the gateway at %s has no scheduled jobs (%s is not among its methods); upgrade it", addr, method)}
+	connected := gc.Connected
+	if !slices.Contains(connected.Methods, method) {
+		return connected, &exitError{code: 2, msg: fmt.Sprintf("the gateway at %s has no scheduled jobs (%s is not among its methods); upgrade it", addr, method)}
 	}
 	err = gc.Call(ctx, method, params, result)
 	var ge *gateway.Error
 	if err == nil || !errors.As(err, &ge) {
 		if err != nil {
-			return &gatewayError{err: err}
+			return connected, &gatewayError{err: err}
 		}
-		return nil
+		return connected, nil
 	}
 	msg := ge.Message
 	switch ge.Code {
@@ -350,7 +378,7 @@ func callJobs(c *cli.Context, method string, params, result any) error {
 	default:
 		msg = "gateway: " + ge.Error()
 	}
-	return &exitError{code: gatewayExitCode(err), msg: msg}
+	return connected, &exitError{code: gatewayExitCode(err), msg: msg}
 }
 
 // printJob shows one job: one JSON object with --json, else a summary

@@ -223,7 +223,15 @@ func TestJobsToolsAndTimeout(t *testing.T) {
 	hang := jsonLines[scheduler.Job](t, e.mustJobs(addr, "create", "--name", "hang", "--cron", "@yearly",
 		"--prompt", "HANG-CHECK", "--timeout", "1s", "--json"))[0]
 	began := time.Now()
-	e.mustJobs(addr, "run-now", hang.ID)
+	// run-now names the run it started, which the runs commands know.
+	now := e.mustJobs(addr, "run-now", hang.ID)
+	started := regexp.MustCompile(`^run ([0-9a-f-]{36}) started \(job run [0-9a-f-]+\); follow it with: agent runs events [0-9a-f]{8} --follow\n$`).FindStringSubmatch(now)
+	if started == nil {
+		t.Fatalf("run-now said %q, want the run it started", now)
+	}
+	if show := e.run("runs", "show", started[1]); show.code != 0 || !strings.Contains(show.stdout, "HANG-CHECK") {
+		t.Errorf("runs show of the run run-now named: exit %d %s", show.code, show.stderr)
+	}
 	failed := waitJob(hang.ID, store.JobRunFailed)
 	if took := time.Since(began); failed.ErrorText != "timed out after 1s" || took > 10*time.Second {
 		t.Errorf("job run %+v after %s, want failed: timed out after 1s", failed, took)
@@ -244,9 +252,15 @@ func TestJobsCLIErrors(t *testing.T) {
 	e := newE2E(t)
 	srv, _ := e.jobsGateway(false)
 	addr := srv.Addr()
-	e.mustJobs(addr, "create", "--name", "daily", "--cron", "0 6 * * *", "--tz", "Asia/Tokyo", "--prompt", "morning report")
-	if table := e.mustJobs(addr, "list"); !strings.Contains(table, "06:00:00 JST") {
-		t.Errorf("jobs list does not show the next run in the job's zone:\n%s", table)
+	// Scheduling is off in this gateway: creating a job says so, and so
+	// does the list, rather than show a next run that never comes.
+	created := e.jobs(addr, "create", "--name", "daily", "--cron", "0 6 * * *", "--tz", "Asia/Tokyo", "--prompt", "morning report")
+	if created.code != 0 || !strings.Contains(created.stdout, "06:00:00 JST") ||
+		!strings.Contains(created.stderr, "scheduling is off in this gateway, so this job will not fire; restart it with 'agent gateway --scheduler'") {
+		t.Errorf("jobs create with scheduling off: exit %d\n%s%s", created.code, created.stdout, created.stderr)
+	}
+	if list := e.jobs(addr, "list"); !strings.Contains(list.stdout, "- (scheduling off)") || !strings.Contains(list.stderr, "so no job fires") {
+		t.Errorf("jobs list with scheduling off:\n%s%s", list.stdout, list.stderr)
 	}
 
 	for _, tt := range []struct {

@@ -28,6 +28,9 @@ var errJobCancelled = supervisor.Cancel("cancelled by the scheduler")
 // defaultJobRuns is how many job runs job.get_runs returns by default.
 const defaultJobRuns = 50
 
+// runNowWait is how long job.run_now waits for its run to be started.
+const runNowWait = 5 * time.Second
+
 // initJobs creates the scheduler when the config asks for one. It fires
 // nothing until startJobs.
 func (s *Server) initJobs() error {
@@ -36,9 +39,10 @@ func (s *Server) initJobs() error {
 		return nil
 	}
 	s.jobEvents = newHub(s.cfg.SubscriberBuffer, 0)
+	s.jobDispatch = &jobDispatcher{s: s, attempts: map[string]jobAttempt{}, started: map[string]string{}, change: make(chan struct{})}
 	eng, err := scheduler.New(scheduler.Config{
 		Store:             s.db,
-		Dispatcher:        &jobDispatcher{s: s, attempts: map[string]jobAttempt{}},
+		Dispatcher:        s.jobDispatch,
 		PollInterval:      sc.PollInterval,
 		MaxConcurrentRuns: sc.MaxConcurrentRuns,
 		RecoveryPolicy:    sc.RecoveryPolicy,
@@ -148,7 +152,12 @@ func (s *Server) jobMethod(ctx context.Context, req Request) (any, error) {
 	case MethodJobResume:
 		return s.jobs.ResumeJob(ctx, p.JobID)
 	case MethodJobRunNow:
-		return s.jobs.RunNow(ctx, p.JobID)
+		run, err := s.jobs.RunNow(ctx, p.JobID)
+		if err == nil && run.Status != store.JobRunSkipped {
+			// Tell the caller which run to follow, once there is one.
+			run.RunID = s.jobDispatch.awaitRun(ctx, run.ID, runNowWait)
+		}
+		return run, err
 	case MethodJobDelete:
 		j, err := s.jobs.GetJob(ctx, p.JobID)
 		if err != nil {
@@ -317,13 +326,39 @@ type jobDispatcher struct {
 
 	mu       sync.Mutex
 	attempts map[string]jobAttempt // by run id, until the run has ended
+	started  map[string]string     // run id by job run id, until the run has ended
+	change   chan struct{}         // closed (and replaced) when started changes
+}
+
+// awaitRun returns the id of the run started for a job run, waiting up
+// to within for it; "" if none was started by then.
+func (d *jobDispatcher) awaitRun(ctx context.Context, jobRunID string, within time.Duration) string {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	for {
+		d.mu.Lock()
+		runID, ok := d.started[jobRunID]
+		change := d.change
+		d.mu.Unlock()
+		if ok {
+			return runID
+		}
+		select {
+		case <-change:
+		case <-deadline.C:
+			return ""
+		case <-ctx.Done():
+			return ""
+		}
+	}
 }
 
 // jobAttempt is when a job's run was started and its timeout, so Cancel
 // can tell the scheduler's timeout from a stop.
 type jobAttempt struct {
-	began   time.Time
-	timeout time.Duration
+	began    time.Time
+	timeout  time.Duration
+	jobRunID string
 }
 
 // Start starts the tick's run. A target session another client holds
@@ -355,7 +390,10 @@ func (d *jobDispatcher) Start(ctx context.Context, job scheduler.Job, tick sched
 		return "", nil, err
 	}
 	d.mu.Lock()
-	d.attempts[res.RunID] = jobAttempt{began: began, timeout: tick.Timeout}
+	d.attempts[res.RunID] = jobAttempt{began: began, timeout: tick.Timeout, jobRunID: tick.JobRunID}
+	d.started[tick.JobRunID] = res.RunID
+	close(d.change)
+	d.change = make(chan struct{})
 	d.mu.Unlock()
 	return res.RunID, d.watch(res.RunID), nil
 }
@@ -420,6 +458,7 @@ func (d *jobDispatcher) watch(runID string) <-chan scheduler.Result {
 func (d *jobDispatcher) forget(runID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	delete(d.started, d.attempts[runID].jobRunID)
 	delete(d.attempts, runID)
 }
 

@@ -118,6 +118,9 @@ type ConnectResult struct {
 	Protocol int      `json:"protocol"`
 	Methods  []string `json:"methods"`
 	Events   []string `json:"events"`
+	// Scheduling says, for a gateway with scheduled jobs, whether they
+	// fire: without --scheduler they can be managed but never run.
+	Scheduling *bool `json:"scheduling,omitempty"`
 }
 
 // RunStartParams starts a run in a session.
@@ -398,4 +401,6 @@ type JobDeleted struct {
 // job.create, job.update, job.pause and job.resume answer the job
 // (scheduler.Job); job.run_now answers the claimed tick's first attempt
 // (scheduler.JobRun), status queued, or skipped when the overlap policy
-// skipped it (error_text says why).
+// skipped it (error_text says why). job.run_now waits a few seconds for the
+// run to be started, so its run_id is usually set: the run `agent runs
+// show` and run.get know.

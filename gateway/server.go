@@ -34,8 +34,9 @@ type Server struct {
 
 	// jobs is the scheduler and jobEvents fans its events out to every
 	// client; both nil without Config.Scheduler (jobs.go).
-	jobs      *scheduler.Engine
-	jobEvents *hub
+	jobs        *scheduler.Engine
+	jobDispatch *jobDispatcher
+	jobEvents   *hub
 
 	ln   net.Listener // a connLimiter
 	http *http.Server
@@ -277,9 +278,12 @@ var jobMethods = []string{
 
 func (s *Server) connectResult() ConnectResult {
 	ms, evs := slices.Clone(methods), events
+	var scheduling *bool
 	if s.jobs != nil {
 		ms = append(ms, jobMethods...)
 		evs = append(slices.Clone(events), scheduler.EventTypes...)
+		on := s.cfg.Scheduler.Enabled
+		scheduling = &on
 	}
-	return ConnectResult{Server: "agent " + s.cfg.Version, Protocol: Protocol, Methods: ms, Events: evs}
+	return ConnectResult{Server: "agent " + s.cfg.Version, Protocol: Protocol, Methods: ms, Events: evs, Scheduling: scheduling}
 }
