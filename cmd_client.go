@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"agent/config"
+	"agent/console"
 	"agent/event"
 	"agent/gateway"
 	"agent/supervisor"
@@ -50,7 +54,7 @@ func clientToken() (string, error) {
 	}
 	t, err := gateway.ClientToken(home)
 	if errors.Is(err, gateway.ErrNoToken) {
-		return "", usageErrorf("no gateway token: %v", err)
+		return "", usageErrorf("no gateway token: %s", strings.TrimSuffix(err.Error(), ": "+gateway.ErrNoToken.Error()))
 	}
 	return t, err
 }
@@ -61,20 +65,56 @@ func dialGateway(ctx context.Context, addr string, onEvent func(gateway.EventFra
 	if err != nil {
 		return nil, err
 	}
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	gc, err := gateway.Dial(dctx, addr, gateway.ClientOptions{Token: token, OnEvent: onEvent, OnError: onError})
 	if err != nil {
-		return nil, &gatewayError{err: err}
+		return nil, &gatewayError{err: err, msg: noGateway(addr, err)}
 	}
 	return gc, nil
 }
 
+// noGateway says, in one line, that nothing answers at addr and how to
+// start a gateway there; "" when err is not about reaching one (a
+// gateway, or something else, answered).
+func noGateway(addr string, err error) string {
+	var answered *gateway.DialError
+	if errors.As(err, &answered) {
+		return ""
+	}
+	start := "agent gateway"
+	if u, perr := url.Parse(gateway.WebSocketURL(addr)); perr == nil && u.Host != "" && u.Host != gateway.DefaultListen {
+		start += " --listen " + u.Host
+	}
+	var dns *net.DNSError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf("no gateway answers at %s (connection refused); start one with: %s", addr, start)
+	case errors.As(err, &dns):
+		return fmt.Sprintf("no gateway at %s: host %s not found", addr, dns.Name)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("no gateway answered at %s within %s; is one running there (%s)?", addr, dialTimeout, start)
+	}
+	return ""
+}
+
+// dialTimeout bounds connecting to the gateway, its handshake included.
+const dialTimeout = 10 * time.Second
+
 // gatewayError is a failure to reach or use the gateway: exit 3, like an
 // unreachable model provider, unless the gateway says the input was bad.
-type gatewayError struct{ err error }
+// msg, when set, says it for people instead of err's chain.
+type gatewayError struct {
+	err error
+	msg string
+}
 
-func (e *gatewayError) Error() string { return "gateway: " + e.err.Error() }
+func (e *gatewayError) Error() string {
+	if e.msg != "" {
+		return e.msg
+	}
+	return "gateway: " + e.err.Error()
+}
 func (e *gatewayError) Unwrap() error { return e.err }
 
 // gatewayExitCode maps a gateway error code to the CLI's exit codes.
@@ -186,21 +226,28 @@ func (f *follower) follow(c *cli.Context, started gateway.RunStartResult) error 
 	defer signal.Stop(sig)
 	interrupted := false
 	var lastSeq int64
+	// handle shows one frame; done says the run has ended, with its exit.
+	handle := func(fr gateway.EventFrame) (done bool, err error) {
+		if fr.SessionID == started.SessionID {
+			lastSeq = fr.Seq
+		}
+		if fr.RunID != started.RunID {
+			return false, nil
+		}
+		e := frameToEvent(fr)
+		show.Print(e)
+		if !event.IsTerminal(e.Type) {
+			return false, nil
+		}
+		var fin event.RunFinishedData
+		_ = e.Decode(&fin)
+		return true, finished(c, fin)
+	}
 	for {
 		select {
 		case fr := <-f.frames:
-			if fr.SessionID == started.SessionID {
-				lastSeq = fr.Seq
-			}
-			if fr.RunID != started.RunID {
-				continue
-			}
-			e := frameToEvent(fr)
-			show.Print(e)
-			if event.IsTerminal(e.Type) {
-				var fin event.RunFinishedData
-				_ = e.Decode(&fin)
-				return finished(c, fin)
+			if done, err := handle(fr); done {
+				return err
 			}
 		case p := <-f.problems:
 			return &exitError{code: 3, msg: "gateway: " + p.Error.Error()}
@@ -216,6 +263,13 @@ func (f *follower) follow(c *cli.Context, started gateway.RunStartResult) error 
 				return &exitError{code: 130, msg: "gateway: interrupt: " + err.Error()}
 			}
 		case <-f.gc.Done():
+			// Every frame that came before the close is queued: a draining
+			// gateway sends the run's end, then closes. Show them first.
+			for len(f.frames) > 0 {
+				if done, err := handle(<-f.frames); done {
+					return err
+				}
+			}
 			return &gatewayError{err: fmt.Errorf("connection lost before run %s ended: %v; follow it with: agent attach %s --after-seq %d",
 				started.RunID, f.gc.Err(), started.SessionID, lastSeq)}
 		}
@@ -250,32 +304,72 @@ func attachAction(c *cli.Context) error {
 	if !ok {
 		addr = defaultGateway
 	}
+	sessionID, afterSeq := c.Args().First(), c.Int64("after-seq")
 	ctx, cancel := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	show := newDisplay(c, false)
 	defer show.Close()
+	// People see the session's prompts before its answers; --json has
+	// them as events.
+	printer, human := show.(*console.Printer)
+	if human {
+		printer.ShowPrompts(true)
+	}
+	// Frames are shown from this goroutine, so what it says itself comes
+	// before the replay rather than somewhere in it.
+	frames := make(chan gateway.EventFrame, 1024)
 	problems := make(chan gateway.ErrorFrame, 1)
-	gc, err := dialGateway(ctx, addr, func(f gateway.EventFrame) { show.Print(frameToEvent(f)) },
-		func(f gateway.ErrorFrame) { problems <- f })
+	stopped := make(chan struct{})
+	gc, err := dialGateway(ctx, addr,
+		func(f gateway.EventFrame) {
+			select {
+			case frames <- f:
+			case <-stopped:
+			}
+		},
+		func(f gateway.ErrorFrame) {
+			select {
+			case problems <- f:
+			default:
+			}
+		})
 	if err != nil {
 		return err
 	}
 	defer gc.Close()
+	defer close(stopped) // before Close: the reader must not wait on frames
 	var res gateway.SessionResumeResult
 	if err := gc.Call(ctx, gateway.MethodSessionResume, gateway.SessionResumeParams{
-		SessionID: c.Args().First(), AfterSeq: c.Int64("after-seq"),
+		SessionID: sessionID, AfterSeq: afterSeq,
 	}, &res); err != nil {
 		return &exitError{code: gatewayExitCode(err), msg: "gateway: " + err.Error()}
 	}
-	select {
-	case <-ctx.Done():
-		return nil
-	case p := <-problems:
-		return &exitError{code: 3, msg: fmt.Sprintf("gateway: %v; re-attach with --after-seq %d", p.Error, p.AfterSeq)}
-	case <-gc.Done():
-		if err := gc.Err(); err != nil && !errors.Is(err, context.Canceled) {
-			return &gatewayError{err: fmt.Errorf("connection lost: %w", err)}
+	if human {
+		if res.LastSeq > afterSeq {
+			printer.Note("replaying session %s after seq %d, then following it; Ctrl-C stops", res.SessionID, afterSeq)
+		} else {
+			printer.Note("following session %s: nothing after seq %d yet; new events show as they come; Ctrl-C stops", res.SessionID, afterSeq)
 		}
-		return nil
+	}
+	for {
+		select {
+		case f := <-frames:
+			show.Print(frameToEvent(f))
+		case <-ctx.Done():
+			return nil
+		case p := <-problems:
+			for len(frames) > 0 { // what came before the problem
+				show.Print(frameToEvent(<-frames))
+			}
+			return &exitError{code: 3, msg: fmt.Sprintf("gateway: %v; re-attach with --after-seq %d", p.Error, p.AfterSeq)}
+		case <-gc.Done():
+			for len(frames) > 0 { // what came before the close
+				show.Print(frameToEvent(<-frames))
+			}
+			if err := gc.Err(); err != nil && !errors.Is(err, context.Canceled) {
+				return &gatewayError{err: fmt.Errorf("connection lost: %w", err)}
+			}
+			return nil
+		}
 	}
 }

@@ -13,36 +13,49 @@ import (
 
 // Board renders a harness run for people. On a terminal it keeps a live
 // list of the phases (status, attempt, elapsed time) at the bottom of the
-// screen; elsewhere it prints one plain line per transition.
+// screen, and while the planner works a line saying so; elsewhere it
+// prints one plain line per transition.
 type Board struct {
 	mu     sync.Mutex
 	out    io.Writer
 	err    io.Writer
 	live   bool
+	now    func() time.Time
 	phases []*phaseLine
 	byID   map[string]*phaseLine
 	drawn  int  // lines of the live list currently on screen
 	shown  bool // the live list appears once a phase has started (not over the plan prompt)
 	frozen bool // the run ended: the list was drawn for the last time
+	ending bool // the list is being drawn for the last time
 	frame  int
 	calls  map[string]string // call id → what the call is about
 	stop   chan struct{}
 	done   chan struct{}
+
+	planning   bool      // the planner works: its events came, no plan yet
+	planSince  time.Time // when its first event was recorded
+	planNote   string    // the planner's latest tool call
+	planned    bool      // plan.created came
+	planAt     time.Time // when the plan was recorded
+	firstPhase time.Time // when the first phase.started was recorded
 }
 
 type phaseLine struct {
 	id, title string
-	status    string // pending, running, verifying, completed, failed, retrying
+	status    string // pending, running, completed, failed, retrying
 	attempt   int
 	began     time.Time
 	took      time.Duration
 	note      string
 }
 
+// boardTick is how often the live list is drawn again.
+const boardTick = 200 * time.Millisecond
+
 // NewBoard returns a Board; live redraws the phase list in place and
 // should be true only when out is a terminal.
 func NewBoard(out, err io.Writer, live bool) *Board {
-	b := &Board{out: out, err: err, live: live, byID: map[string]*phaseLine{}, calls: map[string]string{}}
+	b := newBoard(out, err, live, time.Now)
 	if live {
 		b.stop, b.done = make(chan struct{}), make(chan struct{})
 		go b.tick()
@@ -50,26 +63,37 @@ func NewBoard(out, err io.Writer, live bool) *Board {
 	return b
 }
 
+// newBoard returns a Board that draws only when told (tests), with the
+// clock now.
+func newBoard(out, err io.Writer, live bool, now func() time.Time) *Board {
+	return &Board{out: out, err: err, live: live, now: now, byID: map[string]*phaseLine{}, calls: map[string]string{}}
+}
+
 func (b *Board) tick() {
 	defer close(b.done)
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTicker(boardTick)
 	defer t.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
 		case <-t.C:
-			b.mu.Lock()
-			b.frame++
-			b.redraw()
-			b.mu.Unlock()
+			b.step()
 		}
 	}
 }
 
+// step draws the next frame of the live list.
+func (b *Board) step() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.frame++
+	b.redraw()
+}
+
 // Close stops the live list, leaving its last state on screen.
 func (b *Board) Close() {
-	if b.live {
+	if b.stop != nil {
 		close(b.stop)
 		<-b.done
 	}
@@ -78,11 +102,13 @@ func (b *Board) Close() {
 	b.freeze()
 }
 
-// freeze draws the list one last time and leaves it in place.
+// freeze draws the list one last time and leaves it in place; a planning
+// line is cleared, not left behind.
 func (b *Board) freeze() {
 	if b.frozen {
 		return
 	}
+	b.planning, b.ending = false, true
 	b.redraw()
 	b.drawn = 0
 	b.frozen = true
@@ -92,19 +118,31 @@ func (b *Board) freeze() {
 func (b *Board) Print(e event.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if e.PhaseID == event.PlannerPhaseID && !b.planned && !b.planning && !event.IsTerminal(e.Type) {
+		b.startPlanning(e)
+	}
 	switch e.Type {
 	case event.PlanCreated:
+		b.planning, b.planned, b.planAt = false, true, e.TS
 		b.planCreated(e)
 	case event.PhaseStarted:
 		b.shown = true
+		if b.firstPhase.IsZero() {
+			b.firstPhase = e.TS
+		}
 		if p := b.phase(e.PhaseID); p != nil {
 			p.status, p.attempt, p.began, p.note = "running", e.Attempt, e.TS, ""
+		}
+		if b.live {
+			b.redraw() // the list shows it
+		} else {
 			b.say(b.out, "▶ %s: attempt %d started", e.PhaseID, e.Attempt)
 		}
 	case event.ToolStarted:
 		var d event.ToolStartedData
 		if e.Decode(&d) == nil {
 			b.calls[d.CallID] = Summary(d.Name, d.Args)
+			b.setNote(e.PhaseID, strings.TrimSpace(d.Name+" "+b.calls[d.CallID]))
 		}
 	case event.ToolCompleted:
 		var d event.ToolCompletedData
@@ -118,29 +156,31 @@ func (b *Board) Print(e event.Event) {
 			mark = "✗"
 		}
 		who := e.PhaseID
-		if who == "_plan" {
+		if who == event.PlannerPhaseID {
 			who = "planner"
 		}
 		if !b.live {
 			b.say(b.out, "  %s %s %s %s", who, mark, d.Name, about)
-		} else if p := b.phase(e.PhaseID); p != nil {
-			p.note = strings.TrimSpace(d.Name + " " + about)
+		} else {
+			b.setNote(e.PhaseID, strings.TrimSpace(d.Name+" "+about))
 		}
 	case event.VerificationCompleted:
 		var d event.VerificationData
 		if e.Decode(&d) == nil {
-			if p := b.phase(e.PhaseID); p != nil && d.Status == "fail" {
-				p.note = "verification failed"
-			}
-			b.say(b.out, "  %s verification %s%s", e.PhaseID, d.Status, notesSuffix(d))
+			b.verified(e.PhaseID, d)
 		}
 	case event.PhaseCompleted:
 		var d event.PhaseData
 		_ = e.Decode(&d)
+		took := time.Duration(d.DurationMS) * time.Millisecond
 		if p := b.phase(e.PhaseID); p != nil {
-			p.status, p.took, p.note = "completed", time.Duration(d.DurationMS)*time.Millisecond, ""
+			p.status, p.took, p.note = "completed", took, ""
 		}
-		b.say(b.out, "✓ %s verified in %s", e.PhaseID, (time.Duration(d.DurationMS) * time.Millisecond).Round(100*time.Millisecond))
+		if b.live {
+			b.redraw() // the list shows it
+		} else {
+			b.say(b.out, "✓ %s verified in %s", e.PhaseID, formatDuration(took))
+		}
 	case event.PhaseFailed:
 		var d event.PhaseData
 		_ = e.Decode(&d)
@@ -155,12 +195,18 @@ func (b *Board) Print(e event.Event) {
 		if p := b.phase(e.PhaseID); p != nil {
 			p.status, p.took, p.note = status, time.Duration(d.DurationMS)*time.Millisecond, clip(d.Reason, 60)
 		}
+		// Printed on a terminal too: the list keeps only the start of the
+		// latest reason, and loses it when the next attempt starts.
 		b.say(b.out, "✗ %s attempt %d %s: %s (%s)", e.PhaseID, e.Attempt, orDefault(d.Status, "failed"), clip(d.Reason, 200), next)
 	case event.Retry:
 		var d event.RetryData
 		if e.Decode(&d) == nil {
-			b.say(b.err, "%s: model call failed (attempt %d of %d): %s; retrying in %s", orDefault(e.PhaseID, "harness"),
-				d.Attempt, d.MaxAttempts, d.Error, time.Duration(d.DelayMS)*time.Millisecond)
+			who := orDefault(e.PhaseID, "harness")
+			if who == event.PlannerPhaseID {
+				who = "planner"
+			}
+			b.say(b.err, "%s: model call failed (attempt %d of %d): %s; retrying in %s", who,
+				d.Attempt, d.MaxAttempts, d.Error, formatDuration(time.Duration(d.DelayMS)*time.Millisecond))
 		}
 	case event.Warning:
 		var d event.WarningData
@@ -173,8 +219,59 @@ func (b *Board) Print(e event.Event) {
 			b.say(b.err, "resuming run %s", e.RunID)
 		}
 	case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
+		b.planning = false
 		b.finish(e)
 	}
+}
+
+// startPlanning: the planner's first event. On a terminal a line with its
+// elapsed time stays at the bottom until the plan comes; elsewhere one
+// line says it.
+func (b *Board) startPlanning(e event.Event) {
+	b.planning, b.planSince, b.planNote = true, e.TS, ""
+	if b.planSince.IsZero() {
+		b.planSince = b.now()
+	}
+	if b.live {
+		b.redraw()
+	} else {
+		b.say(b.out, "planning: a planner splits the task into phases…")
+	}
+}
+
+// setNote says what a phase, or the planner, is doing now, on the list.
+func (b *Board) setNote(phaseID, note string) {
+	if !b.live {
+		return
+	}
+	if phaseID == event.PlannerPhaseID {
+		b.planNote = note
+		return
+	}
+	if p := b.phase(phaseID); p != nil {
+		p.note = note
+	}
+}
+
+// verified shows a verification: its outcome in a word, and the notes
+// that explain it without their repeated label ("fail: x" is said
+// "failed: x"). On a terminal a failure is left to the phase.failed that
+// follows, which carries the same reasons, and a pass to the list.
+func (b *Board) verified(phaseID string, d event.VerificationData) {
+	word := map[string]string{"pass": "passed", "fail": "failed", "warn": "passed with warnings"}[d.Status]
+	if word == "" {
+		word = d.Status
+	}
+	if d.Status == "fail" {
+		if p := b.phase(phaseID); p != nil {
+			p.note = "verification failed"
+		}
+	}
+	if b.live && d.Status != "warn" {
+		b.redraw()
+		return
+	}
+	b.say(b.out, "  %s verification %s%s", phaseID, word, notesSuffix(d))
 }
 
 func (b *Board) planCreated(e event.Event) {
@@ -200,7 +297,13 @@ func (b *Board) planCreated(e event.Event) {
 		return
 	}
 	b.phases, b.byID = nil, map[string]*phaseLine{}
-	b.say(b.out, "plan: %s (%s, %s)", p.Objective, plural(len(p.Phases), "phase"), d.Path)
+	if b.live {
+		// A long path would wrap the line on a terminal; the [Y/n] prompt,
+		// or with --plan the last line, names mission.json.
+		b.say(b.out, "plan: %s (%s)", clip(p.Objective, 60), plural(len(p.Phases), "phase"))
+	} else {
+		b.say(b.out, "plan: %s (%s, %s)", p.Objective, plural(len(p.Phases), "phase"), d.Path)
+	}
 	for i, ph := range p.Phases {
 		l := &phaseLine{id: ph.ID, title: ph.Title, status: "pending"}
 		b.phases = append(b.phases, l)
@@ -226,14 +329,23 @@ func notesSuffix(d event.VerificationData) string {
 	if d.Status == "pass" || len(d.Notes) == 0 {
 		return ""
 	}
-	return ": " + clip(strings.Join(d.Notes, "; "), 200)
+	var notes []string
+	for _, n := range d.Notes {
+		if rest, ok := strings.CutPrefix(n, d.Status+": "); ok {
+			notes = append(notes, rest)
+		}
+	}
+	if len(notes) == 0 {
+		notes = d.Notes
+	}
+	return ": " + clip(strings.Join(notes, "; "), 200)
 }
 
 func (b *Board) phase(id string) *phaseLine {
 	if p, ok := b.byID[id]; ok {
 		return p
 	}
-	if id == "" || id == "_plan" {
+	if id == "" || id == event.PlannerPhaseID {
 		return nil
 	}
 	p := &phaseLine{id: id, status: "pending"}
@@ -248,18 +360,44 @@ func (b *Board) finish(e event.Event) {
 		return
 	}
 	b.freeze()
-	took := (time.Duration(d.DurationMS) * time.Millisecond).Round(time.Millisecond)
+	took, waited := b.took(e, d)
 	tokens := d.Usage.PromptTokens + d.Usage.CompletionTokens
 	switch {
 	case e.Type == event.RunCompleted:
-		b.say(b.err, "done in %s · %d phases · %s · %d tokens · run %s", took, len(b.phases), plural(d.Turns, "turn"), tokens, e.RunID)
+		b.say(b.err, "done in %s%s · %s · %s · %d tokens · run %s", took, waited, plural(len(b.phases), "phase"), plural(d.Turns, "turn"), tokens, e.RunID)
 	case d.Status == event.StatusPlanned:
 		b.say(b.err, "%s", detail(d))
 	case e.Type == event.RunInterrupted:
-		b.say(b.err, "interrupted after %s; continue with: agent resume %s", took, e.RunID)
+		b.say(b.err, "%s", interrupted(e, d, took+waited))
 	default:
 		b.say(b.err, "failed: %s", detail(d))
 	}
+}
+
+// took is how long the run worked, and what it waited for apart.
+//
+// The run's own duration_ms is authoritative for how long it ran, and
+// the board uses it rather than its own clock; but it also counts the
+// time a person took to answer the plan's [Y/n] prompt, which is no work
+// of the run's. The board cannot see the prompt. It sees when the plan
+// was recorded and when the first phase started, both stamped by the run,
+// and nothing but that confirmation (and a few milliseconds of
+// bookkeeping) happens between them. So the work is duration_ms less that
+// gap, and a gap of a second or more is said apart ("done in 40s (+12s
+// waiting to start)") rather than hidden. Timing from the
+// first phase.started alone would drop the planning, which is work;
+// wall-clock time since the board started would count the prompt.
+func (b *Board) took(e event.Event, d event.RunFinishedData) (took, waited string) {
+	total := time.Duration(d.DurationMS) * time.Millisecond
+	if !b.planAt.IsZero() && !b.firstPhase.IsZero() {
+		if gap := b.firstPhase.Sub(b.planAt); gap > 0 && gap <= total {
+			total -= gap
+			if gap >= time.Second {
+				waited = fmt.Sprintf(" (+%s waiting to start)", formatDuration(gap))
+			}
+		}
+	}
+	return formatDuration(total), waited
 }
 
 // say prints a line above the live list.
@@ -269,38 +407,52 @@ func (b *Board) say(w io.Writer, format string, args ...any) {
 	b.redraw()
 }
 
+// clear takes the live list off the screen. It goes back to the start of
+// the line first: the terminal's echo of Ctrl-C ("^C") may have moved the
+// cursor right, and erasing from there would leave the list's first
+// columns (a status glyph) in front of the next line.
 func (b *Board) clear() {
 	if !b.live || b.drawn == 0 {
 		return
 	}
-	fmt.Fprintf(b.out, "\033[%dA\033[J", b.drawn)
+	fmt.Fprintf(b.out, "\r\033[%dA\033[J", b.drawn)
 	b.drawn = 0
 }
 
 func (b *Board) redraw() {
-	if !b.live || !b.shown || b.frozen || len(b.phases) == 0 {
+	if !b.live || b.frozen {
 		return
 	}
 	b.clear()
-	for _, p := range b.phases {
-		mark := map[string]string{"pending": "·", "completed": "✓", "failed": "✗", "retrying": "↻"}[p.status]
-		if p.status == "running" {
-			mark = string(frames[b.frame%len(frames)])
+	spin := string(frames[b.frame%len(frames)])
+	switch {
+	case b.planning:
+		fmt.Fprintf(b.out, "%s planning %s  %s\033[K\n", spin, formatDuration(b.now().Sub(b.planSince)), clip(b.planNote, 50))
+		b.drawn = 1
+	case b.shown && len(b.phases) > 0:
+		for _, p := range b.phases {
+			mark := map[string]string{"pending": "·", "completed": "✓", "failed": "✗", "retrying": "↻"}[p.status]
+			if p.status == "running" {
+				mark = spin
+				if b.ending {
+					mark = "▶" // no spinner frame left behind
+				}
+			}
+			elapsed := ""
+			switch {
+			case p.status == "running":
+				elapsed = formatDuration(b.now().Sub(p.began))
+			case p.took > 0:
+				elapsed = formatDuration(p.took)
+			}
+			attempt := ""
+			if p.attempt > 0 {
+				attempt = fmt.Sprintf("attempt %d", p.attempt)
+			}
+			fmt.Fprintf(b.out, "%s %-16s %-10s %-10s %6s  %s\033[K\n", mark, clip(p.id, 16), p.status, attempt, elapsed, clip(p.note, 50))
 		}
-		elapsed := ""
-		switch {
-		case p.status == "running":
-			elapsed = time.Since(p.began).Round(time.Second).String()
-		case p.took > 0:
-			elapsed = p.took.Round(100 * time.Millisecond).String()
-		}
-		attempt := ""
-		if p.attempt > 0 {
-			attempt = fmt.Sprintf("attempt %d", p.attempt)
-		}
-		fmt.Fprintf(b.out, "%s %-16s %-10s %-10s %6s  %s\033[K\n", mark, clip(p.id, 16), p.status, attempt, elapsed, clip(p.note, 50))
+		b.drawn = len(b.phases)
 	}
-	b.drawn = len(b.phases)
 }
 
 func orDefault(s, def string) string {

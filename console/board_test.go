@@ -42,7 +42,7 @@ func TestBoardPlainLines(t *testing.T) {
 		"  2. write — Write [programmatic: make check] after gather",
 		"▶ gather: attempt 1 started",
 		"  gather ✓ write_file s.md",
-		"  gather verification fail: fail: s.md: empty",
+		"  gather verification failed: s.md: empty",
 		"✗ gather attempt 1 failed: s.md: empty (retrying)",
 		"✓ gather verified in 1.5s",
 	}
@@ -76,7 +76,7 @@ func TestBoardLive(t *testing.T) {
 	b.Print(phaseEvent(event.PhaseCompleted, "one", 1, event.PhaseData{DurationMS: 100}))
 	b.Print(event.New(event.RunCompleted, event.RunFinishedData{Status: "completed"}))
 	b.Close()
-	if !strings.HasSuffix(out.String(), "✓ one              completed  attempt 1   100ms  \033[K\n") {
+	if !strings.HasSuffix(out.String(), "✓ one              completed  attempt 1    0.1s  \033[K\n") {
 		t.Errorf("final list not left on screen: %q", out.String())
 	}
 }

@@ -1,7 +1,7 @@
 // Package console renders a run's events for people: assistant text as it
-// streams, one line per tool call, diagnostics on stderr, and a spinner
-// while the model thinks when stderr is a terminal. Scripts use --json
-// instead, which bypasses this package.
+// streams, one line per tool call, diagnostics on stderr, and, when stderr
+// is a terminal, a spinner for as long as the run waits on the model or a
+// tool. Scripts use --json instead, which bypasses this package.
 package console
 
 import (
@@ -27,31 +27,71 @@ type Printer struct {
 	mu      sync.Mutex
 	out     io.Writer
 	err     io.Writer
+	now     func() time.Time
 	spinner *spinner          // nil when Err is not a terminal
 	midLine bool              // Out has text without a trailing newline
 	calls   map[string]string // call id → what the call is about
+	prompts bool              // show the user's prompts (attach replays a session)
+
+	// What the run waits for now, worked out from the event stream: the
+	// spinner shows it on a terminal. Empty while the model's text streams
+	// (the text is the sign of life) and once the run has ended.
+	wait       string
+	waitSince  time.Time
+	unanswered map[string]bool // tool calls of the last assistant message without a result
 }
+
+// Waits the spinner names.
+const (
+	waitModel = "waiting for the model"
+	waitTools = "running tools"
+)
 
 // NewPrinter returns a Printer. Pass spin=true only when err is a terminal.
 func NewPrinter(out, err io.Writer, spin bool) *Printer {
-	p := &Printer{out: out, err: err, calls: map[string]string{}}
+	p := &Printer{out: out, err: err, now: time.Now, calls: map[string]string{}, unanswered: map[string]bool{}}
 	if spin {
 		p.spinner = newSpinner(err)
 	}
 	return p
 }
 
+// ShowPrompts makes the Printer show each prompt a person gave (a
+// message.completed of the user, outside harness phases) as "> prompt"
+// lines before the answer. A session replayed by attach needs it: without
+// them the answers have no questions. A run started here does not: its
+// user just typed the prompt.
+func (p *Printer) ShowPrompts(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.prompts = on
+}
+
+// Note prints a line for people on Err, between events.
+func (p *Printer) Note(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.endLine()
+	p.printf(p.err, format+"\n", args...)
+	p.keepSpinning()
+}
+
 // Print renders one event.
 func (p *Printer) Print(e event.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.spinner.stop()
+	p.render(e)
+	p.keepSpinning()
+}
+
+func (p *Printer) render(e event.Event) {
 	switch e.Type {
 	case event.MessageDelta:
 		var d event.MessageDeltaData
 		if e.Decode(&d) == nil && d.Text != "" {
-			fmt.Fprint(p.out, d.Text)
+			p.printf(p.out, "%s", d.Text)
 			p.midLine = !strings.HasSuffix(d.Text, "\n")
+			p.waitFor("")
 		}
 	case event.MessageCompleted:
 		var d event.MessageData
@@ -60,17 +100,26 @@ func (p *Printer) Print(e event.Event) {
 		}
 		if d.Role == "assistant" {
 			p.endLine()
+			clear(p.unanswered)
+			for _, c := range d.ToolCalls {
+				p.unanswered[c.ID] = true
+			}
 			if len(d.ToolCalls) > 0 {
-				p.spinner.start("running tools")
+				p.waitFor(waitTools)
+			} else {
+				p.waitFor("")
 			}
 			return
 		}
-		p.spinner.start("waiting for the model")
+		if p.prompts && e.PhaseID == "" {
+			p.prompt(d.Text)
+		}
+		p.waitFor(waitModel)
 	case event.ToolStarted:
 		var d event.ToolStartedData
 		if e.Decode(&d) == nil {
 			p.calls[d.CallID] = Summary(d.Name, d.Args)
-			p.spinner.start(strings.TrimSpace(d.Name + " " + p.calls[d.CallID]))
+			p.waitFor(strings.TrimSpace(d.Name + " " + p.calls[d.CallID]))
 		}
 	case event.ToolCompleted:
 		var d event.ToolCompletedData
@@ -86,72 +135,146 @@ func (p *Printer) Print(e event.Event) {
 		if !d.OK {
 			line = "✗" + line[len("✓"):] + ": " + clip(d.Error, 100)
 		}
-		fmt.Fprintln(p.out, line)
-		p.spinner.start("waiting for the model")
+		p.printf(p.out, "%s\n", line)
+		delete(p.unanswered, d.CallID)
+		if len(p.unanswered) > 0 {
+			p.waitFor(waitTools)
+		} else {
+			p.waitFor(waitModel)
+		}
 	case event.ArtifactCreated:
 		var d event.ArtifactData
 		if e.Decode(&d) == nil {
-			fmt.Fprintf(p.err, "  wrote %s (%d bytes)\n", d.Path, d.Bytes)
+			p.endLine()
+			p.printf(p.err, "  wrote %s (%d bytes)\n", d.Path, d.Bytes)
 		}
 	case event.IterationStarted:
 		var d event.IterationData
 		if e.Decode(&d) == nil {
 			p.endLine()
-			fmt.Fprintf(p.err, "── iteration %d of %d ──\n", d.Iteration, d.MaxIterations)
+			p.printf(p.err, "── iteration %d of %d ──\n", d.Iteration, d.MaxIterations)
 		}
 	case event.IterationCompleted:
 		var d event.IterationData
 		if e.Decode(&d) == nil && !d.Completed {
 			p.endLine()
-			fmt.Fprintf(p.err, "iteration %d ended: %s\n", d.Iteration, d.Reason)
+			p.printf(p.err, "iteration %d ended: %s\n", d.Iteration, d.Reason)
 		}
 	case event.Retry:
 		var d event.RetryData
 		if e.Decode(&d) == nil {
 			p.endLine()
-			fmt.Fprintf(p.err, "model call failed (attempt %d of %d): %s; retrying in %s\n",
-				d.Attempt, d.MaxAttempts, d.Error, time.Duration(d.DelayMS)*time.Millisecond)
+			p.printf(p.err, "model call failed (attempt %d of %d): %s; retrying in %s\n",
+				d.Attempt, d.MaxAttempts, d.Error, formatDuration(time.Duration(d.DelayMS)*time.Millisecond))
 		}
 	case event.Warning:
 		var d event.WarningData
 		if e.Decode(&d) == nil {
 			p.endLine()
-			fmt.Fprintf(p.err, "warning: %s\n", d.Message)
+			p.printf(p.err, "warning: %s\n", d.Message)
 		}
 	case event.RunStarted:
 		var d event.RunStartedData
 		if e.Decode(&d) == nil && d.Resumed {
-			fmt.Fprintf(p.err, "resuming run %s\n", e.RunID)
+			p.endLine()
+			p.printf(p.err, "resuming run %s\n", e.RunID)
 		}
-		p.spinner.start("waiting for the model")
+		clear(p.unanswered)
+		p.waitFor(waitModel)
 	case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
+		p.waitFor("")
 		p.finish(e)
 	}
+	// Anything else (checkpoint.created, receipt.recorded, learnings,
+	// heartbeats…) changes nothing the run waits for.
+}
+
+// promptLines is how many lines of a prompt are shown.
+const promptLines = 8
+
+// prompt shows a user's prompt as "> " lines.
+func (p *Printer) prompt(text string) {
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	if len(lines) > promptLines {
+		lines = append(lines[:promptLines], "…")
+	}
+	p.endLine()
+	for _, l := range lines {
+		p.printf(p.out, "%s\n", strings.TrimRight("> "+l, " \t\r"))
+	}
+}
+
+// waitFor records what the run waits for from now on; the count starts
+// again only when that changes.
+func (p *Printer) waitFor(what string) {
+	if what != p.wait {
+		p.wait, p.waitSince = what, p.now()
+	}
+}
+
+// keepSpinning shows the current wait, or clears the spinner when there
+// is none. Streamed text without its newline yet is never drawn over.
+func (p *Printer) keepSpinning() {
+	if p.wait == "" || p.midLine {
+		p.spinner.hide()
+		return
+	}
+	p.spinner.show(p.wait, p.waitSince)
+}
+
+// printf clears the spinner, then writes.
+func (p *Printer) printf(w io.Writer, format string, args ...any) {
+	p.spinner.hide()
+	fmt.Fprintf(w, format, args...)
 }
 
 // Close stops the spinner.
 func (p *Printer) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.spinner.stop()
+	p.spinner.hide()
 }
 
 func (p *Printer) finish(e event.Event) {
 	p.endLine()
+	if p.spinner != nil {
+		// On a terminal the line may hold the echo of Ctrl-C ("^C").
+		p.printf(p.err, "\r\033[K")
+	}
 	var d event.RunFinishedData
 	if e.Decode(&d) != nil {
 		return
 	}
 	tokens := d.Usage.PromptTokens + d.Usage.CompletionTokens
-	took := (time.Duration(d.DurationMS) * time.Millisecond).Round(time.Millisecond)
+	took := formatDuration(time.Duration(d.DurationMS) * time.Millisecond)
 	switch e.Type {
 	case event.RunCompleted:
-		fmt.Fprintf(p.err, "done in %s · %s · %d tokens · run %s\n", took, plural(d.Turns, "turn"), tokens, e.RunID)
+		p.printf(p.err, "done in %s · %s · %d tokens · run %s\n", took, plural(d.Turns, "turn"), tokens, e.RunID)
 	case event.RunInterrupted:
-		fmt.Fprintf(p.err, "interrupted after %s; continue with: agent resume %s\n", took, e.RunID)
+		p.printf(p.err, "%s\n", interrupted(e, d, took))
 	default:
-		fmt.Fprintf(p.err, "%s: %s (run %s, %s, exit %d)\n", statusWord(e.Type), detail(d), e.RunID, plural(d.Turns, "turn"), d.ExitCode)
+		p.printf(p.err, "%s: %s (run %s, %s, exit %d)\n", statusWord(e.Type), detail(d), e.RunID, plural(d.Turns, "turn"), d.ExitCode)
 	}
+}
+
+// gatewayDrained is the detail of a run.interrupted the gateway records
+// when it stops (its drain): the gateway resumes such a run itself when
+// it starts again. It is the gateway's reasonDrained (gateway/runs.go);
+// console does not import gateway, and TestTerminalGatewayDrain checks
+// that the two still agree.
+const gatewayDrained = "gateway stopped; resumable"
+
+// interrupted says how an interrupted run goes on: the gateway resumes a
+// run its drain interrupted; any other is continued with agent resume.
+func interrupted(e event.Event, d event.RunFinishedData, took string) string {
+	if d.Detail == gatewayDrained {
+		s := fmt.Sprintf("interrupted after %s: the gateway stopped; it resumes run %s when it starts again", took, e.RunID)
+		if e.SessionID != "" {
+			s += "; follow it with: agent attach " + e.SessionID
+		}
+		return s
+	}
+	return fmt.Sprintf("interrupted after %s; continue with: agent resume %s", took, e.RunID)
 }
 
 // detail says why a run ended: its sentence for people, else its reason.
@@ -178,7 +301,7 @@ func statusWord(t string) string {
 
 func (p *Printer) endLine() {
 	if p.midLine {
-		fmt.Fprintln(p.out)
+		p.printf(p.out, "\n")
 		p.midLine = false
 	}
 }

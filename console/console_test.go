@@ -160,7 +160,7 @@ func TestPrinterDiagnostics(t *testing.T) {
 			name:    "retry after partial text ends the line first",
 			events:  []event.Event{delta("Half a sent"), ev(event.Retry, event.RetryData{Attempt: 1, MaxAttempts: 5, DelayMS: 500, Error: "stream cut"})},
 			wantOut: "Half a sent\n",
-			wantErr: "model call failed (attempt 1 of 5): stream cut; retrying in 500ms\n",
+			wantErr: "model call failed (attempt 1 of 5): stream cut; retrying in 0.5s\n",
 		},
 		{
 			name:    "warning",

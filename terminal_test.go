@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"agent/gateway"
+	"agent/llm/llmtest"
+)
+
+// What people see of the CLI: the gateway-client flows' human output, and
+// in a real terminal (tmux) the spinner and the harness board.
+
+// terminalOutput is a buffer a running command writes and a test reads.
+type terminalOutput struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *terminalOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *terminalOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// startHuman starts agent without --json, its output in buffers.
+func (e *e2e) startHuman(env []string, args ...string) (cmd *exec.Cmd, stdout, stderr *terminalOutput, done chan struct{}) {
+	e.t.Helper()
+	cmd = e.command(args...)
+	cmd.Env = append(cmd.Env, env...)
+	stdout, stderr = &terminalOutput{}, &terminalOutput{}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	done = make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	e.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	return cmd, stdout, stderr, done
+}
+
+func waitDone(t *testing.T, done chan struct{}) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command did not exit")
+	}
+}
+
+// With no gateway at the address, the gateway-client commands say so in
+// one line, with how to start one, and exit 3.
+func TestTerminalNoGateway(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	want := fmt.Sprintf("agent: no gateway answers at http://%s (connection refused); start one with: agent gateway --listen %s\n", addr, addr)
+	for _, args := range [][]string{{"jobs", "list"}, {"run", "hi"}, {"attach", "s1"}} {
+		cmd := e.command(args...)
+		cmd.Env = append(cmd.Env, "AGENT_GATEWAY=http://"+addr, "AGENT_GATEWAY_TOKEN="+gwToken)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		_ = cmd.Run()
+		if code := cmd.ProcessState.ExitCode(); code != 3 || errb.String() != want || out.Len() != 0 {
+			t.Errorf("agent %s: exit %d, stderr %q, stdout %q; want exit 3 and %q", strings.Join(args, " "), code, errb.String(), out.String(), want)
+		}
+	}
+}
+
+// TestAttachHuman: attach shows the session's prompts before their
+// answers, and says on stderr that it follows the session and how to
+// stop, also when there is nothing to replay; --json says nothing but
+// events.
+func TestAttachHuman(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, llmtest.Turn{Text: "first answer"})
+	srv, _ := e.inProcessGateway(nil)
+	env := e.gatewayEnv(srv.Addr())
+	cmd := e.command("run", "--json", "one")
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := decodeEvents(t, string(out))
+	session, last := evs[0].SessionID, evs[len(evs)-1].Seq
+
+	attach := func(wait func(stdout, stderr string) bool, args ...string) (string, string, int) {
+		t.Helper()
+		cmd, stdout, stderr, done := e.startHuman(env, append([]string{"attach", session}, args...)...)
+		waitFor(t, "attach's output", func() bool { return wait(stdout.String(), stderr.String()) })
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		waitDone(t, done)
+		return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
+	}
+
+	stdout, stderr, code := attach(func(o, _ string) bool { return strings.Contains(o, "first answer") })
+	if stdout != "> one\nfirst answer\n" || code != 0 {
+		t.Errorf("replay: exit %d, stdout %q", code, stdout)
+	}
+	if want := "replaying session " + session + " after seq 0, then following it; Ctrl-C stops\n"; !strings.HasPrefix(stderr, want) {
+		t.Errorf("replay: stderr %q, want it to start with %q", stderr, want)
+	}
+
+	after := strconv.FormatInt(last, 10)
+	want := "following session " + session + ": nothing after seq " + after + " yet; new events show as they come; Ctrl-C stops\n"
+	stdout, stderr, code = attach(func(_, e string) bool { return strings.Contains(e, "Ctrl-C") }, "--after-seq", after)
+	if stdout != "" || stderr != want || code != 0 {
+		t.Errorf("nothing to replay: exit %d, stdout %q, stderr %q, want %q", code, stdout, stderr, want)
+	}
+
+	stdout, stderr, _ = attach(func(o, _ string) bool { return strings.Contains(o, `"run.completed"`) }, "--json")
+	if stderr != "" || strings.Contains(stdout, "> one") {
+		t.Errorf("--json: stderr %q, stdout %q", stderr, stdout)
+	}
+}
+
+// TestTerminalGatewayDrain: a gateway that stops (its drain) interrupts a
+// run it resumes itself when it starts again; its client is told so, and
+// how to follow it, not to resume it. This is also where console's copy
+// of the drain's detail is checked against the gateway's.
+func TestTerminalGatewayDrain(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		llmtest.Turn{Text: "Long step.", ToolCalls: []llmtest.Call{call("bash", `{"command":"echo $$ > started; sleep 30"}`)}},
+	)
+	srv, _ := e.inProcessGateway(func(c *gateway.Config) { c.DrainGrace = 100 * time.Millisecond })
+	cmd, stdout, stderr, done := e.startHuman(e.gatewayEnv(srv.Addr()), "run", "a long task")
+	waitFor(t, "the long tool to start", func() bool {
+		data, err := os.ReadFile(filepath.Join(e.workspace, "started"))
+		return err == nil && strings.HasSuffix(string(data), "\n")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = srv.Stop(ctx)
+	waitDone(t, done)
+	runs := e.run("runs", "list", "--json")
+	var run struct {
+		ID        string `json:"id"`
+		SessionID string `json:"session_id"`
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(runs.stdout, "\n", 2)[0]), &run); err != nil {
+		t.Fatalf("runs list: %v: %s", err, runs.stdout)
+	}
+	want := "interrupted after [0-9.]+s: the gateway stopped; it resumes run " + run.ID +
+		" when it starts again; follow it with: agent attach " + run.SessionID + "\n$"
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !regexp.MustCompile(want).MatchString(stderr.String()) {
+		t.Errorf("exit %d, stderr %q, want 130 and %q (stdout %q)", code, stderr.String(), want, stdout.String())
+	}
+}
+
+// tmuxSession runs a shell command in a detached tmux session of its own
+// server, 100×30, and returns a function that captures the pane.
+func tmuxSession(t *testing.T, command string) (capture func() string, keys func(...string)) {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed; this test drives the CLI in a real terminal through it")
+	}
+	server := fmt.Sprintf("agent-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+	tmux := func(args ...string) (string, error) {
+		cmd := exec.Command("tmux", append([]string{"-L", server, "-f", "/dev/null"}, args...)...)
+		var env []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "TMUX=") {
+				env = append(env, kv)
+			}
+		}
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := tmux("new-session", "-d", "-x", "100", "-y", "30", "-s", "t", command); err != nil {
+		t.Fatalf("tmux new-session: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _, _ = tmux("kill-server") })
+	capture = func() string {
+		out, err := tmux("capture-pane", "-p", "-t", "t")
+		if err != nil {
+			t.Fatalf("tmux capture-pane: %v: %s", err, out)
+		}
+		return out
+	}
+	keys = func(k ...string) {
+		if out, err := tmux(append([]string{"send-keys", "-t", "t"}, k...)...); err != nil {
+			t.Fatalf("tmux send-keys: %v: %s", err, out)
+		}
+	}
+	return capture, keys
+}
+
+// shellCommand is agent args in e's environment, as a line for sh.
+func (e *e2e) shellCommand(args ...string) string {
+	agent, err := exec.LookPath("agent")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+	line := fmt.Sprintf("cd %s && AGENT_HOME=%s OPENAI_BASE_URL=%s OPENAI_API_KEY= AGENT_MODEL=test-model %s",
+		q(e.workspace), q(e.home), q(e.srv.URL()), q(agent))
+	for _, a := range args {
+		line += " " + q(a)
+	}
+	return line + "; echo EXIT=$?; sleep 600"
+}
+
+// waitScreen polls the pane until cond holds, and returns it.
+func waitScreen(t *testing.T, what string, capture func() string, cond func(string) bool) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s := capture()
+		if cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; the screen:\n%s", what, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestTerminalTmuxSpinner: in a real terminal, the spinner is back after
+// write_file's "wrote" line while the model thinks, and counts.
+func TestTerminalTmuxSpinner(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		writeTurn("slow.txt", "slow\n"),
+		llmtest.Turn{Text: "Done.", DelayMS: 2500},
+	)
+	capture, _ := tmuxSession(t, e.shellCommand("run", "write slow.txt"))
+	waiting := regexp.MustCompile(`(?m)wrote slow\.txt \(5 bytes\)\n. waiting for the model \([1-9]s\)`)
+	waitScreen(t, "the spinner after the wrote line", capture, waiting.MatchString)
+	s := waitScreen(t, "the end", capture, func(s string) bool { return strings.Contains(s, "EXIT=") })
+	if !strings.Contains(s, "EXIT=0") || !strings.Contains(s, "Done.\ndone in ") || strings.Contains(s, "waiting for the model") {
+		t.Errorf("final screen:\n%s", s)
+	}
+}
+
+// TestTerminalTmuxHarness: in a real terminal, the board shows the
+// planner at work, asks about the plan without drawing over the prompt,
+// shows each transition once, and its total leaves out the time at the
+// prompt.
+func TestTerminalTmuxHarness(t *testing.T) {
+	t.Parallel()
+	planArgs := json.RawMessage(`{"objective":"One file","phases":[
+		{"id":"write","title":"Write a.md","instructions":"Write a.md.","evidence":{"type":"artifact","artifacts":["a.md"]}}]}`)
+	turns := []llmtest.Turn{{When: plannerMarker, DelayMS: 2500, ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: planArgs}}}}
+	turns = append(turns, forPhase("write", writeTurn("a.md", "A\n"), llmtest.Turn{Text: "a.md written."})...)
+	e := newHarness(t, turns...)
+	capture, keys := tmuxSession(t, e.shellCommand("harness", "write a.md"))
+	planning := regexp.MustCompile(`(?m)^. planning [1-9](\.[0-9])?s`)
+	waitScreen(t, "the planning line", capture, planning.MatchString)
+	s := waitScreen(t, "the plan prompt", capture, func(s string) bool { return strings.Contains(s, "[Y/n]") })
+	time.Sleep(1500 * time.Millisecond) // a person reads the plan
+	if s2 := capture(); s2 != s || strings.Contains(s, "planning") {
+		t.Errorf("the screen changed at the prompt, or kept the planning line:\n%s\nthen:\n%s", s, s2)
+	}
+	keys("y", "Enter")
+	s = waitScreen(t, "the end", capture, func(s string) bool { return strings.Contains(s, "EXIT=") })
+	done := regexp.MustCompile(`done in [0-9.]+s \(\+[1-9][0-9.]*s waiting to start\) · 1 phase`)
+	if !strings.Contains(s, "EXIT=0") || !done.MatchString(s) || strings.Contains(s, "attempt 1 started") || strings.Contains(s, "verified in") ||
+		!regexp.MustCompile(`(?m)^✓ write +completed +attempt 1 +[0-9.]+s`).MatchString(s) {
+		t.Errorf("final screen:\n%s", s)
+	}
+	for _, l := range strings.Split(s, "\n") {
+		if l != "" && strings.ContainsRune("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏", []rune(l)[0]) {
+			t.Errorf("a spinner frame left on screen: %q", l)
+		}
+	}
+}
