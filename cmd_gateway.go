@@ -60,7 +60,7 @@ func gatewayCommand() *cli.Command {
 			&cli.StringFlag{Name: "base-url", Usage: "default OpenAI-compatible endpoint of runs (env OPENAI_BASE_URL)"},
 			&cli.BoolFlag{Name: "allow-any-base-url", Usage: "let run.start's options.base_url name any endpoint, which then receives the API key; without it only --base-url is allowed"},
 			&cli.IntFlag{Name: "max-connections", Value: gateway.DefaultMaxConnections, Usage: "connections held open at most; over it, the oldest not doing authorised work is closed"},
-			&cli.BoolFlag{Name: "scheduler", Usage: "fire scheduled jobs (default: SchedulerEnabled in config.toml, else off)"},
+			&cli.BoolFlag{Name: "scheduler", Usage: "fire scheduled jobs", DefaultText: "SchedulerEnabled in config.toml, else off"},
 			&cli.BoolFlag{Name: "json", Usage: "print the address and token location as one JSON object on stdout"},
 		},
 		Action: gatewayAction,
@@ -91,11 +91,17 @@ func gatewayAction(c *cli.Context) error {
 	if workspace, err = filepath.Abs(workspace); err != nil {
 		return usageErrorf("--workspace: %v", err)
 	}
+	if why := missingDir(workspace); why != "" {
+		return usageErrorf("--workspace %s: %s", c.String("workspace"), why)
+	}
 	var roots []string
 	for _, dir := range c.StringSlice("workspace-root") {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
 			return usageErrorf("--workspace-root %s: %v", dir, err)
+		}
+		if why := missingDir(abs); why != "" {
+			return usageErrorf("--workspace-root %s: %s", dir, why)
 		}
 		roots = append(roots, abs)
 	}

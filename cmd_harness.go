@@ -22,9 +22,9 @@ func harnessCommand() *cli.Command {
 		&cli.StringFlag{Name: "workspace", Aliases: []string{"C"}, Usage: "directory the phases work in (default: the current directory)"},
 		&cli.StringSliceFlag{Name: "allow-tools", Usage: "offer phases only these tools, comma separated"},
 		&cli.StringSliceFlag{Name: "deny-tools", Usage: "never offer phases these tools, comma separated"},
-		&cli.IntFlag{Name: "parallel", Usage: "run up to N independent phases at once (default 1)"},
-		&cli.DurationFlag{Name: "phase-timeout", Usage: "stop a phase attempt after this long (SIGTERM, then SIGKILL) (default " + orchestrator.DefaultPhaseTimeout.String() + ")"},
-		&cli.IntFlag{Name: "context-budget", Usage: "start a fresh iteration when a phase's prompt passes this many `TOKENS`"},
+		&cli.IntFlag{Name: "parallel", Usage: "run up to N independent phases at once", DefaultText: "1"},
+		&cli.DurationFlag{Name: "phase-timeout", Usage: "stop a phase attempt after this long (SIGTERM, then SIGKILL)", DefaultText: durationText(orchestrator.DefaultPhaseTimeout)},
+		&cli.IntFlag{Name: "context-budget", Usage: "start a fresh iteration when a phase's prompt passes this many `TOKENS`", DefaultText: "no budget"},
 		&cli.BoolFlag{Name: "plan", Usage: "plan only: write mission.json, print the plan and the run id, and stop"},
 		&cli.StringFlag{Name: "plan-file", Usage: "run this mission.json `FILE` without a planning call"},
 		&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation of the plan on a terminal"},
@@ -64,14 +64,19 @@ func harnessAction(c *cli.Context) error {
 			return usageErrorf("%s: %v", path, err)
 		}
 	}
+	if given != nil && c.Args().Len() > 0 {
+		// The plan's objective is the request; a second one would be
+		// silently ignored.
+		return usageErrorf("a REQUEST and --plan-file together: the plan in %s already says what to do (its objective: %q); "+
+			"drop the request, or drop --plan-file to plan it", c.String("plan-file"), oneLine(given.Objective, 60))
+	}
 	request := ""
-	if given == nil || c.Args().Len() > 0 {
+	if given == nil {
 		var err error
 		if request, err = readPrompt(c); err != nil {
 			return err
 		}
-	}
-	if request == "" {
+	} else {
 		request = given.Objective
 	}
 	settings, err := config.Load()

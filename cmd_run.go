@@ -5,17 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"agent/config"
 	"agent/console"
 	"agent/event"
+	"agent/llm"
 	"agent/store"
 	"agent/supervisor"
 )
@@ -26,11 +29,14 @@ func modelFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "json", Usage: "print events as JSON lines on stdout and nothing else there"},
 		&cli.StringFlag{Name: "model", Usage: "model name (env AGENT_MODEL, default " + config.DefaultModel + ")"},
 		&cli.StringFlag{Name: "base-url", Usage: "OpenAI-compatible endpoint (env OPENAI_BASE_URL, default " + config.DefaultBaseURL + ")"},
-		&cli.IntFlag{Name: "max-turns", Usage: "model calls allowed per iteration (default 50)"},
-		&cli.IntFlag{Name: "model-attempts", Usage: "attempts per model call before giving up on 429/5xx/connection errors (default 5)"},
-		&cli.DurationFlag{Name: "model-idle-timeout", Usage: "give up on a model reply after this long without a data chunk; keep-alive comments do not count (default 2m)"},
-		&cli.DurationFlag{Name: "model-call-timeout", Usage: "give up on a model call, its retries and waits included, after this long (default 10m)"},
-		&cli.DurationFlag{Name: "timeout", Usage: "stop the run after this long, e.g. 10m (default: no limit)"},
+		// Numeric flags keep a zero Value, so flagOptions (c.IsSet) can lay
+		// only what the user gave over the config file or a resumed run's
+		// options; DefaultText says the default instead of urfave's zero.
+		&cli.IntFlag{Name: "max-turns", Usage: "model calls allowed per iteration", DefaultText: "50, or max_turns in config.toml"},
+		&cli.IntFlag{Name: "model-attempts", Usage: "attempts per model call before giving up on 429/5xx/connection errors", DefaultText: "5, or model_attempts in config.toml"},
+		&cli.DurationFlag{Name: "model-idle-timeout", Usage: "give up on a model reply after this long without a data chunk; keep-alive comments do not count", DefaultText: durationText(llm.DefaultIdleTimeout)},
+		&cli.DurationFlag{Name: "model-call-timeout", Usage: "give up on a model call, its retries and waits included, after this long", DefaultText: durationText(llm.DefaultCallTimeout)},
+		&cli.DurationFlag{Name: "timeout", Usage: "stop the run after this long, e.g. 10m", DefaultText: "no limit"},
 		&cli.StringFlag{Name: "record", Usage: "append every model exchange to this cassette `FILE`"},
 		&cli.StringFlag{Name: "replay", Usage: "answer model calls from this cassette `FILE`, offline"},
 	}
@@ -42,7 +48,7 @@ func runCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "allow-tools", Usage: "offer only these tools, comma separated"},
 		&cli.StringSliceFlag{Name: "deny-tools", Usage: "never offer these tools, comma separated"},
 		&cli.StringFlag{Name: "until", Usage: "Ralph loop: repeat with fresh context until the final message has this `PROMISE` line"},
-		&cli.IntFlag{Name: "max-iterations", Usage: "Ralph loop: give up after N iterations (default 10)"},
+		&cli.IntFlag{Name: "max-iterations", Usage: "Ralph loop: give up after N iterations", DefaultText: "10"},
 		&cli.StringFlag{Name: "gateway", Usage: "send the run to a gateway: `URL`, or bare for $AGENT_GATEWAY or " + defaultGateway},
 		&cli.StringFlag{Name: "session", Usage: "with --gateway: run in this gateway session, seeing its earlier messages (default: a new session)"},
 	)
@@ -163,6 +169,9 @@ func resumeAction(c *cli.Context) error {
 	if opts, err = flagOptions(c, opts); err != nil {
 		return err
 	}
+	if why := missingDir(r.Workspace); why != "" {
+		return &supervisor.NotResumableError{RunID: r.ID, Reason: "its workspace " + r.Workspace + ": " + why}
+	}
 	opts, _, err = sup.Prepare(opts, r.Workspace)
 	var bad *supervisor.OptionError
 	if errors.As(err, &bad) && bad.Field == "workspace" {
@@ -232,6 +241,9 @@ func flagOptions(c *cli.Context, o supervisor.Options) (supervisor.Options, erro
 	if set("context-budget") {
 		o.ContextBudget = c.Int("context-budget")
 	}
+	if set("record") && set("replay") {
+		return o, usageErrorf("--record and --replay together: --record saves a live model's answers, --replay answers from a cassette without a model; give one")
+	}
 	for _, f := range []struct {
 		flag string
 		dst  *string
@@ -269,6 +281,9 @@ func flagName(field string) string {
 
 func workspaceDir(c *cli.Context) (string, error) {
 	if dir := c.String("workspace"); dir != "" {
+		if why := missingDir(dir); why != "" {
+			return "", &supervisor.OptionError{Field: "workspace", Msg: "{workspace} " + dir + ": " + why}
+		}
 		return dir, nil
 	}
 	dir, err := os.Getwd()
@@ -276,6 +291,21 @@ func workspaceDir(c *cli.Context) (string, error) {
 		return "", fmt.Errorf("find the current directory: %w", err)
 	}
 	return dir, nil
+}
+
+// missingDir says why dir cannot be a workspace when it does not exist or
+// is not a directory, in the words a user needs ("no such directory");
+// "" when it is a directory, or when the reason is something else, which
+// supervisor.Prepare then reports.
+func missingDir(dir string) string {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "no such directory"
+	case err == nil && !fi.IsDir():
+		return "not a directory"
+	}
+	return ""
 }
 
 // openSupervisor opens the store and the supervisor of this process.
@@ -398,9 +428,24 @@ func readPrompt(c *cli.Context) (string, error) {
 	}
 	prompt = strings.TrimSpace(prompt)
 	if prompt == "" {
-		return "", usageErrorf("empty prompt; usage: agent %s [flags] PROMPT (or - to read stdin)", c.Command.Name)
+		// The command's own argument: run takes a PROMPT, harness a REQUEST.
+		usage := config.Pick(c.Command.ArgsUsage, "PROMPT")
+		noun, _, _ := strings.Cut(usage, " ")
+		return "", usageErrorf("empty %s; usage: %s [flags] %s", strings.ToLower(noun), commandPath(c), usage)
 	}
 	return prompt, nil
+}
+
+// durationText is a default duration as people write it: 2m, 30m, 1h.
+func durationText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func stdinIsTerminal(r io.Reader) bool {

@@ -102,6 +102,7 @@ type runView struct {
 	CompletionPromise string          `json:"completion_promise,omitempty"`
 	LeaseOwner        string          `json:"lease_owner,omitempty"`
 	LeaseExpiresAt    *time.Time      `json:"lease_expires_at,omitempty"`
+	LeaseHolderGone   bool            `json:"lease_holder_gone,omitempty"` // a process of this machine that is gone: resume takes over at once
 	CreatedAt         time.Time       `json:"created_at"`
 	FinishedAt        *time.Time      `json:"finished_at,omitempty"`
 	Phases            []phaseView     `json:"phases,omitempty"`
@@ -210,6 +211,7 @@ func runsShowAction(c *cli.Context) error {
 	}
 	v := newRunView(*r)
 	v.Config = r.Config
+	v.LeaseHolderGone = v.LeaseOwner != "" && db.OwnerDead != nil && db.OwnerDead(v.LeaseOwner)
 	if r.Kind == store.KindHarness {
 		// A harness run's messages come from many phases; the plan state
 		// tells its story.
@@ -256,8 +258,12 @@ func printRun(w io.Writer, v runView) {
 	if v.MaxIterations > 0 {
 		fmt.Fprintf(w, "iteration %d of %d, until %q\n", v.Iteration, v.MaxIterations, v.CompletionPromise)
 	}
-	if v.LeaseOwner != "" && v.LeaseExpiresAt != nil && v.LeaseExpiresAt.After(time.Now()) {
-		fmt.Fprintf(w, "lease     held by %s until %s\n", v.LeaseOwner, v.LeaseExpiresAt.Local().Format(time.TimeOnly))
+	if v.LeaseOwner != "" && v.LeaseExpiresAt != nil && (v.LeaseHolderGone || v.LeaseExpiresAt.After(time.Now())) {
+		fmt.Fprintf(w, "lease     held by %s until %s", v.LeaseOwner, v.LeaseExpiresAt.Local().Format(time.TimeOnly))
+		if v.LeaseHolderGone {
+			fmt.Fprintf(w, ", but that process is gone (killed or crashed): 'agent resume %s' takes over at once", shortID(v.ID))
+		}
+		fmt.Fprintln(w)
 	}
 	if v.Status != event.StatusCompleted && v.Status != event.StatusCancelled {
 		fmt.Fprintf(w, "resume    agent resume %s\n", shortID(v.ID))

@@ -30,7 +30,7 @@ func sessionsCommand() *cli.Command {
 			{Name: "show", Usage: "show a session and its runs", ArgsUsage: "SESSION", Flags: []cli.Flag{jsonFlag}, Action: sessionsShowAction},
 			{Name: "fork", Usage: "start a new session from a session's conversation up to a seq", ArgsUsage: "SESSION",
 				Flags: []cli.Flag{jsonFlag,
-					&cli.Int64Flag{Name: "seq", Usage: "keep the conversation up to this event seq (default: all of it)"},
+					&cli.Int64Flag{Name: "seq", Usage: "keep the conversation up to this event seq", DefaultText: "all of it"},
 					&cli.StringFlag{Name: "title", Usage: "the new session's title"}},
 				Action: sessionsForkAction},
 		},

@@ -64,9 +64,12 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		Reader:       stdin,
 		Writer:       stdout,
 		ErrWriter:    stderr,
-		HideVersion:  true,
+		HideVersion:  true, // --version is ours: the same line as 'agent version'
 		Suggest:      true,
 		OnUsageError: onUsageError,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "version", Aliases: []string{"v"}, Usage: "print the version, as 'agent version' does", DisableDefaultText: true},
+		},
 		Commands: []*cli.Command{
 			runCommand(),
 			harnessCommand(),
@@ -82,6 +85,9 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			runnerCommand(),
 		},
 		Action: func(c *cli.Context) error {
+			if c.Bool("version") {
+				return printVersion(c)
+			}
 			if c.Args().Len() > 0 {
 				return usageErrorf("unknown command %q; run 'agent --help' for the list", c.Args().First())
 			}
@@ -102,18 +108,32 @@ func setUsageErrorHandlers(cmds []*cli.Command) {
 // onUsageError turns urfave's "flag provided but not defined" and friends
 // into one line with a hint instead of a page of help.
 func onUsageError(c *cli.Context, err error, _ bool) error {
-	return usageErrorf("%v; see 'agent %s --help'", err, strings.TrimPrefix(c.Command.FullName(), "agent "))
+	return usageErrorf("%v; see '%s --help'", err, commandPath(c))
+}
+
+// commandPath is the command a context runs, as the user types it:
+// "agent", "agent run", "agent runs list".
+func commandPath(c *cli.Context) string {
+	var names []string
+	for _, ctx := range c.Lineage() {
+		if ctx.Command != nil && ctx.Command.Name != "" && ctx.Command.Name != c.App.Name {
+			names = append([]string{ctx.Command.Name}, names...)
+		}
+	}
+	return strings.Join(append([]string{c.App.Name}, names...), " ")
 }
 
 func versionCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "version",
-		Usage: "print the version and the commit it was built from",
-		Action: func(c *cli.Context) error {
-			fmt.Fprintf(c.App.Writer, "agent %s (commit %s)\n", version, commit)
-			return nil
-		},
+		Name:   "version",
+		Usage:  "print the version and the commit it was built from",
+		Action: printVersion,
 	}
+}
+
+func printVersion(c *cli.Context) error {
+	_, err := fmt.Fprintf(c.App.Writer, "agent %s (commit %s)\n", version, commit)
+	return err
 }
 
 // usageError is bad input from the user: exit 2.

@@ -5,14 +5,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "test.sh: gofmt" >&2
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*'))
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:" >&2
   echo "$unformatted" >&2
   exit 1
 fi
+echo "test.sh: go vet ./... (with a cold build cache it compiles SQLite first: about 3 minutes on 2 cores, with no output)" >&2
 go vet ./...
+echo "test.sh: go test -race ./... (a cold cache compiles SQLite again with the race detector, about 3 more minutes; then the suite runs for several minutes; packages print as they finish)" >&2
 go test -race -count=1 -timeout 15m ./...
+echo "test.sh: fuzzing (scripts/fuzz.sh)" >&2
 # Then each fuzz target for a few seconds (FUZZ_TIME, default 3s; FUZZ=0
 # skips this): about 40 s for 8 targets once built; fuzzing builds its own
 # instrumented copies, so a cold cache adds a few minutes of compiling.
