@@ -117,6 +117,8 @@ func (o Options) Validate() error {
 		return optionErr("phase_timeout", "{phase_timeout} must be a positive duration like 30m")
 	case o.ContextBudget < 0:
 		return optionErr("context_budget", "{context_budget} must be positive")
+	case o.Record != "" && o.Replay != "":
+		return optionErr("record", "{record} and {replay} together make no sense: a replayed run makes no model calls to record")
 	}
 	return nil
 }
@@ -130,7 +132,7 @@ func (s *Supervisor) Prepare(o Options, dir string) (Options, *tools.Workspace, 
 	}
 	ws, err := tools.NewWorkspace(dir)
 	if err != nil {
-		return o, nil, optionErr("workspace", "{workspace}: %v", err)
+		return o, nil, optionErr("workspace", "{workspace} %v", err)
 	}
 	if o.Tools, err = s.OfferedTools(ws, o); err != nil {
 		return o, nil, err

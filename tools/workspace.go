@@ -55,18 +55,23 @@ func (e *OutsideError) Error() string {
 func NewWorkspace(dir string) (*Workspace, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return nil, fmt.Errorf("workspace %s: %w", dir, err)
+		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	root, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return nil, fmt.Errorf("workspace %s: %w", dir, err)
+	var fi os.FileInfo
+	if err == nil {
+		fi, err = os.Stat(root)
 	}
-	fi, err := os.Stat(root)
-	if err != nil {
-		return nil, fmt.Errorf("workspace %s: %w", dir, err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("workspace %s: not a directory", dir)
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%s: no such directory", dir)
+	case errors.As(err, &pe):
+		return nil, fmt.Errorf("%s: %w", dir, pe.Err) // the cause, not the syscall
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("%s: not a directory", dir)
 	}
 	return &Workspace{root: root}, nil
 }

@@ -59,7 +59,7 @@ func TestNewWorkspace(t *testing.T) {
 	}{
 		{name: "dir", dir: filepath.Join(base, "dir"), wantRoot: filepath.Join(base, "dir")},
 		{name: "symlink resolved", dir: filepath.Join(base, "alias"), wantRoot: filepath.Join(base, "dir")},
-		{name: "missing", dir: filepath.Join(base, "missing"), wantErr: "no such file"},
+		{name: "missing", dir: filepath.Join(base, "missing"), wantErr: "no such directory"},
 		{name: "file", dir: filepath.Join(base, "file"), wantErr: "not a directory"},
 	}
 	for _, tt := range tests {
