@@ -604,6 +604,47 @@ func TestUnauthorizedFailsAtOnce(t *testing.T) {
 	}
 }
 
+// A 404 (a wrong base URL, or a model the server does not have) and a 400
+// saying the model does not exist fail at once, pointing at --model and
+// --base-url rather than saying "bad request".
+func TestModelNotFoundFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		turn llmtest.Turn
+		want string
+	}{
+		{"openai 404", llmtest.Turn{Status: 404, Body: `{"error":{"message":"The model ` + "`gpt-9`" + ` does not exist or you do not have access to it.","type":"invalid_request_error","code":"model_not_found"}}`},
+			"model provider: not found (404): The model `gpt-9` does not exist or you do not have access to it.; no such model or endpoint at this base URL? check --model and --base-url"},
+		{"bare 404", llmtest.Turn{Status: 404, Body: `404 page not found`},
+			"model provider: not found (404): 404 page not found; no such model or endpoint at this base URL? check --model and --base-url"},
+		{"ollama 404", llmtest.Turn{Status: 404, Body: `{"error":"model \"llama9\" not found, try pulling it first"}`},
+			`model provider: not found (404): model "llama9" not found, try pulling it first; no such model or endpoint at this base URL? check --model and --base-url`},
+		{"400 model_not_found", llmtest.Turn{Status: 400, Body: `{"error":{"message":"Invalid model: gpt-9","code":"model_not_found"}}`},
+			"model provider: not found (400): Invalid model: gpt-9; no such model or endpoint at this base URL? check --model and --base-url"},
+		{"vllm 400", llmtest.Turn{Status: 400, Body: `{"object":"error","message":"The model ` + "`qwen`" + ` does not exist.","type":"NotFoundError","code":404}`},
+			"model provider: not found (400): The model `qwen` does not exist.; no such model or endpoint at this base URL? check --model and --base-url"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := llmtest.NewServer(t, llmtest.Script{Loop: true, Turns: []llmtest.Turn{tt.turn}})
+			c, clock := newClient(t, srv.URL(), nil)
+			_, err := c.Stream(context.Background(), simpleRequest, nil)
+			var e *llm.Error
+			if !errors.As(err, &e) || e.Kind != llm.KindNotFound || e.Retryable {
+				t.Fatalf("err = %v, want a non-retryable not-found *Error", err)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("error = %q\nwant    %q", err, tt.want)
+			}
+			if srv.RequestCount() != 1 || len(clock.Delays()) != 0 {
+				t.Errorf("requests %d, sleeps %d; want 1 and 0", srv.RequestCount(), len(clock.Delays()))
+			}
+		})
+	}
+}
+
 func TestConnectionRefusedIsRetriedThenReported(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

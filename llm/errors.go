@@ -23,6 +23,7 @@ const (
 	KindConnection       ErrorKind = "connection"        // no HTTP response at all
 	KindTruncated        ErrorKind = "truncated"         // the stream ended without a finish_reason or [DONE]
 	KindStream           ErrorKind = "stream"            // an error object or garbage inside a 200 stream
+	KindNotFound         ErrorKind = "not_found"         // 404, or a 400 saying the model does not exist: never retried
 	KindBadRequest       ErrorKind = "bad_request"       // other 4xx: never retried
 	KindUnsupportedTools ErrorKind = "unsupported_tools" // the server cannot handle tools
 	KindReplay           ErrorKind = "replay"            // the cassette does not match or is exhausted
@@ -87,6 +88,8 @@ func kindText(k ErrorKind) string {
 		return "response truncated"
 	case KindStream:
 		return "error in stream"
+	case KindNotFound:
+		return "not found"
 	case KindBadRequest:
 		return "bad request"
 	case KindUnsupportedTools:
@@ -120,10 +123,37 @@ func statusError(status int, body []byte, retryAfter time.Duration) *Error {
 	case status == 408 || status >= 500:
 		// 408 is the server giving up on a slow request: as transient as a 503.
 		e.Kind, e.Retryable = KindServer, true
+	case status == 404 || status == 400 && missingModel(string(body)):
+		e.Kind, e.Message = KindNotFound, withHint(msg, notFoundHint)
 	default:
 		e.Kind = KindBadRequest
 	}
 	return e
+}
+
+// notFoundHint follows a 404 or a missing model: the usual causes are a
+// model name the server does not serve and a base URL that is not an
+// OpenAI-compatible API root (missing or doubled /v1).
+const notFoundHint = "no such model or endpoint at this base URL? check --model and --base-url"
+
+// missingModel reports whether a 400 body says the model does not exist,
+// as OpenAI ("model_not_found", "The model `x` does not exist"), Ollama
+// ("model \"x\" not found, try pulling it first") and vLLM ("The model `x`
+// does not exist.") put it.
+func missingModel(body string) bool {
+	s := strings.ToLower(body)
+	if strings.Contains(s, "model_not_found") {
+		return true
+	}
+	return strings.Contains(s, "model") && (strings.Contains(s, "does not exist") || strings.Contains(s, "not found"))
+}
+
+// withHint appends hint to the provider's message, if any.
+func withHint(msg, hint string) string {
+	if msg == "" {
+		return hint
+	}
+	return msg + "; " + hint
 }
 
 // rejectsTools reports whether an error body says the server cannot take

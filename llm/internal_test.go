@@ -88,9 +88,13 @@ func TestStatusErrorClassification(t *testing.T) {
 			"model provider: the server rejected tools (500): llama.cpp needs --jinja (server said: tools param requires --jinja flag)"},
 		{502, "<html>\n<body>Bad Gateway</body>\n</html>", KindServer, true, "model provider: server error (502): <html> <body>Bad Gateway</body> </html>"},
 		{408, ``, KindServer, true, "model provider: server error (408)"},
-		{404, `{"detail":"Not Found"}`, KindBadRequest, false, "model provider: bad request (404): Not Found"},
+		{404, `{"detail":"Not Found"}`, KindNotFound, false, "model provider: not found (404): Not Found; no such model or endpoint at this base URL? check --model and --base-url"},
+		{404, ``, KindNotFound, false, "model provider: not found (404): no such model or endpoint at this base URL? check --model and --base-url"},
 		{422, `{"detail":[{"msg":"field required"}]}`, KindBadRequest, false, `model provider: bad request (422): [{"msg":"field required"}]`},
-		{400, `{"error":"model not found"}`, KindBadRequest, false, "model provider: bad request (400): model not found"},
+		{400, `{"error":"model not found"}`, KindNotFound, false, "model provider: not found (400): model not found; no such model or endpoint at this base URL? check --model and --base-url"},
+		{400, `{"error":{"message":"The model does not exist","code":"model_not_found"}}`, KindNotFound, false,
+			"model provider: not found (400): The model does not exist; no such model or endpoint at this base URL? check --model and --base-url"},
+		{400, `{"error":{"message":"messages: field required"}}`, KindBadRequest, false, "model provider: bad request (400): messages: field required"},
 		{400, `{"object":"error","message":"too long","code":400}`, KindBadRequest, false, "model provider: bad request (400): too long"},
 	}
 	for _, tt := range tests {

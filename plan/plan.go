@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -273,8 +274,8 @@ func (e *Evidence) validate(field string) error {
 		return &Error{Field: field + ".type", Msg: fmt.Sprintf("%q is not one of artifact, receipt, hybrid, programmatic, none", e.Type)}
 	}
 	for i, a := range e.Artifacts {
-		if strings.TrimSpace(a) == "" {
-			return &Error{Field: fmt.Sprintf("%s.artifacts[%d]", field, i), Msg: "is empty"}
+		if msg := artifactProblem(a); msg != "" {
+			return &Error{Field: fmt.Sprintf("%s.artifacts[%d]", field, i), Msg: msg}
 		}
 	}
 	for i, r := range e.Receipts {
@@ -283,6 +284,27 @@ func (e *Evidence) validate(field string) error {
 		}
 	}
 	return nil
+}
+
+// artifactProblem says why an artifact path cannot name a file inside the
+// workspace, or "" if it can. The check is lexical, as the workspace is not
+// known here: the evidence check resolves symlinks when it looks. A path
+// that leaves the workspace could never pass, so every attempt would be
+// spent on it.
+func artifactProblem(a string) string {
+	switch {
+	case strings.TrimSpace(a) == "":
+		return "is empty"
+	case strings.IndexByte(a, 0) >= 0:
+		return fmt.Sprintf("%q contains a NUL byte", a)
+	case filepath.IsAbs(a):
+		return fmt.Sprintf("%q is absolute; give a path relative to the workspace", a)
+	case filepath.Clean(a) == ".":
+		return fmt.Sprintf("%q is the workspace itself; give a file inside it", a)
+	case !filepath.IsLocal(a):
+		return fmt.Sprintf("%q leaves the workspace; give a path inside it", a)
+	}
+	return ""
 }
 
 // cycle returns one dependency cycle as a path of ids, or nil.

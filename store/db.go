@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
@@ -63,6 +64,7 @@ func Open(path string) (*DB, error) {
 		}
 		return nil, &UnusableError{Path: path, Problem: problem, Fix: fixHome}
 	}
+	private(path)
 	common := fmt.Sprintf("_busy_timeout=%d&_foreign_keys=on&_synchronous=FULL", busyTimeout.Milliseconds())
 	rw, err := sql.Open("sqlite3", path+"?_journal_mode=WAL&_txlock=immediate&"+common)
 	if err != nil {
@@ -102,6 +104,30 @@ func Open(path string) (*DB, error) {
 		}
 	}
 	return db, nil
+}
+
+// private makes the database file, and the -wal and -shm files SQLite
+// keeps beside it, readable and writable by the user alone, whatever the
+// umask or the directory's mode: they hold every prompt, reply and tool
+// output. SQLite gives the -wal and -shm files it creates the database
+// file's mode, so creating that file 0600 before SQLite does is enough
+// for a new store; an existing store's files are narrowed. It is best
+// effort: a file that cannot be opened is left for SQLite to report, and
+// one owned by another user keeps its mode.
+func private(path string) {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+		_ = f.Chmod(fi.Mode().Perm() &^ 0o077)
+	}
+	f.Close()
+	for _, side := range []string{path + "-wal", path + "-shm"} {
+		if fi, err := os.Lstat(side); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+			_ = os.Chmod(side, fi.Mode().Perm()&^0o077)
+		}
+	}
 }
 
 // Close closes the database.
@@ -170,16 +196,24 @@ func (v timeValue) Scan(src any) error {
 }
 
 // prefixMatch returns the one id in table that starts with prefix, like
-// git's short hashes: at least minPrefix characters, and unique, or
-// ErrNotFound / ErrAmbiguous naming the candidates. Callers try the exact
-// id first.
+// git's short hashes: any length will do as long as one id has it. No
+// match is ErrNotFound; several are ErrAmbiguous, saying how many and
+// naming a few. Callers try the exact id first.
 func prefixMatch(ctx context.Context, tx *sql.Tx, noun, table, prefix string) (string, error) {
-	if len(prefix) < minPrefix {
-		return "", fmt.Errorf("%s %s: %w", noun, prefix, ErrNotFound)
+	if prefix == "" {
+		return "", fmt.Errorf("%s %q: %w", noun, prefix, ErrNotFound)
 	}
 	// substr, not LIKE: ids are matched literally and case-sensitively.
+	const where = ` WHERE substr(id, 1, length(?)) = ?`
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table+where, prefix, prefix).Scan(&n); err != nil {
+		return "", fmt.Errorf("get %s %s: %w", noun, prefix, err)
+	}
+	if n == 0 {
+		return "", fmt.Errorf("%s %s: %w", noun, prefix, ErrNotFound)
+	}
 	rows, err := tx.QueryContext(ctx,
-		`SELECT id FROM `+table+` WHERE substr(id, 1, length(?)) = ? ORDER BY id LIMIT 6`, prefix, prefix)
+		`SELECT id FROM `+table+where+` ORDER BY id LIMIT ?`, prefix, prefix, ambiguousShown)
 	if err != nil {
 		return "", fmt.Errorf("get %s %s: %w", noun, prefix, err)
 	}
@@ -195,17 +229,18 @@ func prefixMatch(ctx context.Context, tx *sql.Tx, noun, table, prefix string) (s
 	if err := rows.Err(); err != nil {
 		return "", fmt.Errorf("get %s %s: %w", noun, prefix, err)
 	}
-	switch len(ids) {
-	case 0:
-		return "", fmt.Errorf("%s %s: %w", noun, prefix, ErrNotFound)
-	case 1:
+	if n == 1 && len(ids) == 1 {
 		return ids[0], nil
 	}
-	if len(ids) > 5 {
-		ids = append(ids[:5], "…")
+	if n > len(ids) {
+		ids = append(ids, "…")
 	}
-	return "", fmt.Errorf("%s id prefix %s is %w: matches %s", noun, prefix, ErrAmbiguous, strings.Join(ids, ", "))
+	return "", fmt.Errorf("%s id prefix %s is %w: %d %ss match (%s); give more of the id",
+		noun, prefix, ErrAmbiguous, n, noun, strings.Join(ids, ", "))
 }
+
+// ambiguousShown is how many matches an ambiguous prefix's error names.
+const ambiguousShown = 5
 
 // scanner is a row to scan: *sql.Row or *sql.Rows.
 type scanner interface{ Scan(...any) error }

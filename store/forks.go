@@ -20,11 +20,15 @@ import (
 // through the projections like any others, so a client replaying the
 // fork sees it and SessionPrior of the fork equals the source's prefix.
 //
+// The synthetic run is marked Fork, so ListRuns leaves it out: no model
+// was called.
+//
 // Each source run contributes its conversation at the cut, runs oldest
 // first. A cut inside a tool round (a call whose result comes after
 // upToSeq) moves back to before that round's assistant message, so no
-// call is left waiting for a result that exists in the source. srcID may
-// be a unique prefix; an empty title keeps the source's.
+// call is left waiting for a result that exists in the source. A seq past
+// the source's last is a *SeqPastEndError. srcID may be a unique prefix;
+// an empty title keeps the source's.
 func (db *DB) ForkSession(ctx context.Context, srcID, newID, title string, upToSeq int64) (*Session, error) {
 	if newID == "" {
 		return nil, fmt.Errorf("fork session %s: empty new id", srcID)
@@ -47,10 +51,32 @@ func (db *DB) ForkSession(ctx context.Context, srcID, newID, title string, upToS
 	return s, nil
 }
 
+// SeqPastEndError is a fork asked for at a seq the source session has not
+// reached. It matches ErrNotFound: there is no such seq to cut at.
+type SeqPastEndError struct {
+	Session string // the source session's full id
+	Seq     int64  // the seq asked for
+	Last    int64  // the session's last seq
+}
+
+func (e *SeqPastEndError) Error() string {
+	if e.Last == 0 {
+		return fmt.Sprintf("seq %d: session %s has no events yet", e.Seq, e.Session)
+	}
+	return fmt.Sprintf("seq %d is past the end of session %s, whose last seq is %d", e.Seq, e.Session, e.Last)
+}
+
+// Is makes errors.Is(err, ErrNotFound) true, so front-ends treat it like
+// any missing id (exit 2, not_found).
+func (e *SeqPastEndError) Is(target error) bool { return target == ErrNotFound }
+
 func (db *DB) forkSession(ctx context.Context, tx *sql.Tx, srcID, newID, title string, upToSeq int64) (*Session, error) {
 	src, err := getSession(ctx, tx, srcID)
 	if err != nil {
 		return nil, err
+	}
+	if upToSeq > src.LastSeq {
+		return nil, &SeqPastEndError{Session: src.ID, Seq: upToSeq, Last: src.LastSeq}
 	}
 	cut, at := upToSeq, upToSeq
 	if upToSeq == 0 {
@@ -93,6 +119,7 @@ func (db *DB) forkSession(ctx context.Context, tx *sql.Tx, srcID, newID, title s
 	run := &Run{
 		ID:        uuid.NewString(),
 		Kind:      KindRun,
+		Fork:      true, // kept out of ListRuns: no model was called
 		SessionID: newID,
 		Status:    event.StatusRunning, // run.completed below finishes it
 		Prompt:    fmt.Sprintf("forked from session %s at seq %d", src.ID, at),

@@ -182,7 +182,7 @@ func (db *DB) SetJobEnabled(ctx context.Context, id string, enabled bool, next t
 }
 
 // GetJob returns the job with this id or name, or the one job whose id
-// starts with it (at least 4 characters).
+// starts with it, like GetRun.
 func (db *DB) GetJob(ctx context.Context, idOrName string) (*Job, error) {
 	tx, err := db.ro.BeginTx(ctx, nil)
 	if err != nil {

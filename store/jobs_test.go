@@ -52,7 +52,13 @@ func TestCreateGetJob(t *testing.T) {
 	if _, err := db.GetJob(ctx, "a1b2"); !errors.Is(err, ErrAmbiguous) {
 		t.Errorf("GetJob ambiguous prefix: err = %v, want ErrAmbiguous", err)
 	}
-	for _, key := range []string{"zzzz", "a1b"} {
+	if _, err := db.GetJob(ctx, "a1b"); !errors.Is(err, ErrAmbiguous) || !strings.Contains(err.Error(), "2 jobs match (a1b2c3d4-job, a1b2ffff-job)") {
+		t.Errorf("GetJob short ambiguous prefix: err = %v, want ErrAmbiguous naming both", err)
+	}
+	if got, err := db.GetJob(ctx, "a1b2f"); err != nil || got.Name != "hourly" {
+		t.Errorf("GetJob(a1b2f) = %v, %v; want hourly", got, err)
+	}
+	for _, key := range []string{"zzzz", "z"} {
 		if _, err := db.GetJob(ctx, key); !errors.Is(err, ErrNotFound) {
 			t.Errorf("GetJob(%q): err = %v, want ErrNotFound", key, err)
 		}

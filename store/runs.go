@@ -25,9 +25,6 @@ var ErrAmbiguous = errors.New("ambiguous")
 // is already used in its session: the caller should return that run.
 var ErrDuplicateKey = errors.New("idempotency key already used")
 
-// minPrefix is the shortest id prefix GetRun and GetSession will expand.
-const minPrefix = 4
-
 // Run is one row of runs: an agent run (fast path) or a harness run.
 type Run struct {
 	ID        string
@@ -42,6 +39,10 @@ type Run struct {
 	// IdempotencyKey, if not empty, is unique within the session, so a
 	// retried start finds the run it already created.
 	IdempotencyKey string
+	// Fork marks the synthetic run that holds a forked session's copied
+	// conversation (ForkSession): no model was called. ListRuns leaves it
+	// out; the session's history (SessionPrior, ListSessionRuns) keeps it.
+	Fork bool
 	// Reclaims counts the times a rescuer took the run over from a dead
 	// process.
 	Reclaims int
@@ -113,7 +114,8 @@ func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time
 }
 
 // GetRun returns the run with this id, or the one run whose id starts with
-// it (at least 4 characters), as git does with commit hashes.
+// it, as git does with commit hashes. A prefix that more than one run has
+// is ErrAmbiguous.
 func (db *DB) GetRun(ctx context.Context, id string) (*Run, error) {
 	tx, err := db.ro.BeginTx(ctx, nil)
 	if err != nil {
@@ -128,6 +130,7 @@ func (db *DB) GetRun(ctx context.Context, id string) (*Run, error) {
 }
 
 // ListRuns returns up to limit runs, newest first; limit <= 0 means all.
+// Forks' synthetic runs (Run.Fork) are not listed: nothing ran.
 func (db *DB) ListRuns(ctx context.Context, limit int) ([]Run, error) {
 	tx, err := db.ro.BeginTx(ctx, nil)
 	if err != nil {
@@ -206,13 +209,13 @@ func insertRun(ctx context.Context, tx *sql.Tx, r *Run) error {
 			result, reason, detail, exit_code, turns, prompt_tokens, completion_tokens,
 			iteration_count, max_iterations, completion_promise,
 			lease_owner, lease_expires_at, lease_heartbeat_at,
-			created_at, updated_at, finished_at, idempotency_key, reclaims
-		) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			created_at, updated_at, finished_at, idempotency_key, reclaims, fork
+		) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.Kind, nullString(r.SessionID), r.Status, r.Prompt, r.Workspace, r.Model, config,
 		r.Result, r.Reason, r.Detail, r.ExitCode, r.Turns, r.Usage.PromptTokens, r.Usage.CompletionTokens,
 		r.IterationCount, r.MaxIterations, r.CompletionPromise,
 		nullString(r.LeaseOwner), nullTime(r.LeaseExpiresAt), nullTime(r.LeaseHeartbeatAt),
-		formatTime(r.CreatedAt), formatTime(r.UpdatedAt), nullTime(r.FinishedAt), r.IdempotencyKey, r.Reclaims,
+		formatTime(r.CreatedAt), formatTime(r.UpdatedAt), nullTime(r.FinishedAt), r.IdempotencyKey, r.Reclaims, r.Fork,
 	)
 	return err
 }
@@ -222,7 +225,7 @@ const runColumns = `
 	result, reason, detail, exit_code, turns, prompt_tokens, completion_tokens,
 	iteration_count, max_iterations, completion_promise,
 	COALESCE(lease_owner, ''), lease_expires_at, lease_heartbeat_at,
-	created_at, updated_at, finished_at, idempotency_key, reclaims`
+	created_at, updated_at, finished_at, idempotency_key, reclaims, fork != 0`
 
 func scanRun(row scanner) (*Run, error) {
 	var r Run
@@ -232,7 +235,7 @@ func scanRun(row scanner) (*Run, error) {
 		&r.Result, &r.Reason, &r.Detail, &r.ExitCode, &r.Turns, &r.Usage.PromptTokens, &r.Usage.CompletionTokens,
 		&r.IterationCount, &r.MaxIterations, &r.CompletionPromise,
 		&r.LeaseOwner, timeValue{&r.LeaseExpiresAt}, timeValue{&r.LeaseHeartbeatAt},
-		timeValue{&r.CreatedAt}, timeValue{&r.UpdatedAt}, timeValue{&r.FinishedAt}, &r.IdempotencyKey, &r.Reclaims,
+		timeValue{&r.CreatedAt}, timeValue{&r.UpdatedAt}, timeValue{&r.FinishedAt}, &r.IdempotencyKey, &r.Reclaims, &r.Fork,
 	)
 	if err != nil {
 		return nil, err
@@ -268,7 +271,7 @@ func listRuns(ctx context.Context, tx *sql.Tx, limit int) ([]Run, error) {
 		limit = -1 // SQLite: no limit
 	}
 	return queryRuns(ctx, tx,
-		`SELECT `+runColumns+` FROM runs ORDER BY created_at DESC, id DESC LIMIT ?`, limit)
+		`SELECT `+runColumns+` FROM runs WHERE fork = 0 ORDER BY created_at DESC, id DESC LIMIT ?`, limit)
 }
 
 // listSessionRuns orders by rowid after created_at: runs created in the

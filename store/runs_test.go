@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -78,9 +79,12 @@ func TestGetRunPrefix(t *testing.T) {
 		{id: "abcd1111-one", want: "abcd1111-one"},
 		{id: "abcd1", want: "abcd1111-one"},
 		{id: "ffff", want: "ffff0000-three"},
-		{id: "abc", want: "abc"}, // exact match, though shorter than a prefix may be
-		{id: "fff", wantErr: ErrNotFound},
+		{id: "abc", want: "abc"}, // an exact match wins over the prefix it also is
+		{id: "fff", want: "ffff0000-three"},
+		{id: "f", want: "ffff0000-three"}, // any unique prefix, however short
+		{id: "a", wantErr: ErrAmbiguous},
 		{id: "abcd", wantErr: ErrAmbiguous},
+		{id: "e", wantErr: ErrNotFound},
 		{id: "ABCD1", wantErr: ErrNotFound},
 		{id: "zzzzzzzz", wantErr: ErrNotFound},
 	}
@@ -109,6 +113,21 @@ func TestGetRunPrefix(t *testing.T) {
 	_, err := db.GetRun(ctx, "abcd")
 	if err == nil || !strings.Contains(err.Error(), "abcd1111-one") || !strings.Contains(err.Error(), "abcd2222-two") {
 		t.Errorf("ambiguous error %v does not list the matches", err)
+	}
+	// An ambiguous prefix says how many match and names a few.
+	_, err = db.GetRun(ctx, "a")
+	if err == nil || !strings.Contains(err.Error(), "3 runs match (abc, abcd1111-one, abcd2222-two)") {
+		t.Errorf("ambiguous error %v does not count and list the matches", err)
+	}
+	for i := range 7 {
+		createRun(t, db, fmt.Sprintf("beef%d", i))
+	}
+	_, err = db.GetRun(ctx, "b")
+	if err == nil || !strings.Contains(err.Error(), "7 runs match (beef0, beef1, beef2, beef3, beef4, …)") {
+		t.Errorf("ambiguous error %v does not count the matches or cut the list", err)
+	}
+	if _, err := db.GetRun(ctx, ""); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetRun(\"\") err = %v, want ErrNotFound", err)
 	}
 }
 

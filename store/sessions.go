@@ -49,7 +49,7 @@ func (db *DB) CreateSession(ctx context.Context, s *Session) error {
 }
 
 // GetSession returns the session with this id, or the one session whose
-// id starts with it (at least 4 characters), like GetRun.
+// id starts with it, like GetRun.
 func (db *DB) GetSession(ctx context.Context, id string) (*Session, error) {
 	tx, err := db.ro.BeginTx(ctx, nil)
 	if err != nil {

@@ -103,8 +103,10 @@ func TestSessionCRUD(t *testing.T) {
 		{id: "abcd1", want: "abcd1111-a"},
 		{id: "ffff", want: "ffff0000-c"},
 		{id: "abcd", wantErr: ErrAmbiguous},
-		{id: "abc", wantErr: ErrNotFound}, // too short to expand
+		{id: "abc", wantErr: ErrAmbiguous},
+		{id: "f", want: "ffff0000-c"}, // any unique prefix, however short
 		{id: "zzzz", wantErr: ErrNotFound},
+		{id: "z", wantErr: ErrNotFound},
 	}
 	for _, tt := range tests {
 		s, err := db.GetSession(ctx, tt.id)
