@@ -61,12 +61,25 @@ func clientToken() (string, error) {
 
 // dialGateway connects and authenticates; events go to onEvent.
 func dialGateway(ctx context.Context, addr string, onEvent func(gateway.EventFrame), onError func(gateway.ErrorFrame)) (*gateway.Client, error) {
-	token, err := clientToken()
-	if err != nil {
-		return nil, err
-	}
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
+	token, err := clientToken()
+	if err != nil {
+		// Without a token, most likely no gateway was ever started: if
+		// nothing answers, say that, which is what there is to fix first.
+		if u, perr := url.Parse(gateway.WebSocketURL(addr)); perr == nil && u.Host != "" {
+			var d net.Dialer
+			conn, derr := d.DialContext(dctx, "tcp", u.Host)
+			if derr != nil {
+				if msg := noGateway(addr, derr); msg != "" {
+					return nil, &gatewayError{err: derr, msg: msg}
+				}
+			} else {
+				conn.Close()
+			}
+		}
+		return nil, err
+	}
 	gc, err := gateway.Dial(dctx, addr, gateway.ClientOptions{Token: token, OnEvent: onEvent, OnError: onError})
 	if err != nil {
 		return nil, &gatewayError{err: err, msg: noGateway(addr, err)}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -96,7 +97,15 @@ func confirmPlan(c *cli.Context) func(missionPath string) bool {
 		return nil
 	}
 	return func(missionPath string) bool {
-		fmt.Fprintf(c.App.ErrWriter, "Run this plan? The plan is in %s. [Y/n] ", missionPath)
+		// The path on a line of its own, relative when it is under the
+		// working directory: a long one wraps there, not through the
+		// question.
+		if wd, err := os.Getwd(); err == nil {
+			if rel, err := filepath.Rel(wd, missionPath); err == nil && filepath.IsLocal(rel) {
+				missionPath = rel
+			}
+		}
+		fmt.Fprintf(c.App.ErrWriter, "the plan is in %s\nRun this plan? [Y/n] ", missionPath)
 		answer, err := bufio.NewReader(in).ReadString('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
 			return false

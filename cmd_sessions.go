@@ -21,12 +21,14 @@ func sessionsCommand() *cli.Command {
 			"session's earlier messages. SESSION may be a unique prefix.\n\n" +
 			"Examples:\n" +
 			"  agent sessions list\n" +
+			"  agent sessions list --all          # with the sessions scheduled jobs' ticks created\n" +
 			"  agent sessions show 3f2a\n" +
 			"  agent sessions fork 3f2a --seq 40     # a new session with the conversation up to seq 40\n" +
 			"  agent run --gateway --session NEW_ID \"try another approach\"",
 		Subcommands: []*cli.Command{
 			{Name: "list", Usage: "list sessions, most recently active first", Flags: []cli.Flag{jsonFlag,
-				&cli.IntFlag{Name: "limit", Value: 20, Usage: "show at most N sessions"}}, Action: sessionsListAction},
+				&cli.IntFlag{Name: "limit", Value: 20, Usage: "show at most N sessions"},
+				&cli.BoolFlag{Name: "all", Usage: "also list the sessions scheduled jobs' ticks created"}}, Action: sessionsListAction},
 			{Name: "show", Usage: "show a session and its runs", ArgsUsage: "SESSION", Flags: []cli.Flag{jsonFlag}, Action: sessionsShowAction},
 			{Name: "fork", Usage: "start a new session from a session's conversation up to a seq", ArgsUsage: "SESSION",
 				Flags: []cli.Flag{jsonFlag,
@@ -43,6 +45,7 @@ type sessionView struct {
 	Title         string    `json:"title,omitempty"`
 	ParentID      string    `json:"parent_id,omitempty"`
 	ForkedFromSeq int64     `json:"forked_from_seq,omitempty"`
+	JobID         string    `json:"job_id,omitempty"`
 	LastSeq       int64     `json:"last_seq"`
 	Runs          int       `json:"runs"`
 	CreatedAt     time.Time `json:"created_at"`
@@ -51,7 +54,7 @@ type sessionView struct {
 }
 
 func newSessionView(s store.Session) sessionView {
-	return sessionView{ID: s.ID, Title: s.Title, ParentID: s.ParentID, ForkedFromSeq: s.ForkedFromSeq,
+	return sessionView{ID: s.ID, Title: s.Title, ParentID: s.ParentID, ForkedFromSeq: s.ForkedFromSeq, JobID: s.JobID,
 		LastSeq: s.LastSeq, Runs: s.Runs, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 }
 
@@ -64,7 +67,7 @@ func sessionsListAction(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	sessions, err := db.ListSessions(c.Context, c.Int("limit"))
+	sessions, err := db.ListSessions(c.Context, c.Int("limit"), c.Bool("all"))
 	if err != nil {
 		return err
 	}
@@ -78,6 +81,12 @@ func sessionsListAction(c *cli.Context) error {
 		return nil
 	}
 	if len(sessions) == 0 {
+		if !c.Bool("all") {
+			if jobs, err := db.ListSessions(c.Context, 1, true); err == nil && len(jobs) > 0 {
+				fmt.Fprintln(c.App.ErrWriter, "no sessions but those scheduled jobs created; list them with: agent sessions list --all")
+				return nil
+			}
+		}
 		fmt.Fprintln(c.App.ErrWriter, "no sessions yet; start 'agent gateway', then: agent run --gateway \"PROMPT\"")
 		return nil
 	}
@@ -119,7 +128,10 @@ func sessionsShowAction(c *cli.Context) error {
 		fmt.Fprintf(w, "title     %s\n", v.Title)
 	}
 	if v.ParentID != "" {
-		fmt.Fprintf(w, "forked    from %s at seq %d\n", v.ParentID, v.ForkedFromSeq)
+		fmt.Fprintf(w, "forked    from %s %s\n", v.ParentID, forkPoint(v.ForkedFromSeq))
+	}
+	if v.JobID != "" {
+		fmt.Fprintf(w, "job       %s (agent jobs runs %s)\n", v.JobID, shortID(v.JobID))
 	}
 	fmt.Fprintf(w, "events    %d\n", v.LastSeq)
 	fmt.Fprintf(w, "active    %s ago\n", age(v.UpdatedAt))
@@ -155,7 +167,15 @@ func sessionsForkAction(c *cli.Context) error {
 		return json.NewEncoder(c.App.Writer).Encode(newSessionView(*s))
 	}
 	fmt.Fprintf(c.App.Writer, "%s\n", s.ID)
-	fmt.Fprintf(c.App.ErrWriter, "forked session %s at seq %d; continue it with: agent run --gateway --session %s \"PROMPT\"\n",
-		s.ParentID, s.ForkedFromSeq, shortID(s.ID))
+	fmt.Fprintf(c.App.ErrWriter, "forked session %s %s; continue it with: agent run --gateway --session %s \"PROMPT\"\n",
+		s.ParentID, forkPoint(s.ForkedFromSeq), shortID(s.ID))
 	return nil
+}
+
+// forkPoint says where a fork was taken: seq 0 means the whole conversation.
+func forkPoint(seq int64) string {
+	if seq == 0 {
+		return "with all its conversation"
+	}
+	return fmt.Sprintf("at seq %d", seq)
 }

@@ -244,6 +244,31 @@ func TestJobsToolsAndTimeout(t *testing.T) {
 	if len(runs) != 1 || runs[0].Status != "failed" || !strings.Contains(runs[0].ErrorText, "timed out") {
 		t.Errorf("jobs runs --json: %+v", runs)
 	}
+
+	// Each tick ran in a session of its own, which the session list
+	// leaves out unless asked: they would bury the sessions people open.
+	if list := e.run("sessions", "list"); list.code != 0 || list.stdout != "" ||
+		!strings.Contains(list.stderr, "agent sessions list --all") {
+		t.Errorf("sessions list with only job sessions: exit %d %q %q", list.code, list.stdout, list.stderr)
+	}
+	all := jsonLines[sessionView](t, e.run("sessions", "list", "--all", "--json").stdout)
+	jobs := map[string]bool{}
+	for _, s := range all {
+		jobs[s.JobID] = true
+	}
+	if len(all) != 2 || !jobs[tools.ID] || !jobs[hang.ID] {
+		t.Errorf("sessions list --all --json: %+v", all)
+	}
+	if show := e.run("sessions", "show", all[0].ID); !strings.Contains(show.stdout, "job       "+all[0].JobID) {
+		t.Errorf("sessions show of a job's session:\n%s", show.stdout)
+	}
+	c := gwDial(t, addr)
+	if l := gwCall[gateway.SessionList](t, c, gateway.MethodSessionList, gateway.SessionListParams{}); len(l.Sessions) != 0 {
+		t.Errorf("session.list: %+v", l.Sessions)
+	}
+	if l := gwCall[gateway.SessionList](t, c, gateway.MethodSessionList, gateway.SessionListParams{IncludeJobs: true}); len(l.Sessions) != 2 || l.Sessions[0].JobID == "" {
+		t.Errorf("session.list include_jobs: %+v", l.Sessions)
+	}
 }
 
 // TestJobsCLIErrors: exit codes and one clear line for what goes wrong.

@@ -74,7 +74,9 @@ func waitDone(t *testing.T, done chan struct{}) {
 }
 
 // With no gateway at the address, the gateway-client commands say so in
-// one line, with how to start one, and exit 3.
+// one line, with how to start one, and exit 3 — with no token as well,
+// since then most likely no gateway was ever started. When something does
+// answer, a missing token is what they name.
 func TestTerminalNoGateway(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t)
@@ -85,15 +87,33 @@ func TestTerminalNoGateway(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	want := fmt.Sprintf("agent: no gateway answers at http://%s (connection refused); start one with: agent gateway --listen %s\n", addr, addr)
-	for _, args := range [][]string{{"jobs", "list"}, {"run", "hi"}, {"attach", "s1"}} {
+	agent := func(addr string, token bool, args ...string) (int, string, string) {
 		cmd := e.command(args...)
-		cmd.Env = append(cmd.Env, "AGENT_GATEWAY=http://"+addr, "AGENT_GATEWAY_TOKEN="+gwToken)
+		cmd.Env = append(cmd.Env, "AGENT_GATEWAY=http://"+addr)
+		if token {
+			cmd.Env = append(cmd.Env, "AGENT_GATEWAY_TOKEN="+gwToken)
+		}
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		_ = cmd.Run()
-		if code := cmd.ProcessState.ExitCode(); code != 3 || errb.String() != want || out.Len() != 0 {
-			t.Errorf("agent %s: exit %d, stderr %q, stdout %q; want exit 3 and %q", strings.Join(args, " "), code, errb.String(), out.String(), want)
+		return cmd.ProcessState.ExitCode(), errb.String(), out.String()
+	}
+	for _, token := range []bool{true, false} {
+		for _, args := range [][]string{{"jobs", "list"}, {"run", "hi"}, {"attach", "s1"}} {
+			if code, stderr, stdout := agent(addr, token, args...); code != 3 || stderr != want || stdout != "" {
+				t.Errorf("agent %s (token %v): exit %d, stderr %q, stdout %q; want exit 3 and %q", strings.Join(args, " "), token, code, stderr, stdout, want)
+			}
 		}
+	}
+
+	listening, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listening.Close()
+	code, stderr, _ := agent(listening.Addr().String(), false, "jobs", "list")
+	if code != 2 || !strings.HasPrefix(stderr, "agent: no gateway token: set AGENT_GATEWAY_TOKEN or start 'agent gateway' once") {
+		t.Errorf("no token, something listening: exit %d, stderr %q", code, stderr)
 	}
 }
 
@@ -281,6 +301,9 @@ func TestTerminalTmuxHarness(t *testing.T) {
 	planning := regexp.MustCompile(`(?m)^. planning [1-9](\.[0-9])?s`)
 	waitScreen(t, "the planning line", capture, planning.MatchString)
 	s := waitScreen(t, "the plan prompt", capture, func(s string) bool { return strings.Contains(s, "[Y/n]") })
+	if !regexp.MustCompile(`(?m)^the plan is in \.agent/runs/[0-9a-f-]{36}/mission\.json\nRun this plan\? \[Y/n\] *$`).MatchString(s) {
+		t.Errorf("the prompt is not a short line of its own under the plan's path:\n%s", s)
+	}
 	time.Sleep(1500 * time.Millisecond) // a person reads the plan
 	if s2 := capture(); s2 != s || strings.Contains(s, "planning") {
 		t.Errorf("the screen changed at the prompt, or kept the planning line:\n%s\nthen:\n%s", s, s2)

@@ -60,7 +60,7 @@ func benchFanout(b *testing.B, clients, window int) {
 		b.Fatal(err)
 	}
 	defer s.Stop(ctx)
-	row, err := s.sessions.create(ctx, "bench")
+	row, err := s.sessions.create(ctx, "bench", "")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -299,7 +299,7 @@ func (c *conn) handle(req Request) (result any, then func(), err error) {
 		if e := checkTitle(p.Title); e != nil {
 			return nil, nil, e
 		}
-		row, err := s.sessions.create(ctx, p.Title)
+		row, err := s.sessions.create(ctx, p.Title, "")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -315,7 +315,7 @@ func (c *conn) handle(req Request) (result any, then func(), err error) {
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
-		list, err := s.listSessions(ctx, p.Limit, c.id)
+		list, err := s.listSessions(ctx, p, c.id)
 		return list, nil, err
 	case MethodSessionGet:
 		var p SessionParams

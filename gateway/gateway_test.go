@@ -597,6 +597,7 @@ func TestHTTP(t *testing.T) {
 		{"/v1/sessions?token=" + e.token, e.bearer(), 401, "never accepted in URLs"},
 		{"/v1/sessions", map[string]string{"Authorization": "Bearer " + e.token, "Origin": "http://evil.example"}, 403, "Origin"},
 		{"/v1/runs/nope", e.bearer(), 404, "not found"},
+		{"/v1/sessions?include_jobs=yes", e.bearer(), 400, "include_jobs \"yes\" must be true or false"},
 		{"/v1/nothing", e.bearer(), 404, "no such endpoint"},
 	} {
 		resp, body := e.request("GET", tt.path, "", tt.header)

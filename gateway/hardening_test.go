@@ -287,7 +287,7 @@ func TestWorkspaceRoots(t *testing.T) {
 	if runs, _ := e.db.ListRuns(context.Background(), 0); len(runs) != 0 {
 		t.Fatalf("refused workspaces created %d runs", len(runs))
 	}
-	if list, _ := e.db.ListSessions(context.Background(), 0); len(list) != 1 {
+	if list, _ := e.db.ListSessions(context.Background(), 0, true); len(list) != 1 {
 		t.Errorf("%d sessions, want 1: a refused POST /v1/runs made one", len(list))
 	}
 
@@ -418,7 +418,7 @@ func TestFieldLimits(t *testing.T) {
 	if runs, _ := e.db.ListRuns(ctx, 0); len(runs) != 0 {
 		t.Errorf("refused requests created %d runs", len(runs))
 	}
-	list, _ := e.db.ListSessions(ctx, 0)
+	list, _ := e.db.ListSessions(ctx, 0, true)
 	for _, s := range list {
 		if n := len([]rune(s.Title)); n > 200 {
 			t.Errorf("a session titled with %d characters was stored", n)

@@ -107,16 +107,24 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) httpSessions(w http.ResponseWriter, r *http.Request) {
-	limit := 0
+	var p SessionListParams
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
 			writeError(w, errorf(CodeBadRequest, "limit %q is not a positive number", v))
 			return
 		}
-		limit = n
+		p.Limit = n
 	}
-	list, err := s.listSessions(r.Context(), limit, 0)
+	switch v := r.URL.Query().Get("include_jobs"); v {
+	case "", "false", "0":
+	case "true", "1":
+		p.IncludeJobs = true
+	default:
+		writeError(w, errorf(CodeBadRequest, "include_jobs %q must be true or false", v))
+		return
+	}
+	list, err := s.listSessions(r.Context(), p, 0)
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -163,7 +171,7 @@ func (s *Server) httpStartRun(w http.ResponseWriter, r *http.Request) {
 			s.writeErr(w, err)
 			return
 		}
-		row, err := s.sessions.create(r.Context(), title(p.Input))
+		row, err := s.sessions.create(r.Context(), title(p.Input), "")
 		if err != nil {
 			s.writeErr(w, err)
 			return

@@ -368,7 +368,7 @@ func (d *jobDispatcher) Start(ctx context.Context, job scheduler.Job, tick sched
 	sessionID := job.TargetSessionID
 	if sessionID == "" {
 		title := fmt.Sprintf("job %s · %s", job.Name, tick.ScheduledFor.Format("2006-01-02 15:04:05 MST"))
-		row, err := s.sessions.create(ctx, title)
+		row, err := s.sessions.create(ctx, title, job.ID)
 		if err != nil {
 			return "", nil, err
 		}

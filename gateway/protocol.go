@@ -161,8 +161,10 @@ type SessionCreateParams struct {
 }
 
 // SessionListParams are session.list's params; a zero Limit means 100.
+// Sessions a job's tick created are listed only with IncludeJobs.
 type SessionListParams struct {
-	Limit int `json:"limit,omitempty"`
+	Limit       int  `json:"limit,omitempty"`
+	IncludeJobs bool `json:"include_jobs,omitempty"`
 }
 
 // SessionParams name a session: session.get, session.lock, session.release.
@@ -216,6 +218,7 @@ type SessionInfo struct {
 	Title         string    `json:"title,omitempty"`
 	ParentID      string    `json:"parent_id,omitempty"`
 	ForkedFromSeq int64     `json:"forked_from_seq,omitempty"`
+	JobID         string    `json:"job_id,omitempty"` // the scheduled job whose tick created it
 	CreatedAt     time.Time `json:"created_at"`
 	UpdatedAt     time.Time `json:"updated_at"`
 	LastSeq       int64     `json:"last_seq"`

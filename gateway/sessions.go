@@ -81,9 +81,10 @@ func (r *sessions) open(ctx context.Context, id string) (*session, *store.Sessio
 	return s, row, nil
 }
 
-// create makes a new session.
-func (r *sessions) create(ctx context.Context, title string) (*store.Session, error) {
-	row := &store.Session{ID: uuid.NewString(), Title: title}
+// create makes a new session; jobID names the job whose tick it is for,
+// "" for a client's.
+func (r *sessions) create(ctx context.Context, title, jobID string) (*store.Session, error) {
+	row := &store.Session{ID: uuid.NewString(), Title: title, JobID: jobID}
 	if err := r.db.CreateSession(ctx, row); err != nil {
 		return nil, err
 	}
@@ -173,7 +174,7 @@ func (r *sessions) flush(ctx context.Context) error {
 
 func sessionInfo(s *store.Session) SessionInfo {
 	return SessionInfo{
-		SessionID: s.ID, Title: s.Title, ParentID: s.ParentID, ForkedFromSeq: s.ForkedFromSeq,
+		SessionID: s.ID, Title: s.Title, ParentID: s.ParentID, ForkedFromSeq: s.ForkedFromSeq, JobID: s.JobID,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, LastSeq: s.LastSeq, Runs: s.Runs,
 	}
 }
@@ -187,11 +188,12 @@ func (r *sessions) loaded(id string) (*session, bool) {
 }
 
 // listSessions is session.list and GET /v1/sessions.
-func (s *Server) listSessions(ctx context.Context, limit int, holder uint64) (*SessionList, error) {
+func (s *Server) listSessions(ctx context.Context, p SessionListParams, holder uint64) (*SessionList, error) {
+	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.db.ListSessions(ctx, limit)
+	rows, err := s.db.ListSessions(ctx, limit, p.IncludeJobs)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -217,4 +218,60 @@ func BenchmarkOpen(b *testing.B) {
 		}
 		db.Close()
 	}
+}
+
+// oldDatabase makes a database as a binary that knew only the migrations
+// before the one named next left it: only its rw handle is open, for the
+// test to fill with old rows and close before Open migrates the rest.
+func oldDatabase(t *testing.T, next string) (old *DB, path string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "agent.db")
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := sql.Open("sqlite3", path+"?_journal_mode=WAL&_foreign_keys=on")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old = &DB{rw: rw}
+	for _, m := range ms {
+		if m.name == next {
+			return old, path
+		}
+		if err := old.applyMigration(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Fatalf("no migration %s", next)
+	return nil, ""
+}
+
+// migrationCount is the schema version a fully migrated database has.
+func migrationCount(t *testing.T) int {
+	t.Helper()
+	ms, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ms)
+}
+
+// migratedFrom opens, migrated, a database that oldDatabase made and
+// rows, SQL statements, filled.
+func migratedFrom(t *testing.T, next string, rows ...string) *DB {
+	t.Helper()
+	old, path := oldDatabase(t, next)
+	for _, q := range rows {
+		if _, err := old.rw.Exec(q); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	old.rw.Close()
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }

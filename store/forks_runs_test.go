@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -115,23 +113,7 @@ func listedIDs(t *testing.T, db *DB, limit int) []string {
 func TestMigrateMarksOldForks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "agent.db")
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rw, err := sql.Open("sqlite3", path+"?_journal_mode=WAL&_foreign_keys=on")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := &DB{rw: rw}
-	i := 0
-	for ; ms[i].name != "0008_fork_runs.sql"; i++ {
-		if err := old.applyMigration(ctx, ms[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, q := range []string{
+	db := migratedFrom(t, "0008_fork_runs.sql",
 		`INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('src', '', '2026-11-22T08:00:00.000000Z', '2026-11-22T08:00:00.000000Z')`,
 		`INSERT INTO sessions (id, title, parent_id, forked_from_seq, created_at, updated_at) VALUES ('fork', '', 'src', 0, '2026-11-22T08:00:02.000000Z', '2026-11-22T08:00:02.000000Z')`,
 		// A real run in the source, whose prompt happens to look like a fork's.
@@ -143,18 +125,7 @@ func TestMigrateMarksOldForks(t *testing.T) {
 		// A later run in the fork, with the same prompt typed by hand.
 		`INSERT INTO runs (id, kind, session_id, status, prompt, created_at, updated_at)
 			VALUES ('real-2', 'run', 'fork', 'completed', 'forked from session src at seq 9', '2026-11-22T08:00:03.000000Z', '2026-11-22T08:00:03.000000Z')`,
-	} {
-		if _, err := rw.Exec(q); err != nil {
-			t.Fatalf("%v\n%s", err, q)
-		}
-	}
-	rw.Close()
-
-	db, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	)
 	if got := listedIDs(t, db, 0); !reflect.DeepEqual(got, []string{"real-2", "real-1"}) {
 		t.Errorf("ListRuns after the migration = %v, want the real runs only", got)
 	}

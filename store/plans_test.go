@@ -3,10 +3,8 @@ package store
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -377,20 +375,8 @@ func TestPlanMalformedDataStillStored(t *testing.T) {
 func TestMigratePlanStateFromVersion1(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "agent.db")
-
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rw, err := sql.Open("sqlite3", path+"?_journal_mode=WAL&_foreign_keys=on")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := &DB{rw: rw}
-	if err := old.applyMigration(ctx, ms[0]); err != nil {
-		t.Fatal(err)
-	}
+	old, path := oldDatabase(t, "0002_plan_state.sql")
+	rw := old.rw
 	if _, err := rw.Exec(`INSERT INTO runs (id, kind, status, created_at, updated_at)
 		VALUES ('run-old', 'harness', 'running', '2026-11-22T08:00:00.000000Z', '2026-11-22T08:00:00.000000Z')`); err != nil {
 		t.Fatal(err)
@@ -405,8 +391,8 @@ func TestMigratePlanStateFromVersion1(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := schemaVersion(t, db); got != len(ms) {
-			t.Errorf("user_version = %d, want %d", got, len(ms))
+		if got, want := schemaVersion(t, db), migrationCount(t); got != want {
+			t.Errorf("user_version = %d, want %d", got, want)
 		}
 		if _, err := db.GetRun(ctx, "run-old"); err != nil {
 			t.Errorf("run lost by the migration: %v", err)

@@ -18,6 +18,7 @@ type Session struct {
 	Title         string
 	ParentID      string // the session it was forked from, if any
 	ForkedFromSeq int64  // the parent's seq it was forked at; 0 means all of it
+	JobID         string // the scheduled job whose tick created it, if any
 	CreatedAt     time.Time
 	UpdatedAt     time.Time // creation, then the last event written through a session journal
 
@@ -64,8 +65,9 @@ func (db *DB) GetSession(ctx context.Context, id string) (*Session, error) {
 }
 
 // ListSessions returns up to limit sessions, most recently updated first;
-// limit <= 0 means all.
-func (db *DB) ListSessions(ctx context.Context, limit int) ([]Session, error) {
+// limit <= 0 means all. Sessions a job's tick created are left out unless
+// withJobs: a job firing every minute would bury the rest.
+func (db *DB) ListSessions(ctx context.Context, limit int, withJobs bool) ([]Session, error) {
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
@@ -75,7 +77,8 @@ func (db *DB) ListSessions(ctx context.Context, limit int) ([]Session, error) {
 	}
 	defer tx.Rollback()
 	rows, err := tx.QueryContext(ctx,
-		`SELECT `+sessionColumns+` FROM sessions ORDER BY updated_at DESC, id DESC LIMIT ?`, limit)
+		`SELECT `+sessionColumns+` FROM sessions WHERE ? OR job_id IS NULL
+		ORDER BY updated_at DESC, id DESC LIMIT ?`, withJobs, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -246,22 +249,22 @@ func insertSession(ctx context.Context, tx *sql.Tx, s *Session) error {
 		forkedFrom = s.ForkedFromSeq
 	}
 	_, err := tx.ExecContext(ctx, `
-		INSERT INTO sessions (id, title, parent_id, forked_from_seq, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?)`,
-		s.ID, s.Title, nullString(s.ParentID), forkedFrom, formatTime(s.CreatedAt), formatTime(s.UpdatedAt))
+		INSERT INTO sessions (id, title, parent_id, forked_from_seq, job_id, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.Title, nullString(s.ParentID), forkedFrom, nullString(s.JobID), formatTime(s.CreatedAt), formatTime(s.UpdatedAt))
 	return err
 }
 
 // sessionColumns counts with subqueries that the indexes on
 // events (session_id, seq) and runs (session_id, …) answer directly.
 const sessionColumns = `
-	id, title, COALESCE(parent_id, ''), COALESCE(forked_from_seq, 0), created_at, updated_at,
+	id, title, COALESCE(parent_id, ''), COALESCE(forked_from_seq, 0), COALESCE(job_id, ''), created_at, updated_at,
 	(SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = sessions.id),
 	(SELECT COUNT(*) FROM runs WHERE session_id = sessions.id)`
 
 func scanSession(row scanner) (*Session, error) {
 	var s Session
-	err := row.Scan(&s.ID, &s.Title, &s.ParentID, &s.ForkedFromSeq,
+	err := row.Scan(&s.ID, &s.Title, &s.ParentID, &s.ForkedFromSeq, &s.JobID,
 		timeValue{&s.CreatedAt}, timeValue{&s.UpdatedAt}, &s.LastSeq, &s.Runs)
 	if err != nil {
 		return nil, err

@@ -2,10 +2,9 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -128,7 +127,7 @@ func TestSessionCRUD(t *testing.T) {
 	clock.Advance(time.Second)
 	sessionAppend(t, sessionJournal(t, db, a.ID), "run-1", event.New(event.RunStarted, nil), event.New(event.Heartbeat, nil))
 
-	ss, err := db.ListSessions(ctx, 0)
+	ss, err := db.ListSessions(ctx, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +144,7 @@ func TestSessionCRUD(t *testing.T) {
 	if s := ss[1]; s.LastSeq != 0 || s.Runs != 0 {
 		t.Errorf("empty session = %+v", s)
 	}
-	if ss, err := db.ListSessions(ctx, 1); err != nil || len(ss) != 1 || ss[0].ID != a.ID {
+	if ss, err := db.ListSessions(ctx, 1, false); err != nil || len(ss) != 1 || ss[0].ID != a.ID {
 		t.Errorf("ListSessions(1) = %+v, %v", ss, err)
 	}
 
@@ -512,22 +511,8 @@ func TestSanitizeConversation(t *testing.T) {
 func TestMigrateSessionsFromVersion2(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "agent.db")
-
-	ms, err := loadMigrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rw, err := sql.Open("sqlite3", path+"?_journal_mode=WAL&_foreign_keys=on")
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := &DB{rw: rw}
-	for _, m := range ms[:2] {
-		if err := old.applyMigration(ctx, m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	old, path := oldDatabase(t, "0003_sessions.sql")
+	rw := old.rw
 	const ts = "2026-11-22T08:00:00.000000Z"
 	for _, q := range []string{
 		`INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('sess-old', 'old', '` + ts + `', '` + ts + `')`,
@@ -551,8 +536,8 @@ func TestMigrateSessionsFromVersion2(t *testing.T) {
 	}
 	defer db.Close()
 	// Later migrations (0004…) may have been applied too.
-	if got := schemaVersion(t, db); got < 3 || got != len(ms) {
-		t.Errorf("user_version = %d, want %d (≥ 3)", got, len(ms))
+	if got, want := schemaVersion(t, db), migrationCount(t); got < 3 || got != want {
+		t.Errorf("user_version = %d, want %d (≥ 3)", got, want)
 	}
 	r, err := db.GetRun(ctx, "run-old")
 	if err != nil {
@@ -601,5 +586,48 @@ func BenchmarkSessionJournalAppend(b *testing.B) {
 		if _, err := j.Append(ctx, event.Event{RunID: "run-1", Type: event.Heartbeat}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A database whose job sessions were made before sessions named their job
+// gets them marked on the next Open, so the default list leaves them out.
+func TestMigrateMarksOldJobSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const at = `'2026-11-22T08:00:00.000000Z'`
+	db := migratedFrom(t, "0009_job_sessions.sql",
+		`INSERT INTO scheduled_jobs (id, name, cron_expr, timezone, prompt_template, created_at, updated_at, next_run_at)
+			VALUES ('job-1', 'standup', '@daily', 'UTC', 'p', `+at+`, `+at+`, `+at+`)`,
+		`INSERT INTO job_runs (id, job_id, run_id, scheduled_for, status) VALUES ('jr-1', 'job-1', 'tick-run', `+at+`, 'completed')`,
+		`INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('tick', 'job standup · 2026-11-22 08:00:00 UTC', `+at+`, `+at+`)`,
+		`INSERT INTO runs (id, kind, session_id, status, prompt, idempotency_key, created_at, updated_at)
+			VALUES ('tick-run', 'run', 'tick', 'completed', 'p', 'job-run:jr-1', `+at+`, `+at+`)`,
+		// A deleted job's tick session: its job_runs row went with it.
+		`INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('orphan', 'job gone · 2026-11-22 08:00:00 UTC', `+at+`, `+at+`)`,
+		`INSERT INTO runs (id, kind, session_id, status, prompt, idempotency_key, created_at, updated_at)
+			VALUES ('orphan-run', 'run', 'orphan', 'completed', 'p', 'job-run:jr-gone', `+at+`, `+at+`)`,
+		// A person's session whose title only looks like a job's.
+		`INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('mine', 'job search · notes', `+at+`, `+at+`)`,
+	)
+	listed := func(withJobs bool) []string {
+		ss, err := db.ListSessions(ctx, 0, withJobs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, s := range ss {
+			ids = append(ids, s.ID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	if got := listed(false); !slices.Equal(got, []string{"mine"}) {
+		t.Errorf("ListSessions after the migration = %v, want only the person's", got)
+	}
+	if got := listed(true); !slices.Equal(got, []string{"mine", "orphan", "tick"}) {
+		t.Errorf("ListSessions with jobs = %v", got)
+	}
+	if s, err := db.GetSession(ctx, "tick"); err != nil || s.JobID != "job-1" {
+		t.Errorf("old tick session = %+v, %v; want job-1", s, err)
 	}
 }
