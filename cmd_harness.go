@@ -23,6 +23,7 @@ func harnessCommand() *cli.Command {
 		&cli.StringFlag{Name: "workspace", Aliases: []string{"C"}, Usage: "directory the phases work in (default: the current directory)"},
 		&cli.StringSliceFlag{Name: "allow-tools", Usage: "offer phases only these tools, comma separated"},
 		&cli.StringSliceFlag{Name: "deny-tools", Usage: "never offer phases these tools, comma separated"},
+		mcpConfigFlag(),
 		&cli.IntFlag{Name: "parallel", Usage: "run up to N independent phases at once", DefaultText: "1"},
 		&cli.DurationFlag{Name: "phase-timeout", Usage: "stop a phase attempt after this long (SIGTERM, then SIGKILL)", DefaultText: durationText(orchestrator.DefaultPhaseTimeout)},
 		&cli.IntFlag{Name: "context-budget", Usage: "start a fresh iteration when a phase's prompt passes this many `TOKENS`", DefaultText: "no budget"},

@@ -42,11 +42,18 @@ func modelFlags() []cli.Flag {
 	}
 }
 
+// mcpConfigFlag adds MCP servers from .mcp.json files (DESIGN.md §11).
+func mcpConfigFlag() cli.Flag {
+	return &cli.StringSliceFlag{Name: "mcp-config", Usage: "also use the MCP servers of this .mcp.json `FILE` (repeatable); " +
+		"a workspace's own .mcp.json is used only when named here"}
+}
+
 func runCommand() *cli.Command {
 	flags := append(modelFlags(),
 		&cli.StringFlag{Name: "workspace", Aliases: []string{"C"}, Usage: "directory the tools work in (default: the current directory)"},
 		&cli.StringSliceFlag{Name: "allow-tools", Usage: "offer only these tools, comma separated"},
 		&cli.StringSliceFlag{Name: "deny-tools", Usage: "never offer these tools, comma separated"},
+		mcpConfigFlag(),
 		&cli.StringFlag{Name: "until", Usage: "Ralph loop: repeat with fresh context until the final message has this `PROMISE` line"},
 		&cli.IntFlag{Name: "max-iterations", Usage: "Ralph loop: give up after N iterations", DefaultText: "10"},
 		&cli.StringFlag{Name: "gateway", Usage: "send the run to a gateway: `URL`, or bare for $AGENT_GATEWAY or " + defaultGateway},
@@ -225,6 +232,16 @@ func flagOptions(c *cli.Context, o supervisor.Options) (supervisor.Options, erro
 	}
 	if set("deny-tools") {
 		o.DenyTools = splitList(c.StringSlice("deny-tools"))
+	}
+	if set("mcp-config") {
+		o.MCPConfig = nil
+		for _, f := range c.StringSlice("mcp-config") {
+			abs, err := filepath.Abs(f)
+			if err != nil {
+				return o, usageErrorf("--mcp-config: %v", err)
+			}
+			o.MCPConfig = append(o.MCPConfig, abs)
+		}
 	}
 	if set("until") {
 		o.Until = strings.TrimSpace(c.String("until"))

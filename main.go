@@ -16,6 +16,7 @@ import (
 	"agent/config"
 	"agent/gateway"
 	"agent/llm"
+	"agent/mcp"
 	"agent/store"
 	"agent/supervisor"
 	"agent/worker"
@@ -80,6 +81,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			runsCommand(),
 			gatewayCommand(),
 			jobsCommand(),
+			mcpCommand(),
 			doctorCommand(),
 			versionCommand(),
 			runnerCommand(),
@@ -174,6 +176,7 @@ func exitCode(err error) int {
 		dbEnv   *store.UnusableError
 		homeEnv *config.HomeError
 		portEnv *gateway.ListenError
+		mcpCfg  *mcp.ConfigError
 	)
 	switch {
 	case errors.As(err, &exit):
@@ -186,7 +189,7 @@ func exitCode(err error) int {
 	case errors.As(err, &gw):
 		return gatewayExitCode(gw.err)
 	case errors.As(err, &usage), errors.As(err, &cfg), errors.As(err, &option), errors.As(err, &spec),
-		errors.As(err, &setup), errors.As(err, &token):
+		errors.As(err, &setup), errors.As(err, &token), errors.As(err, &mcpCfg):
 		return 2
 	case errors.As(err, &model):
 		return 3

@@ -14,6 +14,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"agent/llm/llmtest"
+	"agent/mcp/mcptest"
 	"agent/store"
 )
 
@@ -22,6 +23,8 @@ import (
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"agent": func() { os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr)) },
+		// A real MCP tool server (agent/mcp/mcptest) for the tests.
+		"mcptest-server": mcptest.Serve,
 	})
 }
 

@@ -32,6 +32,10 @@ type PhaseSpec struct {
 	System string   `json:"system,omitempty"` // extra system instructions, e.g. AGENTS.md
 	Prompt string   `json:"prompt"`           // the rendered phase context: the first user message
 	Tools  []string `json:"tools"`            // allowed tools; empty means the mode's default set
+	// Deny removes tools Tools names as a group (an MCP server's, by
+	// mcp__SERVER__TOOL); MCPConfig are the run's --mcp-config files.
+	Deny      []string `json:"deny,omitempty"`
+	MCPConfig []string `json:"mcp_config,omitempty"`
 
 	MaxTurns      int    `json:"max_turns,omitempty"`
 	Until         string `json:"until,omitempty"`

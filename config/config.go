@@ -36,6 +36,40 @@ type File struct {
 	SchedulerPollIntervalSeconds int    `toml:"SchedulerPollIntervalSeconds"`
 	SchedulerMaxConcurrentRuns   int    `toml:"SchedulerMaxConcurrentRuns"`
 	SchedulerRecoveryPolicy      string `toml:"SchedulerRecoveryPolicy"`
+
+	// MCP tool servers (DESIGN.md §11), by name.
+	MCPServers map[string]MCPServer `toml:"mcp_servers"`
+}
+
+// MCPServer is one MCP tool server: a command speaking MCP on stdio, or a
+// Streamable HTTP URL. Values in Env and Headers may name environment
+// variables ($VAR, ${VAR}, ${VAR:-default}); they are expanded when the
+// server starts, so secrets stay out of the file.
+type MCPServer struct {
+	Command string            `toml:"command" json:"command,omitempty"`
+	Args    []string          `toml:"args" json:"args,omitempty"`
+	Env     map[string]string `toml:"env" json:"env,omitempty"`
+	Cwd     string            `toml:"cwd" json:"cwd,omitempty"`
+
+	URL            string            `toml:"url" json:"url,omitempty"`
+	Headers        map[string]string `toml:"headers" json:"headers,omitempty"`
+	BearerTokenEnv string            `toml:"bearer_token_env" json:"bearer_token_env,omitempty"`
+
+	// Required (default true): the run fails at start without it.
+	Required        *bool    `toml:"required" json:"required,omitempty"`
+	StartupTimeoutS float64  `toml:"startup_timeout_s" json:"startup_timeout_s,omitempty"`
+	ToolTimeoutS    float64  `toml:"tool_timeout_s" json:"tool_timeout_s,omitempty"`
+	EnabledTools    []string `toml:"enabled_tools" json:"enabled_tools,omitempty"`
+	DisabledTools   []string `toml:"disabled_tools" json:"disabled_tools,omitempty"`
+
+	// Effects are the server's side-effecting tools, by tool name.
+	Effects map[string]MCPEffect `toml:"effects" json:"effects,omitempty"`
+}
+
+// MCPEffect makes an MCP tool a side effect with a receipt (DESIGN.md §7).
+type MCPEffect struct {
+	Receipt string   `toml:"receipt" json:"receipt"`
+	KeyArgs []string `toml:"key_args" json:"key_args"`
 }
 
 // Settings are the resolved values before command-line flags apply.
@@ -100,24 +134,9 @@ func Load() (Settings, error) {
 	if err != nil {
 		return Settings{}, err
 	}
-	var f File
-	path := filepath.Join(home, "config.toml")
-	md, err := toml.DecodeFile(path, &f)
-	var unreadable *fs.PathError
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case errors.As(err, &unreadable):
-		return Settings{}, &HomeError{Path: path, Err: unreadable.Err}
-	case err != nil:
-		return Settings{}, &Error{Msg: fmt.Sprintf("config %s: %v", path, err)}
-	default:
-		if undecoded := md.Undecoded(); len(undecoded) > 0 {
-			keys := make([]string, len(undecoded))
-			for i, k := range undecoded {
-				keys[i] = k.String()
-			}
-			return Settings{}, &Error{Msg: fmt.Sprintf("config %s: unknown key %s", path, strings.Join(keys, ", "))}
-		}
+	f, path, err := ReadFile(home)
+	if err != nil {
+		return Settings{}, err
 	}
 	s := Settings{
 		Home:          home,
@@ -136,6 +155,31 @@ func Load() (Settings, error) {
 		return Settings{}, err
 	}
 	return s, nil
+}
+
+// ReadFile reads config.toml under home; a missing file is an empty one.
+// It returns the file's path, for messages.
+func ReadFile(home string) (File, string, error) {
+	var f File
+	path := filepath.Join(home, "config.toml")
+	md, err := toml.DecodeFile(path, &f)
+	var unreadable *fs.PathError
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case errors.As(err, &unreadable):
+		return f, path, &HomeError{Path: path, Err: unreadable.Err}
+	case err != nil:
+		return f, path, &Error{Msg: fmt.Sprintf("config %s: %v", path, err)}
+	default:
+		if undecoded := md.Undecoded(); len(undecoded) > 0 {
+			keys := make([]string, len(undecoded))
+			for i, k := range undecoded {
+				keys[i] = k.String()
+			}
+			return f, path, &Error{Msg: fmt.Sprintf("config %s: unknown key %s", path, strings.Join(keys, ", "))}
+		}
+	}
+	return f, path, nil
 }
 
 // schedulerDefaults fills in the scheduler settings the file left out

@@ -67,6 +67,8 @@ type Config struct {
 
 	Model         adapter.Model
 	Tools         []string // tools offered to phases; empty means all
+	Deny          []string // MCP tools removed from Tools' servers
+	MCPConfig     []string // the run's --mcp-config files
 	MaxTurns      int
 	ContextBudget int
 
@@ -468,7 +470,7 @@ func (o *Orchestrator) spec(phaseID string, attempt int, mode, prompt string) ad
 	return adapter.PhaseSpec{
 		RunID: o.cfg.RunID, SessionID: o.cfg.SessionID, PhaseID: phaseID, Attempt: attempt,
 		Workspace: o.ws.Root(), Mode: mode, Model: model, Prompt: prompt, Tools: o.cfg.Tools,
-		MaxTurns: o.cfg.MaxTurns, ContextBudget: o.cfg.ContextBudget,
+		Deny: o.cfg.Deny, MCPConfig: o.cfg.MCPConfig, MaxTurns: o.cfg.MaxTurns, ContextBudget: o.cfg.ContextBudget,
 	}
 }
 

@@ -208,7 +208,8 @@ func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapt
 	o := d.Options
 	spec := adapter.PhaseSpec{
 		RunID: r.ID, SessionID: r.SessionID, Workspace: r.Workspace, Mode: adapter.ModeRun, Model: o.model(),
-		Prompt: r.Prompt, Tools: o.Tools, MaxTurns: o.MaxTurns, Until: o.Until, MaxIterations: o.MaxIterations,
+		Prompt: r.Prompt, Tools: o.Tools, Deny: o.DenyTools, MCPConfig: o.MCPConfig,
+		MaxTurns: o.MaxTurns, Until: o.Until, MaxIterations: o.MaxIterations,
 	}
 	var err error
 	if r.SessionID != "" {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"agent/event"
+	"agent/mcp"
 	"agent/orchestrator"
 	"agent/plan"
 	"agent/store"
@@ -38,11 +39,16 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 	orch, err := orchestrator.New(orchestrator.Config{
 		Store: s.db, Sink: sink, Intents: s.intent, RunID: r.ID, SessionID: r.SessionID,
 		Workspace: r.Workspace, RunDir: RunDir(r), Model: o.model(), Tools: o.Tools,
+		Deny: o.DenyTools, MCPConfig: o.MCPConfig,
 		MaxTurns: o.MaxTurns, ContextBudget: o.ContextBudget, Parallel: o.Parallel, PhaseTimeout: phaseTimeout,
 		Exe: s.cfg.Exe, Env: s.cfg.Env, HeartbeatTimeout: s.cfg.HeartbeatTimeout, Grace: s.cfg.KillGrace,
 		Blobs: s.blobs(),
 	})
 	if err != nil {
+		return failed(ctx, err)
+	}
+
+	if err := s.checkServers(ctx, r.Workspace, o); err != nil {
 		return failed(ctx, err)
 	}
 
@@ -125,4 +131,26 @@ func editedMission(runDir string, stored json.RawMessage) (*plan.Plan, error) {
 		return nil, nil
 	}
 	return p, nil
+}
+
+// checkServers starts and stops the required MCP servers the phases will
+// use, so that a harness run that cannot have them fails before the
+// planner's first request rather than in every phase attempt.
+func (s *Supervisor) checkServers(ctx context.Context, workspace string, o Options) error {
+	configured, err := mcp.Configured(s.cfg.Home, o.MCPConfig)
+	if err != nil {
+		return err
+	}
+	var required []mcp.Server
+	for _, srv := range mcp.Used(configured, o.Tools, o.DenyTools) {
+		if srv.Required {
+			required = append(required, srv)
+		}
+	}
+	if len(required) == 0 {
+		return nil
+	}
+	servers, err := mcp.Start(ctx, required, mcp.Options{Getenv: s.Getenv, Dir: workspace, Version: "agent/" + s.cfg.Version})
+	servers.Close()
+	return err
 }

@@ -14,6 +14,7 @@ import (
 
 	"agent/adapter"
 	"agent/llm"
+	"agent/mcp"
 	"agent/store"
 	"agent/tools"
 )
@@ -42,12 +43,17 @@ type Options struct {
 	PhaseTimeout  Duration `json:"phase_timeout,omitempty"`
 	ContextBudget int      `json:"context_budget,omitempty"`
 
+	// MCPConfig are .mcp.json files (absolute paths) whose servers the run
+	// uses besides config.toml's (DESIGN.md §11).
+	MCPConfig []string `json:"mcp_config,omitempty"`
+
 	// Cassettes (DESIGN.md §8): absolute paths.
 	Record string `json:"record,omitempty"`
 	Replay string `json:"replay,omitempty"`
 
 	// Tools are the tools the run offers, as Prepare resolved AllowTools
-	// and DenyTools.
+	// and DenyTools; an MCP server's tools, unknown until it starts, as
+	// mcp__SERVER or the allowed mcp__SERVER__TOOL names.
 	Tools []string `json:"tools,omitempty"`
 }
 
@@ -145,14 +151,29 @@ func (s *Supervisor) Prepare(o Options, dir string) (Options, *tools.Workspace, 
 
 // OfferedTools resolves the allow and deny lists against every tool a run
 // of this kind can have: the tools it will offer. A side-effecting tool
-// that is not configured is left out unless the allow list names it.
+// that is not configured is left out unless the allow list names it. MCP
+// entries must name a configured server; their tools are resolved when
+// the servers start.
 func (s *Supervisor) OfferedTools(ws *tools.Workspace, o Options) ([]string, error) {
+	servers, err := mcp.Configured(s.cfg.Home, o.MCPConfig)
+	if err != nil {
+		return nil, optionErr("mcp_config", "%v", err)
+	}
+	for _, l := range []struct {
+		field string
+		list  []string
+	}{{"allow_tools", o.AllowTools}, {"deny_tools", o.DenyTools}} {
+		if e := mcp.UnknownServer(servers, l.list); e != "" {
+			return nil, optionErr(l.field, "{%s}: %q names MCP server %q, which is not configured (in config.toml [mcp_servers] or {mcp_config})",
+				l.field, e, mcp.ServerOf(e))
+		}
+	}
 	extra := tools.EffectTools(tools.EffectScope{}, nil, s.Getenv)
 	if o.Harness {
 		extra = append(extra, tools.RecordTools()...)
 	}
 	deny := tools.WithoutUnconfigured(o.AllowTools, o.DenyTools, s.Getenv)
-	set, err := tools.NewSet(ws, tools.Options{Allow: o.AllowTools, Deny: deny}, extra...)
+	set, err := tools.NewSet(ws, tools.Options{Allow: o.AllowTools, Deny: deny, Match: mcp.Matches, Open: mcp.IsName}, extra...)
 	var unknown *tools.UnknownToolError
 	switch {
 	case errors.As(err, &unknown):
@@ -163,10 +184,12 @@ func (s *Supervisor) OfferedTools(ws *tools.Workspace, o Options) ([]string, err
 		return nil, optionErr(field, "{%s}: unknown tool %q; valid tools: %s", field, unknown.Name, strings.Join(unknown.Known, ", "))
 	case err != nil:
 		return nil, err
-	case len(set.Names()) == 0:
+	}
+	names := append(set.Names(), mcp.Entries(servers, o.AllowTools, o.DenyTools)...)
+	if len(names) == 0 {
 		return nil, optionErr("allow_tools", "{allow_tools} and {deny_tools} leave no tool")
 	}
-	return set.Names(), nil
+	return names, nil
 }
 
 // checkModel fails early, before anything is written or requested, when

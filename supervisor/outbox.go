@@ -7,6 +7,7 @@ import (
 
 	"agent/adapter"
 	"agent/event"
+	"agent/mcp"
 	"agent/store"
 	"agent/tools"
 )
@@ -86,7 +87,7 @@ func (s *Supervisor) settle(ctx context.Context, r *store.Run, sink Sink, resend
 		if rc.State != store.ReceiptUnknown {
 			continue
 		}
-		if err := s.resend(ctx, r.ID, rc, sink); err != nil {
+		if err := s.resend(ctx, r, rc, sink); err != nil {
 			return err
 		}
 	}
@@ -94,7 +95,7 @@ func (s *Supervisor) settle(ctx context.Context, r *store.Run, sink Sink, resend
 }
 
 // resend sends one unknown effect again and records what happened.
-func (s *Supervisor) resend(ctx context.Context, runID string, rc store.Receipt, sink Sink) error {
+func (s *Supervisor) resend(ctx context.Context, r *store.Run, rc store.Receipt, sink Sink) error {
 	warn := func(format string, args ...any) error {
 		e := event.New(event.Warning, event.WarningData{Message: fmt.Sprintf(format, args...)})
 		e.PhaseID, e.Attempt = rc.PhaseID, rc.Attempt
@@ -104,14 +105,14 @@ func (s *Supervisor) resend(ctx context.Context, runID string, rc store.Receipt,
 		return warn("%s %s has an unknown outcome but its arguments were not recorded, so it cannot be sent again", rc.Tool, rc.Key)
 	}
 	if _, err := s.db.BeginEffect(ctx, store.Receipt{
-		Key: rc.Key, RunID: runID, PhaseID: rc.PhaseID, Attempt: rc.Attempt, Tool: rc.Tool, Type: rc.Type, Args: rc.Args, Acked: true,
+		Key: rc.Key, RunID: r.ID, PhaseID: rc.PhaseID, Attempt: rc.Attempt, Tool: rc.Tool, Type: rc.Type, Args: rc.Args, Acked: true,
 	}, true); err != nil {
 		return err
 	}
 	if err := warn("sending %s %s again, as asked with --resend-unknown: %s", rc.Tool, rc.Key, rc.Args); err != nil {
 		return err
 	}
-	res := tools.ResendEffect(ctx, rc.Tool, rc.Key, rc.Args, s.Getenv)
+	res := s.resendEffect(ctx, r, rc)
 	for _, e := range res.Events {
 		e.PhaseID, e.Attempt = rc.PhaseID, rc.Attempt
 		if err := sink.Emit(ctx, e); err != nil {
@@ -119,4 +120,39 @@ func (s *Supervisor) resend(ctx context.Context, runID string, rc store.Receipt,
 		}
 	}
 	return warn("%s %s: %s", rc.Tool, rc.Key, res.Output)
+}
+
+// resendEffect performs one recorded effect again: a built-in tool's, or
+// an MCP tool's, whose server is started for it.
+func (s *Supervisor) resendEffect(ctx context.Context, r *store.Run, rc store.Receipt) tools.Result {
+	if !mcp.IsName(rc.Tool) {
+		return tools.ResendEffect(ctx, rc.Tool, rc.Key, rc.Args, s.Getenv)
+	}
+	fail := func(format string, args ...any) tools.Result {
+		return tools.Result{Output: "not sent: " + fmt.Sprintf(format, args...), IsError: true}
+	}
+	o, err := DecodeOptions(r)
+	if err != nil {
+		return fail("%v", err)
+	}
+	configured, err := mcp.Configured(s.cfg.Home, o.MCPConfig)
+	if err != nil {
+		return fail("%v", err)
+	}
+	name := mcp.ServerOf(rc.Tool)
+	used := mcp.Used(configured, []string{mcp.Prefix + name}, nil)
+	if len(used) == 0 {
+		return fail("MCP server %q is no longer configured", name)
+	}
+	used[0].Required = true
+	servers, err := mcp.Start(ctx, used, mcp.Options{Getenv: s.Getenv, Dir: r.Workspace, Version: "agent/" + s.cfg.Version})
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer servers.Close()
+	res, ok := servers.Resend(ctx, rc.Tool, rc.Key, rc.Args)
+	if !ok {
+		return fail("%s is no side effect of MCP server %q now (check its effects in the configuration)", rc.Tool, name)
+	}
+	return res
 }

@@ -7,6 +7,7 @@ import (
 
 	"agent/event"
 	"agent/llm"
+	"agent/mcp"
 	"agent/orchestrator"
 	"agent/plan"
 	"agent/store"
@@ -113,9 +114,10 @@ func errorReason(err error) string {
 		provider *llm.Error
 		child    *childError
 		unusable *store.UnusableError
+		server   *mcp.StartError
 	)
 	switch {
-	case errors.As(err, &unusable):
+	case errors.As(err, &unusable), errors.As(err, &server):
 		return event.ReasonEnvironment
 	case errors.As(err, &invalid):
 		return event.ReasonInvalidPlan

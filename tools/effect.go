@@ -149,28 +149,30 @@ func EffectTools(scope EffectScope, outbox Outbox, getenv func(string) string, o
 	}
 }
 
-// prepareFunc decodes and checks a call's arguments and the tool's
+// Prepare decodes and checks a call's arguments and the tool's
 // configuration, and returns the action. Its error becomes the result and
 // nothing is recorded.
-type prepareFunc func(args json.RawMessage) (performFunc, error)
+type Prepare func(args json.RawMessage) (Perform, error)
 
-// performFunc causes the effect. key is the effect's idempotency key, for
+// Perform causes the effect. key is the effect's idempotency key, for
 // receivers that deduplicate (an email's Message-ID). An error wrapped by
-// notSent means the effect certainly did not happen; any other error
+// NotSent means the effect certainly did not happen; any other error
 // means its outcome is unknown.
-type performFunc func(ctx context.Context, key string) (sent, error)
+type Perform func(ctx context.Context, key string) (Sent, error)
 
-// sent is what a performer reports when the effect happened.
-type sent struct {
-	summary string // what the model reads, e.g. "email sent to …"
-	details any    // the receipt's details, marshalled to JSON
+// Sent is what a performer reports when the effect happened.
+type Sent struct {
+	Summary string // what the model reads, e.g. "email sent to …"
+	Details any    // the receipt's details, marshalled to JSON
 }
 
 // notSentError marks a failure after which the effect certainly did not
 // happen (refused before anything was accepted), so it may be retried.
 type notSentError struct{ err error }
 
-func notSent(err error) error         { return &notSentError{err} }
+// NotSent marks err as a failure after which the effect certainly did not
+// happen, so the model may fix the problem and call again.
+func NotSent(err error) error         { return &notSentError{err} }
 func (e *notSentError) Error() string { return e.err.Error() }
 func (e *notSentError) Unwrap() error { return e.err }
 
@@ -186,11 +188,18 @@ type effectTool struct {
 	def     Definition
 	scope   EffectScope
 	outbox  Outbox
-	prepare prepareFunc
+	prepare Prepare
 }
 
-func newEffectTool(tool string, def Definition, scope EffectScope, outbox Outbox, prepare prepareFunc) *effectTool {
+func newEffectTool(tool string, def Definition, scope EffectScope, outbox Outbox, prepare Prepare) *effectTool {
 	return &effectTool{effect: mustEffect(tool), def: def, scope: scope, outbox: outbox, prepare: prepare}
+}
+
+// NewEffectTool makes a side-effecting tool of an effect defined outside
+// this package (an MCP tool listed under effects): it runs through the
+// same at-most-once flow as send_email.
+func NewEffectTool(e Effect, def Definition, scope EffectScope, outbox Outbox, prepare Prepare) Tool {
+	return &effectTool{effect: e, def: def, scope: scope, outbox: outbox, prepare: prepare}
 }
 
 func mustEffect(tool string) Effect {
@@ -248,7 +257,7 @@ func (t *effectTool) Run(ctx context.Context, _ *Workspace, args json.RawMessage
 
 // perform causes the effect whose intent is recorded under key, and says
 // what happened as the result and its events.
-func (t *effectTool) perform(ctx context.Context, perform performFunc, key string) Result {
+func (t *effectTool) perform(ctx context.Context, perform Perform, key string) Result {
 	name := t.effect.Tool
 	done, err := perform(ctx, key)
 	if err != nil && ctx.Err() != nil {
@@ -266,12 +275,12 @@ func (t *effectTool) perform(ctx context.Context, perform performFunc, key strin
 			"Do not try to send it another way; a person can check and re-send it with `agent resume %s --resend-unknown`.",
 			err, name, t.runRef())
 	}
-	details, err := json.Marshal(done.details)
+	details, err := json.Marshal(done.Details)
 	if err != nil { // performers return plain structs; this is a programming error
-		panic(fmt.Sprintf("%s: marshal receipt details: %v", name, err))
+		panic(fmt.Sprintf("%s: marshal receipt Details: %v", name, err))
 	}
 	return Result{
-		Output: done.summary,
+		Output: done.Summary,
 		Events: []event.Event{event.New(event.ReceiptRecorded, event.ReceiptData{
 			Type: t.effect.ReceiptType, Key: key, Details: details,
 		})},
@@ -284,17 +293,26 @@ func (t *effectTool) perform(ctx context.Context, perform performFunc, key strin
 // call of the tool.
 func ResendEffect(ctx context.Context, tool, key string, args json.RawMessage, getenv func(string) string, opts ...EffectOptions) Result {
 	for _, t := range EffectTools(EffectScope{}, nil, getenv, opts...) {
-		et := t.(*effectTool)
-		if et.effect.Tool != tool {
-			continue
+		if t.Definition().Name == tool {
+			res, _ := Resend(ctx, t, key, args)
+			return res
 		}
-		perform, err := et.prepare(args)
-		if err != nil {
-			return errorf("%v", err)
-		}
-		return et.perform(ctx, perform, key)
 	}
 	return errorf("%s is not a side-effecting tool", tool)
+}
+
+// Resend performs t's effect again under key, without asking an outbox;
+// ok is false when t is no side-effecting tool.
+func Resend(ctx context.Context, t Tool, key string, args json.RawMessage) (res Result, ok bool) {
+	et, ok := t.(*effectTool)
+	if !ok {
+		return Result{}, false
+	}
+	perform, err := et.prepare(args)
+	if err != nil {
+		return errorf("%v", err), true
+	}
+	return et.perform(ctx, perform, key), true
 }
 
 // runRef names the run for the resume hint.

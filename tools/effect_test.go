@@ -165,12 +165,12 @@ func TestEffectKey(t *testing.T) {
 
 // stubEffect is send_email's row with a scripted performer, to drive the
 // shared flow without a server.
-func stubEffect(outbox Outbox, prepErr error, perform performFunc, performed *int) *effectTool {
-	return newEffectTool("send_email", sendEmailDef, testScope, outbox, func(json.RawMessage) (performFunc, error) {
+func stubEffect(outbox Outbox, prepErr error, perform Perform, performed *int) *effectTool {
+	return newEffectTool("send_email", sendEmailDef, testScope, outbox, func(json.RawMessage) (Perform, error) {
 		if prepErr != nil {
 			return nil, prepErr
 		}
-		return func(ctx context.Context, key string) (sent, error) {
+		return func(ctx context.Context, key string) (Sent, error) {
 			*performed++
 			return perform(ctx, key)
 		}, nil
@@ -179,15 +179,15 @@ func stubEffect(outbox Outbox, prepErr error, perform performFunc, performed *in
 
 func TestEffectToolFlow(t *testing.T) {
 	t.Parallel()
-	ok := func(context.Context, string) (sent, error) {
-		return sent{summary: "email sent to bob@example.com", details: emailReceipt{MessageID: "<m>", To: "bob@example.com"}}, nil
+	ok := func(context.Context, string) (Sent, error) {
+		return Sent{Summary: "email sent to bob@example.com", Details: emailReceipt{MessageID: "<m>", To: "bob@example.com"}}, nil
 	}
 	earlier := &event.ReceiptData{Type: "email_sent", Key: "k", Details: json.RawMessage(`{"message_id":"<old@x>"}`)}
 	tests := []struct {
 		name      string
 		prepErr   error
 		begin     func(context.Context, Intent) (*event.ReceiptData, error)
-		perform   performFunc
+		perform   Perform
 		want      string // outcome
 		performed int
 		intents   int
@@ -225,16 +225,16 @@ func TestEffectToolFlow(t *testing.T) {
 		},
 		{
 			name: "certainly not sent",
-			perform: func(context.Context, string) (sent, error) {
-				return sent{}, notSent(errors.New("connection refused"))
+			perform: func(context.Context, string) (Sent, error) {
+				return Sent{}, NotSent(errors.New("connection refused"))
 			},
 			want: "not_sent", performed: 1, intents: 1,
 			output: []string{"not sent: connection refused", "call send_email again"},
 		},
 		{
 			name: "unknown outcome",
-			perform: func(context.Context, string) (sent, error) {
-				return sent{}, errors.New("connection lost after the message")
+			perform: func(context.Context, string) (Sent, error) {
+				return Sent{}, errors.New("connection lost after the message")
 			},
 			want: "unknown", performed: 1, intents: 1,
 			output: []string{"outcome unknown: connection lost", "will not be retried", "--resend-unknown"},

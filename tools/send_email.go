@@ -97,7 +97,7 @@ func newSendEmail(getenv func(string) string, o EffectOptions) *sendEmail {
 	return t
 }
 
-func (t *sendEmail) prepare(args json.RawMessage) (performFunc, error) {
+func (t *sendEmail) prepare(args json.RawMessage) (Perform, error) {
 	var a struct {
 		To      string `json:"to"`
 		Subject string `json:"subject"`
@@ -116,17 +116,17 @@ func (t *sendEmail) prepare(args json.RawMessage) (performFunc, error) {
 	// The subject is one header line: folding all whitespace also rules
 	// out header injection through CR or LF.
 	subject := strings.Join(strings.Fields(a.Subject), " ")
-	return func(ctx context.Context, key string) (sent, error) {
+	return func(ctx context.Context, key string) (Sent, error) {
 		// A Message-ID derived from the key lets receivers drop a
 		// duplicate should one ever be sent.
 		msgID := "<" + key + "@" + addressDomain(t.from.Address) + ">"
 		msg := buildEmail(t.from, to, subject, a.Body, msgID, time.Now())
 		if err := t.send(ctx, to.Address, msg); err != nil {
-			return sent{}, err
+			return Sent{}, err
 		}
-		return sent{
-			summary: fmt.Sprintf("email sent to %s (Message-ID %s)", to.Address, msgID),
-			details: emailReceipt{MessageID: msgID, To: to.Address, Subject: subject},
+		return Sent{
+			Summary: fmt.Sprintf("email sent to %s (Message-ID %s)", to.Address, msgID),
+			Details: emailReceipt{MessageID: msgID, To: to.Address, Subject: subject},
 		}, nil
 	}, nil
 }
@@ -138,7 +138,7 @@ func (t *sendEmail) send(ctx context.Context, to string, msg []byte) error {
 	d := net.Dialer{Timeout: smtpDialTimeout}
 	conn, err := d.DialContext(ctx, "tcp", t.addr)
 	if err != nil {
-		return notSent(fmt.Errorf("connect to SMTP server %s: %w", t.addr, err))
+		return NotSent(fmt.Errorf("connect to SMTP server %s: %w", t.addr, err))
 	}
 	defer conn.Close()
 	// Closing the connection when ctx ends interrupts the step in flight,
@@ -149,38 +149,38 @@ func (t *sendEmail) send(ctx context.Context, to string, msg []byte) error {
 
 	c, err := smtp.NewClient(conn, t.host)
 	if err != nil {
-		return notSent(fmt.Errorf("SMTP server %s: %w", t.addr, err))
+		return NotSent(fmt.Errorf("SMTP server %s: %w", t.addr, err))
 	}
 	defer c.Close()
 	if ok, _ := c.Extension("STARTTLS"); ok {
 		if err := c.StartTLS(t.tlsConfig()); err != nil {
-			return notSent(fmt.Errorf("STARTTLS with %s: %w", t.addr, err))
+			return NotSent(fmt.Errorf("STARTTLS with %s: %w", t.addr, err))
 		}
 	}
 	if t.user != "" {
 		_, secure := c.TLSConnectionState()
 		if !credentialsAllowed(t.host, secure) {
-			return notSent(fmt.Errorf("refusing to send SMTP credentials without TLS to %s", t.host))
+			return NotSent(fmt.Errorf("refusing to send SMTP credentials without TLS to %s", t.host))
 		}
 		if ok, mechs := c.Extension("AUTH"); !ok || !containsFold(strings.Fields(mechs), "PLAIN") {
-			return notSent(fmt.Errorf("SMTP server %s does not offer AUTH PLAIN (offers %q)", t.addr, mechs))
+			return NotSent(fmt.Errorf("SMTP server %s does not offer AUTH PLAIN (offers %q)", t.addr, mechs))
 		}
 		if err := c.Auth(smtp.PlainAuth("", t.user, t.pass, t.host)); err != nil {
-			return notSent(fmt.Errorf("SMTP login as %s: %w", t.user, err))
+			return NotSent(fmt.Errorf("SMTP login as %s: %w", t.user, err))
 		}
 	}
 	if err := c.Mail(t.from.Address); err != nil {
-		return notSent(fmt.Errorf("server refused sender %s: %w", t.from.Address, err))
+		return NotSent(fmt.Errorf("server refused sender %s: %w", t.from.Address, err))
 	}
 	if err := c.Rcpt(to); err != nil {
-		return notSent(fmt.Errorf("server refused recipient %s: %w", to, err))
+		return NotSent(fmt.Errorf("server refused recipient %s: %w", to, err))
 	}
 	w, err := c.Data()
 	if err != nil {
-		return notSent(fmt.Errorf("server refused DATA: %w", err))
+		return NotSent(fmt.Errorf("server refused DATA: %w", err))
 	}
 	if _, err := w.Write(msg); err != nil {
-		return notSent(fmt.Errorf("send message data: %w", err))
+		return NotSent(fmt.Errorf("send message data: %w", err))
 	}
 	// Close sends the final "." and reads the server's verdict. Only an
 	// explicit 4xx/5xx reply proves the message was not taken; a lost
@@ -189,7 +189,7 @@ func (t *sendEmail) send(ctx context.Context, to string, msg []byte) error {
 		var reply *textproto.Error
 		switch {
 		case errors.As(err, &reply) && reply.Code >= 400:
-			return notSent(fmt.Errorf("server refused the message: %w", err))
+			return NotSent(fmt.Errorf("server refused the message: %w", err))
 		case errors.As(err, &reply) && reply.Code/100 == 2:
 			// accepted with an unusual 2xx code
 		default:

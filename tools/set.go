@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -60,6 +61,13 @@ type Options struct {
 	Deny        []string      // tools removed from Allow
 	BashTimeout time.Duration // default timeout of a bash call; 0 means 120s
 	MaxOutput   int           // byte budget of one result; 0 means 30000
+	// Match, if set, says whether an Allow or Deny entry names a tool
+	// (MCP: mcp__SERVER names all of a server's tools); default equality.
+	Match func(entry, tool string) bool
+	// Open, if set, reports entries that may name no tool here without
+	// being an error: the caller checks them (an MCP server that did not
+	// start).
+	Open func(entry string) bool
 }
 
 // DefaultBashTimeout is the bash timeout when Options.BashTimeout is zero.
@@ -132,21 +140,34 @@ func NewSet(ws *Workspace, opts Options, extra ...Tool) (*Set, error) {
 	for i, e := range ordered {
 		known[i] = e.def.Name
 	}
+	match := opts.Match
+	if match == nil {
+		match = func(entry, tool string) bool { return entry == tool }
+	}
+	names := func(list []string, tool string) bool {
+		for _, entry := range list {
+			if match(entry, tool) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, list := range []struct {
 		flag  string
 		names []string
 	}{{"allow", opts.Allow}, {"deny", opts.Deny}} {
 		for _, n := range list.names {
-			if _, ok := s.all[n]; !ok {
-				return nil, &UnknownToolError{Name: n, List: list.flag, Known: known}
+			if opts.Open != nil && opts.Open(n) || slices.ContainsFunc(known, func(tool string) bool { return match(n, tool) }) {
+				continue
 			}
+			return nil, &UnknownToolError{Name: n, List: list.flag, Known: known}
 		}
 	}
 	allowed := func(name string) bool {
-		if len(opts.Allow) > 0 && !contains(opts.Allow, name) {
+		if len(opts.Allow) > 0 && !names(opts.Allow, name) {
 			return false
 		}
-		return !contains(opts.Deny, name)
+		return !names(opts.Deny, name)
 	}
 	for _, e := range ordered {
 		if allowed(e.def.Name) {

@@ -73,7 +73,7 @@ func newSlackPost(getenv func(string) string, o EffectOptions) *slackPost {
 	return t
 }
 
-func (t *slackPost) prepare(args json.RawMessage) (performFunc, error) {
+func (t *slackPost) prepare(args json.RawMessage) (Perform, error) {
 	var a struct {
 		Channel string `json:"channel"`
 		Text    string `json:"text"`
@@ -91,12 +91,12 @@ func (t *slackPost) prepare(args json.RawMessage) (performFunc, error) {
 	if t.cfgErr != nil {
 		return nil, t.cfgErr
 	}
-	return func(ctx context.Context, _ string) (sent, error) {
+	return func(ctx context.Context, _ string) (Sent, error) {
 		r, err := t.post(ctx, channel, a.Text)
 		if err != nil {
-			return sent{}, err
+			return Sent{}, err
 		}
-		return sent{summary: fmt.Sprintf("message posted to %s (ts %s)", r.Channel, r.TS), details: r}, nil
+		return Sent{Summary: fmt.Sprintf("message posted to %s (ts %s)", r.Channel, r.TS), Details: r}, nil
 	}, nil
 }
 
@@ -116,7 +116,7 @@ func (t *slackPost) post(ctx context.Context, channel, text string) (slackReceip
 	}}
 	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, t.url, bytes.NewReader(body))
 	if err != nil {
-		return slackReceipt{}, notSent(fmt.Errorf("slack request: %w", err))
+		return slackReceipt{}, NotSent(fmt.Errorf("slack request: %w", err))
 	}
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	req.Header.Set("Authorization", "Bearer "+t.token)
@@ -126,7 +126,7 @@ func (t *slackPost) post(ctx context.Context, channel, text string) (slackReceip
 		if written.Load() {
 			return slackReceipt{}, fmt.Errorf("no response from Slack after the request was sent: %w", err)
 		}
-		return slackReceipt{}, notSent(fmt.Errorf("post to Slack: %w", err))
+		return slackReceipt{}, NotSent(fmt.Errorf("post to Slack: %w", err))
 	}
 	defer resp.Body.Close()
 	raw, readErr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -144,7 +144,7 @@ func (t *slackPost) post(ctx context.Context, channel, text string) (slackReceip
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
 			wait = "Retry-After: " + ra + " seconds"
 		}
-		return slackReceipt{}, notSent(fmt.Errorf("rate limited by Slack (HTTP 429, %s); try again later", wait))
+		return slackReceipt{}, NotSent(fmt.Errorf("rate limited by Slack (HTTP 429, %s); try again later", wait))
 	case code >= 500:
 		return slackReceipt{}, fmt.Errorf("the Slack API answered HTTP %d", code)
 	case code >= 300: // 3xx and 4xx: the request was refused, not processed
@@ -152,13 +152,13 @@ func (t *slackPost) post(ctx context.Context, channel, text string) (slackReceip
 		if jsonErr != nil || reason == "" {
 			reason = snippet(raw)
 		}
-		return slackReceipt{}, notSent(fmt.Errorf("the Slack API refused the request: HTTP %d: %s", code, reason))
+		return slackReceipt{}, NotSent(fmt.Errorf("the Slack API refused the request: HTTP %d: %s", code, reason))
 	case readErr != nil:
 		return slackReceipt{}, fmt.Errorf("read Slack's answer (HTTP %d): %w", code, readErr)
 	case jsonErr != nil:
 		return slackReceipt{}, fmt.Errorf("unreadable answer from Slack (HTTP %d): %s", code, snippet(raw))
 	case !r.OK:
-		return slackReceipt{}, notSent(fmt.Errorf("the Slack API refused the message: %s", orUnknown(r.Error)))
+		return slackReceipt{}, NotSent(fmt.Errorf("the Slack API refused the message: %s", orUnknown(r.Error)))
 	}
 	if r.Channel == "" {
 		r.Channel = channel

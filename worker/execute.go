@@ -16,6 +16,7 @@ import (
 	"agent/checkpoint"
 	"agent/event"
 	"agent/llm"
+	"agent/mcp"
 	"agent/runner"
 	"agent/tools"
 )
@@ -57,7 +58,21 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 		ModelName: spec.Model.Name, Sink: env.Sink, MaxTurns: spec.MaxTurns,
 		Until: spec.Until, MaxIterations: spec.MaxIterations, ContextBudget: spec.ContextBudget,
 	}
-	set, planner, err := toolSet(ws, spec, env)
+	// MCP servers start before the first model request, so a run that
+	// cannot have them fails at once; the planner gets none.
+	var servers *mcp.Servers
+	if spec.Mode != adapter.ModePlan {
+		var failed *event.RunnerResultData
+		servers, failed, err = startServers(ctx, ws, spec, env, emitWarning)
+		if err != nil {
+			return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: %w", err)}
+		}
+		if failed != nil {
+			return *failed, nil
+		}
+		defer servers.Close()
+	}
+	set, planner, err := toolSet(ws, spec, env, servers)
 	if err != nil {
 		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: tools: %w", err)}
 	}
@@ -116,7 +131,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 // toolSet is the tools of a spec's mode: the planner reads and submits a
 // plan; a phase can also record learnings and failed approaches; phases
 // and single runs have the side-effecting tools, guarded by the outbox.
-func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env) (*tools.Set, *tools.SubmitPlan, error) {
+func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.Servers) (*tools.Set, *tools.SubmitPlan, error) {
 	allow := spec.Tools
 	var extra []tools.Tool
 	var planner *tools.SubmitPlan
@@ -142,9 +157,30 @@ func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env) (*tools.Set, 
 		scope.PhaseID = spec.PhaseID
 	}
 	extra = append(extra, tools.EffectTools(scope, env.Outbox, env.Getenv)...)
-	deny := tools.WithoutUnconfigured(allow, nil, env.Getenv)
-	set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny}, extra...)
+	extra = append(extra, servers.Tools(scope, env.Outbox)...)
+	deny := tools.WithoutUnconfigured(allow, spec.Deny, env.Getenv)
+	set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny, Match: mcp.Matches, Open: mcp.IsName}, extra...)
 	return set, nil, err
+}
+
+// startServers starts the MCP servers the spec's tools use. A required
+// server that does not start ends the run before it begins, with reason
+// environment (exit 5): failed says so. err is a configuration that
+// cannot be read.
+func startServers(ctx context.Context, ws *tools.Workspace, spec adapter.PhaseSpec, env Env, warn func(string)) (*mcp.Servers, *event.RunnerResultData, error) {
+	configured, err := mcp.Configured(env.Home, spec.MCPConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	used := mcp.Used(configured, spec.Tools, spec.Deny)
+	if len(used) == 0 {
+		return nil, nil, nil
+	}
+	servers, err := mcp.Start(ctx, used, mcp.Options{Getenv: env.Getenv, Dir: ws.Root(), Version: env.UserAgent, Warn: warn})
+	if err != nil {
+		return nil, &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonEnvironment, Detail: err.Error()}, nil
+	}
+	return servers, nil, nil
 }
 
 func joinNonEmpty(parts ...string) string {

@@ -1,0 +1,293 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// conn is one server for the life of a run: started once, restarted at
+// most once after it died, stopped with its whole process group.
+type conn struct {
+	srv  Server
+	opts Options
+
+	mu        sync.Mutex
+	live      *session // nil after the server died
+	restarted bool
+	closed    bool
+}
+
+// session is one started server process or HTTP session.
+type session struct {
+	cs     *sdk.ClientSession
+	proc   *exec.Cmd     // nil for an HTTP server
+	exited chan struct{} // closed when proc has exited
+	stderr *tail
+}
+
+// errDown is a server that died and could not be restarted (again).
+type errDown struct{ msg string }
+
+func (e *errDown) Error() string { return e.msg }
+
+// start starts the server and initializes the MCP session within the
+// server's startup timeout.
+func (c *conn) start(ctx context.Context) (*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.srv.StartupTimeout)
+	defer cancel()
+	client := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: c.opts.Version}, nil)
+	if c.srv.HTTP() {
+		hc, err := c.httpClient()
+		if err != nil {
+			return nil, err
+		}
+		t := &sdk.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc, MaxRetries: 1, DisableStandaloneSSE: true}
+		cs, err := client.Connect(ctx, t, nil)
+		if err != nil {
+			return nil, c.startError(ctx, err, nil)
+		}
+		return &session{cs: cs}, nil
+	}
+	return c.spawn(ctx)
+}
+
+// httpClient sends the server's headers and bearer token with every
+// request; references to the environment are expanded now.
+func (c *conn) httpClient() (*http.Client, error) {
+	headers := http.Header{}
+	for k, v := range c.srv.Headers {
+		val, err := expand(v, c.opts.getenv)
+		if err != nil {
+			return nil, fmt.Errorf("header %s: %w", k, err)
+		}
+		headers.Set(k, val)
+	}
+	if name := c.srv.BearerTokenEnv; name != "" {
+		tok := c.opts.getenv(name)
+		if tok == "" {
+			return nil, fmt.Errorf("bearer_token_env: $%s is not set", name)
+		}
+		headers.Set("Authorization", "Bearer "+tok)
+	}
+	return &http.Client{Transport: &withHeaders{base: http.DefaultTransport, headers: headers}}, nil
+}
+
+type withHeaders struct {
+	base    http.RoundTripper
+	headers http.Header
+}
+
+func (t *withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.headers {
+		r.Header[k] = v
+	}
+	return t.base.RoundTrip(r)
+}
+
+// startError says why a server did not start, with the tail of its
+// stderr, which is where servers say what is wrong.
+func (c *conn) startError(ctx context.Context, err error, s *session) error {
+	if ctx.Err() == context.DeadlineExceeded {
+		err = fmt.Errorf("no answer to initialize within %s (startup_timeout_s)", c.srv.StartupTimeout)
+	}
+	if s != nil {
+		s.stop()
+		if t := s.stderr.String(); t != "" {
+			err = fmt.Errorf("%w; its stderr ends: %s", err, t)
+		}
+	}
+	return err
+}
+
+// passEnv is what a stdio server inherits from agent's environment; the
+// rest, the model provider's key and agent's other secrets included, it
+// gets only if its env names it.
+var passEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "TZ",
+	"XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR"}
+
+// spawn starts a stdio server in its own process group and connects.
+func (c *conn) spawn(ctx context.Context) (*session, error) {
+	env := make([]string, 0, len(passEnv)+len(c.srv.Env))
+	for _, k := range passEnv {
+		if v := c.opts.getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	for k, v := range c.srv.Env {
+		val, err := expand(v, c.opts.getenv)
+		if err != nil {
+			return nil, fmt.Errorf("env %s: %w", k, err)
+		}
+		env = append(env, k+"="+val)
+	}
+	cmd := exec.Command(c.srv.Command, c.srv.Args...)
+	cmd.Env = env
+	cmd.Dir = c.srv.Cwd
+	if cmd.Dir == "" {
+		cmd.Dir = c.opts.Dir
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	// Plain pipes, so that waiting for the process never waits for a
+	// grandchild that keeps one open.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW)
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(inR, inW, outR, outW)
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if err := cmd.Start(); err != nil {
+		closeAll(inR, inW, outR, outW, errR, errW)
+		return nil, fmt.Errorf("run %s: %w", c.srv.Command, unwrapExec(err))
+	}
+	closeAll(inR, outW, errW)
+	s := &session{proc: cmd, exited: make(chan struct{}), stderr: &tail{}}
+	go s.stderr.drain(errR)
+	go func() {
+		_ = cmd.Wait()
+		close(s.exited)
+	}()
+	if err := c.connect(ctx, s, inW, outR); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+// unwrapExec drops exec's repetition of the command's name.
+func unwrapExec(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// maxFrame bounds one message from a server: a hostile server cannot make
+// agent buffer without end.
+const maxFrame = 16 << 20
+
+func (c *conn) connect(ctx context.Context, s *session, in, out *os.File) error {
+	client := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: c.opts.Version}, nil)
+	cs, err := client.Connect(ctx, &sdk.IOTransport{Reader: out, Writer: in, MaxLineLength: maxFrame}, nil)
+	if err != nil {
+		if errors.Is(err, sdk.ErrConnectionClosed) || strings.Contains(err.Error(), "EOF") {
+			// It exited: give its stderr a moment to arrive.
+			select {
+			case <-s.exited:
+			case <-time.After(500 * time.Millisecond):
+			}
+			err = errors.New("it exited before answering initialize")
+		}
+		return c.startError(ctx, err, s)
+	}
+	s.cs = cs
+	return nil
+}
+
+// stop ends the session and the server's whole process group: closing
+// stdin asks it to exit; what is left a moment later is killed.
+func (s *session) stop() {
+	if s.cs != nil {
+		done := make(chan struct{})
+		go func() {
+			_ = s.cs.Close()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+		}
+	}
+	if s.proc == nil || s.proc.Process == nil {
+		return
+	}
+	pgid := s.proc.Process.Pid
+	select {
+	case <-s.exited:
+	case <-time.After(time.Second):
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-s.exited:
+		case <-time.After(time.Second):
+		}
+	}
+	// The leader is gone; whatever it started in its group goes too.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-s.exited
+}
+
+// dead reports whether the server process has exited.
+func (s *session) dead() bool {
+	if s.exited == nil {
+		return false
+	}
+	select {
+	case <-s.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// tail keeps the last bytes a server wrote to stderr.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailSize = 2048
+
+func (t *tail) drain(f *os.File) {
+	defer f.Close()
+	b := make([]byte, 4096)
+	for {
+		n, err := f.Read(b)
+		if n > 0 {
+			t.mu.Lock()
+			t.buf = append(t.buf, b[:n]...)
+			if len(t.buf) > tailSize {
+				t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailSize:]...)
+			}
+			t.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// String is the tail on one line.
+func (t *tail) String() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(strings.Fields(strings.ToValidUTF8(string(t.buf), "?")), " ")
+}

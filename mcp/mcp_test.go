@@ -1,0 +1,400 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"agent/config"
+	"agent/event"
+	"agent/mcp/mcptest"
+	"agent/tools"
+)
+
+func TestMain(m *testing.M) {
+	mcptest.MaybeServe()
+	os.Exit(m.Run())
+}
+
+// testServer is the test binary as a stdio MCP server logging to a file
+// in dir.
+func testServer(t *testing.T, name string, env map[string]string) (Server, string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "calls.jsonl")
+	e := map[string]string{mcptest.EnvServe: "1", mcptest.EnvLog: logPath}
+	for k, v := range env {
+		e[k] = v
+	}
+	s, err := check(name, config.MCPServer{Command: exe, Env: e}, "test config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, logPath
+}
+
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) add(m string) { w.mu.Lock(); w.msgs = append(w.msgs, m); w.mu.Unlock() }
+func (w *warnings) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.msgs, "\n")
+}
+
+func startSet(t *testing.T, servers []Server, outbox tools.Outbox) (*tools.Set, *Servers, *warnings) {
+	t.Helper()
+	w := &warnings{}
+	s, err := Start(context.Background(), servers, Options{Warn: w.add, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ws, err := tools.NewWorkspace(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := tools.NewSet(ws, tools.Options{MaxOutput: 1000}, s.Tools(tools.EffectScope{RunID: "r1"}, outbox)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set, s, w
+}
+
+func TestToolsOverStdio(t *testing.T) {
+	srv, logPath := testServer(t, "tracker", nil)
+	set, _, _ := startSet(t, []Server{srv}, nil)
+
+	names := strings.Join(set.Names(), " ")
+	for _, want := range []string{"mcp__tracker__echo", "mcp__tracker__add", "mcp__tracker__create_issue"} {
+		if !strings.Contains(names, want) {
+			t.Errorf("tools offered: %s; want %s among them", names, want)
+		}
+	}
+	if !set.ReadOnly("mcp__tracker__echo") || set.ReadOnly("mcp__tracker__slow") {
+		t.Error("readOnlyHint is not what ReadOnly reports")
+	}
+	cases := []struct {
+		tool, args, want string
+		isError          bool
+	}{
+		{"mcp__tracker__echo", `{"text":"hi"}`, "echo: hi", false},
+		{"mcp__tracker__add", `{"a":2,"b":3}`, `{"sum":5}`, false},
+		{"mcp__tracker__picture", `{}`, "here it is\n[image image/png, 18 bytes, not shown]", false},
+		{"mcp__tracker__fail", `{}`, "the tracker is read-only today", true},
+		{"mcp__tracker__echo", `{}`, `invalid arguments for mcp__tracker__echo: missing required argument "text"`, true},
+	}
+	for _, c := range cases {
+		res := set.Run(context.Background(), c.tool, c.args)
+		if res.Output != c.want || res.IsError != c.isError {
+			t.Errorf("%s %s = %q (error %v), want %q (error %v)", c.tool, c.args, res.Output, res.IsError, c.want, c.isError)
+		}
+	}
+	res := set.Run(context.Background(), "mcp__tracker__big", `{"n":5000}`)
+	if !res.Truncated || len(res.Output) > 1200 {
+		t.Errorf("a 5000-byte result is not truncated to the set's budget: %d bytes, truncated %v", len(res.Output), res.Truncated)
+	}
+	calls, err := mcptest.Calls(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) != 5 { // the call with a missing argument never reached the server
+		t.Errorf("server saw %d calls, want 5: %+v", len(calls), calls)
+	}
+}
+
+func TestRequiredServerThatFailsNamesItWithItsStderr(t *testing.T) {
+	srv, _ := testServer(t, "tracker", map[string]string{mcptest.EnvMode: "fail"})
+	_, err := Start(context.Background(), []Server{srv}, Options{})
+	var se *StartError
+	if !errors.As(err, &se) {
+		t.Fatalf("err = %v, want a *StartError", err)
+	}
+	for _, want := range []string{`MCP server "tracker" did not start`, "token rejected", "test config", "required = false"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+func TestServerThatNeverAnswersInitializeTimesOut(t *testing.T) {
+	srv, _ := testServer(t, "tracker", map[string]string{mcptest.EnvMode: "hang"})
+	srv.StartupTimeout = 300 * time.Millisecond
+	began := time.Now()
+	_, err := Start(context.Background(), []Server{srv}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "no answer to initialize within 300ms (startup_timeout_s)") {
+		t.Fatalf("err = %v, want the startup timeout named", err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("Start took %s for a 300ms startup timeout", d)
+	}
+}
+
+func TestOptionalServerThatFailsIsAWarning(t *testing.T) {
+	bad, _ := testServer(t, "flaky", map[string]string{mcptest.EnvMode: "fail"})
+	bad.Required = false
+	good, _ := testServer(t, "tracker", nil)
+	set, servers, w := startSet(t, []Server{bad, good}, nil)
+	if got := strings.Join(servers.Names(), ","); got != "tracker" {
+		t.Errorf("started servers = %s, want tracker only", got)
+	}
+	if !strings.Contains(w.String(), `MCP server "flaky" did not start and its tools are not offered`) {
+		t.Errorf("warnings = %q", w)
+	}
+	if strings.Contains(strings.Join(set.Names(), " "), "flaky") {
+		t.Error("the failed server's tools are offered")
+	}
+}
+
+func TestServerThatDiesIsRestartedOnce(t *testing.T) {
+	once := filepath.Join(t.TempDir(), "crashed")
+	srv, _ := testServer(t, "tracker", map[string]string{mcptest.EnvCrashOnce: once})
+	set, _, w := startSet(t, []Server{srv}, nil)
+
+	res := set.Run(context.Background(), "mcp__tracker__crash", `{}`)
+	if !res.IsError || !strings.Contains(res.Output, `MCP server "tracker" died during the call`) ||
+		!strings.Contains(res.Output, "crashing as asked") {
+		t.Fatalf("the call in flight = %q, want an error naming the death and the server's stderr", res.Output)
+	}
+	if res := set.Run(context.Background(), "mcp__tracker__echo", `{"text":"again"}`); res.Output != "echo: again" {
+		t.Fatalf("the next call = %q, want it answered by a restarted server", res.Output)
+	}
+	if !strings.Contains(w.String(), "it was restarted") {
+		t.Errorf("no warning of the restart: %q", w)
+	}
+	// Once restarted, a second death is final.
+	_ = os.Remove(once)
+	_ = set.Run(context.Background(), "mcp__tracker__crash", `{}`)
+	res = set.Run(context.Background(), "mcp__tracker__echo", `{"text":"x"}`)
+	if !res.IsError || !strings.Contains(res.Output, "died again after its restart") {
+		t.Errorf("after a second death: %q", res.Output)
+	}
+}
+
+func TestToolTimeout(t *testing.T) {
+	srv, _ := testServer(t, "tracker", nil)
+	srv.ToolTimeout = 200 * time.Millisecond
+	set, _, _ := startSet(t, []Server{srv}, nil)
+	began := time.Now()
+	res := set.Run(context.Background(), "mcp__tracker__slow", `{"ms":10000}`)
+	if !res.IsError || !strings.Contains(res.Output, "did not answer within 200ms (tool_timeout_s)") {
+		t.Errorf("slow call = %q", res.Output)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("the call took %s with a 200ms timeout", d)
+	}
+	if res := set.Run(context.Background(), "mcp__tracker__echo", `{"text":"still here"}`); res.Output != "echo: still here" {
+		t.Errorf("after a timeout the server does not answer: %q", res.Output)
+	}
+}
+
+func TestCloseStopsTheWholeProcessGroup(t *testing.T) {
+	exe, _ := os.Executable()
+	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+	srv, err := check("tracker", config.MCPServer{
+		Command: "/bin/sh", Args: []string{"-c", `sleep 300 & echo $! > "$PIDFILE"; exec "$EXE"`},
+		Env: map[string]string{mcptest.EnvServe: "1", "PIDFILE": pidFile, "EXE": exe},
+	}, "test config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(context.Background(), []Server{srv}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+	s.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server's child %d outlived Close", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestStreamableHTTPWithBearerToken(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "calls.jsonl")
+	hs := httptest.NewServer(mcptest.Handler(logPath, "s3cret-token"))
+	defer hs.Close()
+	srv, err := check("docs", config.MCPServer{URL: hs.URL, BearerTokenEnv: "DOCS_TOKEN"}, "test config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"DOCS_TOKEN": "s3cret-token"}
+	s, err := Start(context.Background(), []Server{srv}, Options{Getenv: func(k string) string { return env[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ws, _ := tools.NewWorkspace(t.TempDir())
+	set, err := tools.NewSet(ws, tools.Options{}, s.Tools(tools.EffectScope{}, nil)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := set.Run(context.Background(), "mcp__docs__echo", `{"text":"over http"}`); res.Output != "echo: over http" {
+		t.Errorf("echo over HTTP = %q", res.Output)
+	}
+
+	env["DOCS_TOKEN"] = "wrong"
+	_, err = Start(context.Background(), []Server{srv}, Options{Getenv: func(k string) string { return env[k] }})
+	if err == nil {
+		t.Error("a wrong token started the server")
+	}
+	delete(env, "DOCS_TOKEN")
+	_, err = Start(context.Background(), []Server{srv}, Options{Getenv: func(k string) string { return env[k] }})
+	if err == nil || !strings.Contains(err.Error(), "$DOCS_TOKEN is not set") {
+		t.Errorf("unset token: %v", err)
+	}
+}
+
+// memOutbox is an outbox in memory: intents by key.
+type memOutbox struct {
+	mu      sync.Mutex
+	intents map[string]tools.Intent
+}
+
+func (o *memOutbox) Begin(_ context.Context, in tools.Intent) (*event.ReceiptData, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.intents == nil {
+		o.intents = map[string]tools.Intent{}
+	}
+	o.intents[in.Key] = in
+	return nil, nil
+}
+
+func TestEffectGoesThroughTheOutboxWithItsKey(t *testing.T) {
+	srv, logPath := testServer(t, "tracker", nil)
+	srv.Effects = map[string]config.MCPEffect{"create_issue": {Receipt: "issue_created", KeyArgs: []string{"repo", "title"}}}
+	outbox := &memOutbox{}
+	set, _, _ := startSet(t, []Server{srv}, outbox)
+	if set.ReadOnly("mcp__tracker__create_issue") {
+		t.Error("an effect reports read-only")
+	}
+	res := set.Run(context.Background(), "mcp__tracker__create_issue", `{"repo":"a/b","title":"Bug","body":"x"}`)
+	if res.IsError || !strings.Contains(res.Output, "created issue #1") {
+		t.Fatalf("create_issue = %q", res.Output)
+	}
+	if len(res.Events) != 1 || res.Events[0].Type != event.ReceiptRecorded {
+		t.Fatalf("events = %+v, want one receipt", res.Events)
+	}
+	var rd event.ReceiptData
+	_ = json.Unmarshal(res.Events[0].Data, &rd)
+	if rd.Type != "issue_created" || !strings.HasPrefix(rd.Key, "mcp__tracker__create_issue-") || !strings.Contains(string(rd.Details), `"number":1`) {
+		t.Errorf("receipt = %+v %s", rd, rd.Details)
+	}
+	if _, ok := outbox.intents[rd.Key]; !ok {
+		t.Error("no intent was recorded before the call")
+	}
+	calls, _ := mcptest.Calls(logPath)
+	if len(calls) != 1 || calls[0].Key != rd.Key {
+		t.Errorf("the server was not given the idempotency key: %+v", calls)
+	}
+
+	// A tool that reports an error did not act: the effect failed, certainly.
+	srv.Effects = map[string]config.MCPEffect{"fail": {Receipt: "x", KeyArgs: []string{"any"}}}
+	set, _, _ = startSet(t, []Server{srv}, outbox)
+	res = set.Run(context.Background(), "mcp__tracker__fail", `{}`)
+	if !res.IsError || len(res.Events) != 1 || res.Events[0].Type != event.EffectFailed {
+		t.Errorf("an error result of an effect = %q %+v, want effect.failed", res.Output, res.Events)
+	}
+}
+
+func TestLoadConfigAndMCPJSON(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, ".mcp.json")
+	os.WriteFile(file, []byte(`{"mcpServers": {
+		"github": {"command": "gh-mcp", "args": ["stdio"], "env": {"TOKEN": "${GH_TOKEN}"}},
+		"docs": {"type": "http", "url": "http://127.0.0.1:3001/mcp", "headers": {"X-Key": "$K"}}
+	}}`), 0o644)
+	servers, err := Load(map[string]config.MCPServer{
+		"github": {Command: "old"}, "local": {Command: "x", ToolTimeoutS: 2.5},
+	}, "config.toml", []string{file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range servers {
+		got = append(got, s.Name+"="+s.Command+s.URL+"@"+s.Source)
+	}
+	if want := "docs=http://127.0.0.1:3001/mcp@" + file + " github=gh-mcp@" + file + " local=x@config.toml"; strings.Join(got, " ") != want {
+		t.Errorf("servers = %s\nwant      %s", strings.Join(got, " "), want)
+	}
+	if servers[2].ToolTimeout != 2500*time.Millisecond || servers[2].StartupTimeout != DefaultStartupTimeout || !servers[2].Required {
+		t.Errorf("defaults: %+v", servers[2])
+	}
+
+	for _, c := range []struct{ json, want string }{
+		{`{"mcpServers": {"a b": {"command": "x"}}}`, `MCP server "a b": a server name is letters`},
+		{`{"mcpServers": {"a": {}}}`, "set command (a stdio server) or url"},
+		{`{"mcpServers": {"a": {"type": "sse", "url": "http://x"}}}`, `type "sse" is not supported`},
+		{`{"servers": {}}`, `no "mcpServers" object`},
+		{`{"mcpServers": {"a__b": {"command": "x"}}}`, "single _"},
+		{`{"mcpServers": {"a": {"command": "x", "effects": {"t": {"receipt": "r"}}}}}`, "effects.t needs key_args"},
+	} {
+		os.WriteFile(file, []byte(c.json), 0o644)
+		if _, err := Load(nil, "", []string{file}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.json, err, c.want)
+		}
+	}
+	if _, err := Load(nil, "", []string{filepath.Join(dir, "missing.json")}); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	env := map[string]string{"A": "1"}
+	get := func(k string) string { return env[k] }
+	for in, want := range map[string]string{"$A": "1", "x${A}y": "x1y", "${B:-def}": "def", "plain": "plain"} {
+		if got, err := expand(in, get); err != nil || got != want {
+			t.Errorf("expand(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := expand("${B}", get); err == nil || err.Error() != "$B is not set" {
+		t.Errorf("unset: %v", err)
+	}
+}
+
+func TestNames(t *testing.T) {
+	if got := ToolName("gh", "create_issue"); got != "mcp__gh__create_issue" {
+		t.Errorf("ToolName = %s", got)
+	}
+	a, b := ToolName("gh", "issues.create"), ToolName("gh", "issues_create")
+	if a == b || strings.ContainsAny(a, ".") {
+		t.Errorf("sanitized names collide or keep bad characters: %s %s", a, b)
+	}
+	if long := ToolName("server", strings.Repeat("t", 100)); len(long) > 64 {
+		t.Errorf("a long name is %d characters", len(long))
+	}
+	for _, c := range []struct {
+		entry, tool string
+		want        bool
+	}{
+		{"mcp__gh", "mcp__gh__x", true}, {"mcp__gh__x", "mcp__gh__x", true}, {"mcp__g", "mcp__gh__x", false},
+		{"mcp__gh__x", "mcp__gh__xy", false}, {"bash", "bash", true},
+	} {
+		if got := Matches(c.entry, c.tool); got != c.want {
+			t.Errorf("Matches(%s, %s) = %v", c.entry, c.tool, got)
+		}
+	}
+}

@@ -1,0 +1,219 @@
+// Package mcptest is a real MCP tool server for tests, built with the
+// official SDK: over stdio (a test binary runs it when MCPTEST_SERVER is
+// set; see MaybeServe) or over Streamable HTTP (Handler). Every call is
+// appended to a log file, so tests can count what actually ran.
+//
+// Tools: echo (readOnlyHint), add (structured result), picture (an image),
+// slow (sleeps ms milliseconds), fail (an error result), create_issue (a
+// side effect: numbered, logged), crash (the server exits mid-call), and
+// big (n bytes of text).
+package mcptest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Environment of a stdio test server.
+const (
+	EnvServe = "MCPTEST_SERVER" // set: the test binary serves MCP on stdio and exits
+	EnvLog   = "MCPTEST_LOG"    // file every call is appended to, one JSON line each
+	// EnvMode changes how the server misbehaves: "fail" (say why on
+	// stderr and exit 1 before initialize) or "hang" (never answer
+	// initialize).
+	EnvMode = "MCPTEST_MODE"
+	// EnvCrashOnce names a file: crash exits only while it does not exist,
+	// and creates it; so a restarted server answers.
+	EnvCrashOnce = "MCPTEST_CRASH_ONCE"
+)
+
+// MaybeServe serves MCP on stdio and exits when EnvServe is set; call it
+// first thing in TestMain.
+func MaybeServe() {
+	if os.Getenv(EnvServe) != "" {
+		Serve()
+	}
+}
+
+// Serve serves MCP on stdio, as EnvMode says, and exits.
+func Serve() {
+	switch os.Getenv(EnvMode) {
+	case "fail":
+		fmt.Fprintln(os.Stderr, "mcptest: cannot reach the issue tracker: token rejected")
+		os.Exit(1)
+	case "hang":
+		time.Sleep(time.Hour)
+	}
+	s := NewServer(os.Getenv(EnvLog))
+	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "mcptest:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// Handler serves the same tools over Streamable HTTP, requiring the
+// bearer token when it is not empty.
+func Handler(logPath, token string) http.Handler {
+	s := NewServer(logPath)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s }, nil)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Call is one logged call.
+type Call struct {
+	Tool string          `json:"tool"`
+	Args json.RawMessage `json:"args"`
+	Key  string          `json:"key,omitempty"` // the _meta idempotency key, if sent
+	PID  int             `json:"pid"`
+}
+
+// Calls reads the calls logged at path.
+func Calls(path string) ([]Call, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []Call
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		if line == "" {
+			continue
+		}
+		var c Call
+		if err := json.Unmarshal([]byte(line), &c); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+type logger struct {
+	mu   sync.Mutex
+	path string
+}
+
+func (l *logger) log(req *sdk.CallToolRequest) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := Call{Tool: req.Params.Name, Args: req.Params.Arguments, PID: os.Getpid()}
+	if k, ok := req.Params.Meta["idempotency_key"].(string); ok {
+		c.Key = k
+	}
+	if l.path == "" {
+		return 0
+	}
+	calls, _ := Calls(l.path)
+	line, _ := json.Marshal(c)
+	f, err := os.OpenFile(l.path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err == nil {
+		_, _ = f.Write(append(line, '\n'))
+		_ = f.Sync()
+		_ = f.Close()
+	}
+	return len(calls) + 1
+}
+
+func text(s string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}
+}
+
+func args[T any](req *sdk.CallToolRequest) T {
+	var v T
+	_ = json.Unmarshal(req.Params.Arguments, &v)
+	return v
+}
+
+// NewServer is the test server; calls are logged to logPath ("" logs
+// nothing).
+func NewServer(logPath string) *sdk.Server {
+	l := &logger{path: logPath}
+	s := sdk.NewServer(&sdk.Implementation{Name: "mcptest", Version: "1"}, nil)
+	obj := func(props string, required ...string) json.RawMessage {
+		req, _ := json.Marshal(required)
+		return json.RawMessage(`{"type":"object","properties":{` + props + `},"required":` + string(req) + `}`)
+	}
+	s.AddTool(&sdk.Tool{Name: "echo", Description: "Echo the text back.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema: obj(`"text":{"type":"string"}`, "text")},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			l.log(req)
+			return text("echo: " + args[struct{ Text string }](req).Text), nil
+		})
+	s.AddTool(&sdk.Tool{Name: "add", Description: "Add two numbers.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema: obj(`"a":{"type":"number"},"b":{"type":"number"}`, "a", "b")},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			l.log(req)
+			a := args[struct{ A, B float64 }](req)
+			return &sdk.CallToolResult{StructuredContent: map[string]any{"sum": a.A + a.B}}, nil
+		})
+	s.AddTool(&sdk.Tool{Name: "picture", Description: "Draw a picture.", InputSchema: obj(``)},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			l.log(req)
+			return &sdk.CallToolResult{Content: []sdk.Content{
+				&sdk.TextContent{Text: "here it is"},
+				&sdk.ImageContent{MIMEType: "image/png", Data: []byte("\x89PNG\r\n\x1a\nnot really")},
+			}}, nil
+		})
+	s.AddTool(&sdk.Tool{Name: "slow", Description: "Wait ms milliseconds.", InputSchema: obj(`"ms":{"type":"integer"}`, "ms")},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			l.log(req)
+			select {
+			case <-time.After(time.Duration(args[struct{ MS int }](req).MS) * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return text("done waiting"), nil
+		})
+	s.AddTool(&sdk.Tool{Name: "fail", Description: "Report an error.", InputSchema: obj(``)},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			l.log(req)
+			res := text("the tracker is read-only today")
+			res.IsError = true
+			return res, nil
+		})
+	s.AddTool(&sdk.Tool{Name: "create_issue", Description: "Create an issue.",
+		InputSchema: obj(`"repo":{"type":"string"},"title":{"type":"string"},"body":{"type":"string"}`, "repo", "title")},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			n := l.log(req)
+			a := args[struct{ Repo, Title string }](req)
+			return &sdk.CallToolResult{
+				Content:           []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("created issue #%d in %s: %s", n, a.Repo, a.Title)}},
+				StructuredContent: map[string]any{"number": n, "repo": a.Repo},
+			}, nil
+		})
+	s.AddTool(&sdk.Tool{Name: "crash", Description: "Crash the server.", InputSchema: obj(``)},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			l.log(req)
+			if once := os.Getenv(EnvCrashOnce); once != "" {
+				if _, err := os.Stat(once); err == nil {
+					return text("not crashing twice"), nil
+				}
+				_ = os.WriteFile(once, nil, 0o644)
+			}
+			fmt.Fprintln(os.Stderr, "mcptest: crashing as asked")
+			os.Exit(3)
+			return nil, nil
+		})
+	s.AddTool(&sdk.Tool{Name: "big", Description: "Return n bytes of text.", InputSchema: obj(`"n":{"type":"integer"}`, "n")},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			l.log(req)
+			return text(strings.Repeat("x", args[struct{ N int }](req).N)), nil
+		})
+	return s
+}

@@ -1,0 +1,344 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"agent/tools"
+)
+
+// Options are what starting a run's servers needs besides their
+// configuration.
+type Options struct {
+	// Getenv expands references in env and headers; nil means os.Getenv.
+	Getenv func(string) string
+	// Dir is where a stdio server without cwd runs: the workspace.
+	Dir     string
+	Version string // told to servers as the client's version
+	// Warn receives what does not stop the run: an optional server that
+	// did not start, an enabled tool a server does not have.
+	Warn func(msg string)
+}
+
+func (o Options) getenv(name string) string {
+	if o.Getenv == nil {
+		return os.Getenv(name)
+	}
+	return o.Getenv(name)
+}
+
+func (o Options) warn(format string, args ...any) {
+	if o.Warn != nil {
+		o.Warn(fmt.Sprintf(format, args...))
+	}
+}
+
+// StartError is a required server that did not start: the run cannot
+// begin (exit 5).
+type StartError struct {
+	Server string
+	Source string
+	Err    error
+}
+
+func (e *StartError) Error() string {
+	return fmt.Sprintf("MCP server %q did not start: %v (configured in %s; fix it, or set required = false to run without it)",
+		e.Server, e.Err, e.Source)
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Servers are a run's started servers and their tools.
+type Servers struct {
+	conns []*conn
+	tools map[*conn][]*sdk.Tool
+}
+
+// Limits on what one server can offer: a hostile server cannot flood the
+// model's context with tools.
+const (
+	maxTools       = 256
+	maxDescription = 4096
+	maxSchema      = 64 << 10
+)
+
+// Start starts the servers at once, each within its startup timeout, and
+// lists their tools. A required server that fails stops everything
+// started and returns a *StartError; an optional one is warned about and
+// left out.
+func Start(ctx context.Context, servers []Server, opts Options) (*Servers, error) {
+	s := &Servers{tools: map[*conn][]*sdk.Tool{}}
+	type started struct {
+		c     *conn
+		tools []*sdk.Tool
+		err   error
+	}
+	results := make([]started, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Go(func() {
+			c := &conn{srv: srv, opts: opts}
+			list, err := c.open(ctx)
+			results[i] = started{c: c, tools: list, err: err}
+		})
+	}
+	wg.Wait()
+	var failed error
+	for _, r := range results {
+		switch {
+		case r.err == nil:
+			s.conns = append(s.conns, r.c)
+			s.tools[r.c] = r.tools
+		case r.c.srv.Required && failed == nil:
+			failed = &StartError{Server: r.c.srv.Name, Source: r.c.srv.Source, Err: r.err}
+		case !r.c.srv.Required:
+			opts.warn("MCP server %q did not start and its tools are not offered: %v", r.c.srv.Name, r.err)
+		}
+	}
+	if failed != nil {
+		s.Close()
+		return nil, failed
+	}
+	return s, nil
+}
+
+// open starts the server and lists its tools, within the startup timeout.
+func (c *conn) open(ctx context.Context) ([]*sdk.Tool, error) {
+	s, err := c.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, c.srv.StartupTimeout)
+	defer cancel()
+	var list []*sdk.Tool
+	for t, err := range s.cs.Tools(lctx, nil) {
+		if err != nil {
+			return nil, c.startError(lctx, fmt.Errorf("list its tools: %w", err), s)
+		}
+		list = append(list, t)
+		if len(list) > maxTools*4 {
+			break
+		}
+	}
+	c.live = s
+	return c.filter(list), nil
+}
+
+// filter keeps the tools enabled_tools and disabled_tools leave, within
+// the limits, and warns about names that match nothing.
+func (c *conn) filter(list []*sdk.Tool) []*sdk.Tool {
+	has := map[string]bool{}
+	for _, t := range list {
+		has[t.Name] = true
+	}
+	for _, n := range c.srv.EnabledTools {
+		if !has[n] {
+			c.opts.warn("MCP server %q has no tool %q (enabled_tools in %s)", c.srv.Name, n, c.srv.Source)
+		}
+	}
+	for n := range c.srv.Effects {
+		if !has[n] {
+			c.opts.warn("MCP server %q has no tool %q (effects in %s)", c.srv.Name, n, c.srv.Source)
+		}
+	}
+	var out []*sdk.Tool
+	seen := map[string]bool{}
+	for _, t := range list {
+		name := ToolName(c.srv.Name, t.Name)
+		switch {
+		case len(c.srv.EnabledTools) > 0 && !slices.Contains(c.srv.EnabledTools, t.Name),
+			slices.Contains(c.srv.DisabledTools, t.Name):
+			continue
+		case seen[name]:
+			c.opts.warn("MCP server %q lists tool %q twice; the second is left out", c.srv.Name, t.Name)
+			continue
+		case len(out) == maxTools:
+			c.opts.warn("MCP server %q offers more than %d tools; the rest are left out (use enabled_tools)", c.srv.Name, maxTools)
+			return out
+		}
+		if schema, err := json.Marshal(t.InputSchema); err != nil || len(schema) > maxSchema {
+			c.opts.warn("MCP server %q: tool %q has an input schema over %d KiB or unreadable; it is left out", c.srv.Name, t.Name, maxSchema>>10)
+			continue
+		}
+		seen[name] = true
+		out = append(out, t)
+	}
+	return out
+}
+
+// Close stops every server, each with its whole process group.
+func (s *Servers) Close() {
+	if s == nil {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, c := range s.conns {
+		wg.Go(c.close)
+	}
+	wg.Wait()
+}
+
+func (c *conn) close() {
+	c.mu.Lock()
+	live := c.live
+	c.live, c.closed = nil, true
+	c.mu.Unlock()
+	if live != nil {
+		live.stop()
+	}
+}
+
+// Names are the started servers' names.
+func (s *Servers) Names() []string {
+	var out []string
+	for _, c := range s.conns {
+		out = append(out, c.srv.Name)
+	}
+	return out
+}
+
+// Tools are the servers' tools as the model is offered them. A tool
+// listed under effects goes through outbox, keyed in scope.
+func (s *Servers) Tools(scope tools.EffectScope, outbox tools.Outbox) []tools.Tool {
+	if s == nil {
+		return nil
+	}
+	var out []tools.Tool
+	for _, c := range s.conns {
+		for _, t := range s.tools[c] {
+			out = append(out, c.tool(t, scope, outbox))
+		}
+	}
+	return out
+}
+
+// Resend performs again a side effect of these servers whose outcome is
+// unknown (resume --resend-unknown); ok is false when tool is none of
+// theirs.
+func (s *Servers) Resend(ctx context.Context, tool, key string, args json.RawMessage) (tools.Result, bool) {
+	for _, t := range s.Tools(tools.EffectScope{}, nil) {
+		if t.Definition().Name == tool {
+			return tools.Resend(ctx, t, key, args)
+		}
+	}
+	return tools.Result{}, false
+}
+
+// session returns the live session, restarting a server that died once.
+func (c *conn) session(ctx context.Context) (*session, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.live != nil && !c.live.dead() {
+		return c.live, nil
+	}
+	if c.live != nil { // it exited between calls
+		c.live.stop()
+		c.live = nil
+	}
+	switch {
+	case c.closed:
+		return nil, &errDown{msg: fmt.Sprintf("MCP server %q is stopped: the run is ending", c.srv.Name)}
+	case c.restarted:
+		return nil, &errDown{msg: fmt.Sprintf("MCP server %q died again after its restart; its tools are unavailable for the rest of this run", c.srv.Name)}
+	}
+	c.restarted = true
+	s, err := c.start(ctx)
+	if err != nil {
+		return nil, &errDown{msg: fmt.Sprintf("MCP server %q died and could not be restarted: %v", c.srv.Name, err)}
+	}
+	c.live = s
+	c.opts.warn("MCP server %q had died; it was restarted", c.srv.Name)
+	return s, nil
+}
+
+// callError is a call that failed. sent says whether the request may
+// have reached a server that acted on it.
+type callError struct {
+	err  error
+	sent bool
+}
+
+func (e *callError) Error() string { return e.err.Error() }
+func (e *callError) Unwrap() error { return e.err }
+
+// call calls one tool within the server's tool timeout.
+func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, meta sdk.Meta) (*sdk.CallToolResult, error) {
+	s, err := c.session(ctx)
+	if err != nil {
+		return nil, &callError{err: err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.srv.ToolTimeout)
+	defer cancel()
+	res, err := s.cs.CallTool(ctx, &sdk.CallToolParams{Meta: meta, Name: tool, Arguments: args})
+	var wire *jsonrpc.Error
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.As(err, &wire):
+		// The server answered with an error: it did not run the tool.
+		return nil, &callError{err: fmt.Errorf("MCP server %q refused the call: %s", c.srv.Name, wire.Message)}
+	case ctx.Err() == context.DeadlineExceeded && context.Cause(ctx) == context.DeadlineExceeded:
+		return nil, &callError{sent: true, err: fmt.Errorf("MCP server %q did not answer within %s (tool_timeout_s)", c.srv.Name, c.srv.ToolTimeout)}
+	case ctx.Err() != nil:
+		return nil, &callError{sent: true, err: fmt.Errorf("the call to MCP server %q was interrupted: %w", c.srv.Name, context.Cause(ctx))}
+	}
+	// The connection broke: the server died or hung up. The next call
+	// restarts it.
+	c.mu.Lock()
+	if c.live == s {
+		c.live = nil
+	}
+	c.mu.Unlock()
+	go s.stop()
+	why := err.Error()
+	if t := s.stderr.String(); t != "" {
+		why += "; its stderr ends: " + t
+	}
+	return nil, &callError{sent: true, err: fmt.Errorf("MCP server %q died during the call (%s); it will be restarted for the next call", c.srv.Name, why)}
+}
+
+// Listing is what `agent mcp list` says of one server.
+type Listing struct {
+	Server Server
+	Tools  []ToolInfo
+	Err    error // it did not start
+}
+
+// ToolInfo is one tool of a listing.
+type ToolInfo struct {
+	Name        string `json:"name"`   // as the model calls it
+	Remote      string `json:"remote"` // as the server calls it
+	Description string `json:"description,omitempty"`
+	ReadOnly    bool   `json:"read_only"`
+	Receipt     string `json:"receipt,omitempty"` // a side effect recording this receipt
+}
+
+// List starts each server on its own, lists its tools and stops it.
+func List(ctx context.Context, servers []Server, opts Options) []Listing {
+	out := make([]Listing, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Go(func() {
+			c := &conn{srv: srv, opts: opts}
+			list, err := c.open(ctx)
+			out[i] = Listing{Server: srv, Err: err}
+			for _, t := range list {
+				out[i].Tools = append(out[i].Tools, ToolInfo{
+					Name: ToolName(srv.Name, t.Name), Remote: t.Name, Description: t.Description,
+					ReadOnly: t.Annotations != nil && t.Annotations.ReadOnlyHint, Receipt: srv.Effects[t.Name].Receipt,
+				})
+			}
+			c.close()
+		})
+	}
+	wg.Wait()
+	return out
+}
