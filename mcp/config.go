@@ -139,10 +139,7 @@ func ReadFile(path string) (map[string]config.MCPServer, error) {
 	out := map[string]config.MCPServer{}
 	for name, s := range f.MCPServers {
 		switch s.Type {
-		case "", "stdio":
-			if s.URL != "" && s.Command == "" {
-				break // a URL without a type is an HTTP server
-			}
+		case "", "stdio": // with a url and no command, an HTTP server
 		case "http", "streamable-http", "streamableHttp":
 			if s.URL == "" {
 				return nil, &ConfigError{Msg: fmt.Sprintf("--mcp-config %s: server %q: type %q needs a \"url\"", path, name, s.Type)}

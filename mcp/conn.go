@@ -35,6 +35,19 @@ type session struct {
 	stderr *tail
 }
 
+// stderrTail is the end of what the server wrote to stderr once it has
+// stopped, waiting a moment for the last of it to be read.
+func (s *session) stderrTail() string {
+	if s.stderr == nil {
+		return ""
+	}
+	select {
+	case <-s.stderr.done:
+	case <-time.After(500 * time.Millisecond): // a grandchild keeps it open
+	}
+	return s.stderr.String()
+}
+
 // errDown is a server that died and could not be restarted (again).
 type errDown struct{ msg string }
 
@@ -103,7 +116,7 @@ func (c *conn) startError(ctx context.Context, err error, s *session) error {
 	}
 	if s != nil {
 		s.stop()
-		if t := s.stderr.String(); t != "" {
+		if t := s.stderrTail(); t != "" {
 			err = fmt.Errorf("%w; its stderr ends: %s", err, t)
 		}
 	}
@@ -161,7 +174,7 @@ func (c *conn) spawn(ctx context.Context) (*session, error) {
 		return nil, fmt.Errorf("run %s: %w", c.srv.Command, unwrapExec(err))
 	}
 	closeAll(inR, outW, errW)
-	s := &session{proc: cmd, exited: make(chan struct{}), stderr: &tail{}}
+	s := &session{proc: cmd, exited: make(chan struct{}), stderr: &tail{done: make(chan struct{})}}
 	go s.stderr.drain(errR)
 	go func() {
 		_ = cmd.Wait()
@@ -197,11 +210,6 @@ func (c *conn) connect(ctx context.Context, s *session, in, out *os.File) error 
 	cs, err := client.Connect(ctx, &sdk.IOTransport{Reader: out, Writer: in, MaxLineLength: maxFrame}, nil)
 	if err != nil {
 		if errors.Is(err, sdk.ErrConnectionClosed) || strings.Contains(err.Error(), "EOF") {
-			// It exited: give its stderr a moment to arrive.
-			select {
-			case <-s.exited:
-			case <-time.After(500 * time.Millisecond):
-			}
 			err = errors.New("it exited before answering initialize")
 		}
 		return c.startError(ctx, err, s)
@@ -257,13 +265,15 @@ func (s *session) dead() bool {
 
 // tail keeps the last bytes a server wrote to stderr.
 type tail struct {
-	mu  sync.Mutex
-	buf []byte
+	mu   sync.Mutex
+	buf  []byte
+	done chan struct{} // closed when stderr is closed on every side
 }
 
 const tailSize = 2048
 
 func (t *tail) drain(f *os.File) {
+	defer close(t.done)
 	defer f.Close()
 	b := make([]byte, 4096)
 	for {

@@ -297,9 +297,9 @@ func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, meta
 		c.live = nil
 	}
 	c.mu.Unlock()
-	go s.stop()
+	s.stop()
 	why := err.Error()
-	if t := s.stderr.String(); t != "" {
+	if t := s.stderrTail(); t != "" {
 		why += "; its stderr ends: " + t
 	}
 	return nil, &callError{sent: true, err: fmt.Errorf("MCP server %q died during the call (%s); it will be restarted for the next call", c.srv.Name, why)}

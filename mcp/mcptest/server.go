@@ -4,7 +4,7 @@
 // appended to a log file, so tests can count what actually ran.
 //
 // Tools: echo (readOnlyHint), add (structured result), picture (an image),
-// slow (sleeps ms milliseconds), fail (an error result), create_issue (a
+// slow (sleeps ms milliseconds), wait (the same, readOnlyHint), fail (an error result), create_issue (a
 // side effect: numbered, logged), crash (the server exits mid-call), and
 // big (n bytes of text).
 package mcptest
@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,9 @@ const (
 	// EnvCrashOnce names a file: crash exits only while it does not exist,
 	// and creates it; so a restarted server answers.
 	EnvCrashOnce = "MCPTEST_CRASH_ONCE"
+	// EnvEffectDelay makes create_issue wait this many milliseconds after
+	// it has acted (logged) and before it answers: a window to kill in.
+	EnvEffectDelay = "MCPTEST_EFFECT_DELAY_MS"
 )
 
 // MaybeServe serves MCP on stdio and exits when EnvServe is set; call it
@@ -180,6 +184,16 @@ func NewServer(logPath string) *sdk.Server {
 			}
 			return text("done waiting"), nil
 		})
+	s.AddTool(&sdk.Tool{Name: "wait", Description: "Look something up slowly (ms milliseconds).", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema: obj(`"ms":{"type":"integer"}`, "ms")},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			l.log(req)
+			select {
+			case <-time.After(time.Duration(args[struct{ MS int }](req).MS) * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return text("looked it up"), nil
+		})
 	s.AddTool(&sdk.Tool{Name: "fail", Description: "Report an error.", InputSchema: obj(``)},
 		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			l.log(req)
@@ -191,6 +205,9 @@ func NewServer(logPath string) *sdk.Server {
 		InputSchema: obj(`"repo":{"type":"string"},"title":{"type":"string"},"body":{"type":"string"}`, "repo", "title")},
 		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			n := l.log(req)
+			if ms, _ := strconv.Atoi(os.Getenv(EnvEffectDelay)); ms > 0 {
+				time.Sleep(time.Duration(ms) * time.Millisecond)
+			}
 			a := args[struct{ Repo, Title string }](req)
 			return &sdk.CallToolResult{
 				Content:           []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("created issue #%d in %s: %s", n, a.Repo, a.Title)}},
