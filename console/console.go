@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -322,7 +324,20 @@ func Summary(tool string, args json.RawMessage) string {
 			return clip(s, 80)
 		}
 	}
-	return ""
+	// An MCP server's tool (mcp__SERVER__TOOL): its simple arguments as k=v.
+	if !strings.Contains(tool, "__") {
+		return ""
+	}
+	var pairs []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		switch v := m[k].(type) {
+		case string:
+			pairs = append(pairs, k+"="+v)
+		case float64, bool:
+			pairs = append(pairs, fmt.Sprintf("%s=%v", k, v))
+		}
+	}
+	return clip(strings.Join(pairs, " "), 80)
 }
 
 func clip(s string, n int) string {

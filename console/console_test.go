@@ -296,6 +296,7 @@ func TestSummary(t *testing.T) {
 		{"slack_post", `{"channel":"#ops","text":"deployed"}`, "#ops"},
 		{"list_files", `{}`, ""},
 		{"record_learning", `{"text":"tabs"}`, ""},
+		{"mcp__github__create_issue", `{"title":"Bug","repo":"a/b","labels":["x"],"n":2}`, "n=2 repo=a/b title=Bug"},
 		{"read_file", `{"path":42}`, ""},
 		{"read_file", `"{\"path\": \"a.txt\""`, ""}, // invalid arguments, carried as a JSON string
 		{"read_file", `not json`, ""},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -373,5 +374,39 @@ func TestOutboxDifferentArguments(t *testing.T) {
 	c := s.intent(ctx, store.Receipt{Key: in.Key, RunID: r.ID, Tool: "send_email", Type: "email_sent", Args: failed})
 	if !c.Different || c.Proceed || c.Receipt == nil || string(c.Args) != string(started) {
 		t.Errorf("a child's intent with other content: %+v", c)
+	}
+}
+
+// MCP entries in the tool lists (what jobs' allowlists and run.start's
+// options check too): a configured server's, resolved when it starts.
+func TestOfferedToolsWithMCPServers(t *testing.T) {
+	s, _ := newTest(t)
+	cfg := "[mcp_servers.tracker]\ncommand = \"tracker-mcp\"\n[mcp_servers.docs]\nurl = \"http://127.0.0.1:1/mcp\"\n"
+	if err := os.WriteFile(filepath.Join(s.cfg.Home, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := tools.NewWorkspace(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		allow, deny []string
+		want, err   string
+	}{
+		{nil, nil, "read_file write_file edit_file list_files grep bash mcp__docs mcp__tracker", ""},
+		{nil, []string{"mcp__docs", "bash"}, "read_file write_file edit_file list_files grep mcp__tracker", ""},
+		{[]string{"mcp__tracker"}, nil, "mcp__tracker", ""},
+		{[]string{"grep", "mcp__tracker__create_issue"}, nil, "grep mcp__tracker__create_issue", ""},
+		{[]string{"mcp__github"}, nil, "", `{allow_tools}: "mcp__github" names MCP server "github", which is not configured`},
+		{nil, []string{"mcp__github__x"}, "", `{deny_tools}: "mcp__github__x" names MCP server "github"`},
+	} {
+		got, err := s.OfferedTools(ws, Options{AllowTools: c.allow, DenyTools: c.deny})
+		var oe *OptionError
+		switch {
+		case c.err != "" && (!errors.As(err, &oe) || !strings.Contains(oe.Msg, c.err)):
+			t.Errorf("allow %v deny %v: err %v, want %q", c.allow, c.deny, err, c.err)
+		case c.err == "" && (err != nil || strings.Join(got, " ") != c.want):
+			t.Errorf("allow %v deny %v = %v %v, want %s", c.allow, c.deny, got, err, c.want)
+		}
 	}
 }
