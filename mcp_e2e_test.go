@@ -404,3 +404,51 @@ func TestMCPGatewayRun(t *testing.T) {
 		t.Errorf("the server outlived the run")
 	}
 }
+
+// The reference MCP filesystem server from npm (installed by
+// scripts/deps.sh): a third-party server, as users run them.
+func TestMCPReferenceFilesystemServer(t *testing.T) {
+	t.Parallel()
+	server, err := filepath.Abs(".cache/mcp-servers/node_modules/.bin/mcp-server-filesystem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(server); err != nil {
+		t.Skip("the reference MCP filesystem server is not installed; scripts/deps.sh installs it with npm")
+	}
+	e := newE2E(t)
+	note := filepath.Join(e.workspace, "note.txt")
+	if err := os.WriteFile(note, []byte("the answer is 42\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.srv = llmtest.NewServer(t, llmtest.Script{Turns: []llmtest.Turn{
+		{ToolCalls: []llmtest.Call{call("mcp__fs__read_text_file", fmt.Sprintf(`{"path":%q}`, note))}},
+		{ToolCalls: []llmtest.Call{call("mcp__fs__write_file", fmt.Sprintf(`{"path":%q,"content":"42\n"}`, filepath.Join(e.workspace, "answer.txt")))}},
+		{ToolCalls: []llmtest.Call{call("mcp__fs__read_text_file", `{"path":"/etc/passwd"}`)}},
+		{Text: "The answer is 42."},
+	}})
+	cfg := fmt.Sprintf("[mcp_servers.fs]\ncommand = %q\nargs = [%q]\n", server, e.workspace)
+	if err := os.MkdirAll(e.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.home, "config.toml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := e.run("run", "--json", "--allow-tools", "mcp__fs", "what is the answer?")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	var outputs []event.ToolCompletedData
+	for _, ev := range ofType(decodeEvents(t, res.stdout), event.ToolCompleted) {
+		var d event.ToolCompletedData
+		_ = ev.Decode(&d)
+		outputs = append(outputs, d)
+	}
+	if len(outputs) != 3 || !strings.Contains(outputs[0].Output, "the answer is 42") || !outputs[1].OK ||
+		outputs[2].OK || !strings.Contains(outputs[2].Error+outputs[2].Output, "denied") {
+		t.Errorf("tool results = %+v", outputs)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.workspace, "answer.txt")); err != nil || string(b) != "42\n" {
+		t.Errorf("answer.txt = %q, %v", b, err)
+	}
+}

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -209,7 +210,12 @@ func (c *conn) connect(ctx context.Context, s *session, in, out *os.File) error 
 	client := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: c.opts.Version}, nil)
 	cs, err := client.Connect(ctx, &sdk.IOTransport{Reader: out, Writer: in, MaxLineLength: maxFrame}, nil)
 	if err != nil {
-		if errors.Is(err, sdk.ErrConnectionClosed) || strings.Contains(err.Error(), "EOF") {
+		var syntax *json.SyntaxError
+		switch {
+		case errors.As(err, &syntax) || strings.Contains(err.Error(), "invalid character"):
+			// The SDK's error does not always wrap it.
+			err = fmt.Errorf("it wrote something that is not MCP to stdout, which is for the protocol only (%v)", err)
+		case errors.Is(err, sdk.ErrConnectionClosed) || strings.Contains(err.Error(), "EOF"):
 			err = errors.New("it exited before answering initialize")
 		}
 		return c.startError(ctx, err, s)

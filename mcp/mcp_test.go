@@ -398,3 +398,38 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+// A hostile or careless server cannot flood the model's context, and a
+// server that writes a log line where the protocol should be still works
+// or fails with a clear error, never a hang.
+func TestHostileServers(t *testing.T) {
+	srv, _ := testServer(t, "flood", map[string]string{mcptest.EnvMode: "flood"})
+	set, _, w := startSet(t, []Server{srv}, nil)
+	if n := len(set.Names()); n > 6+maxTools {
+		t.Errorf("%d tools offered, want at most %d of the server's", n, maxTools)
+	}
+	for _, want := range []string{"offers more than 256 tools", `tool "huge_schema" has an input schema over 64 KiB`} {
+		if !strings.Contains(w.String(), want) {
+			t.Errorf("warnings %q do not say %q", w, want)
+		}
+	}
+	for _, d := range set.Definitions() {
+		if len(d.Description) > maxDescription+4 {
+			t.Errorf("%s: description of %d bytes offered", d.Name, len(d.Description))
+		}
+	}
+
+	srv, _ = testServer(t, "noisy", map[string]string{mcptest.EnvMode: "garbage"})
+	srv.StartupTimeout = 2 * time.Second
+	began := time.Now()
+	s, err := Start(context.Background(), []Server{srv}, Options{})
+	if err == nil {
+		s.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "it wrote something that is not MCP to stdout") {
+		t.Errorf("a server that writes garbage: %v", err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("a server that writes garbage took %s", d)
+	}
+}

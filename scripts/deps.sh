@@ -1,9 +1,26 @@
 #!/usr/bin/env bash
-# Installs what the tests use beyond Go and gcc, when it is missing: tmux
-# (the terminal tests drive the console in a real pseudo-terminal). On a
-# machine without apt-get or root it says what is missing and goes on; the
-# tests that need it then skip and say so.
+# Installs what the tests use beyond Go and gcc, when it is missing:
+# - tmux: the terminal tests drive the console in a real pseudo-terminal;
+# - the reference MCP filesystem server (npm @modelcontextprotocol/server-filesystem,
+#   pinned) under .cache/mcp-servers: a third-party MCP server the MCP tests use.
+# On a machine without apt-get, root or npm it says what is missing and goes on;
+# the tests that need it then skip and say so.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mcp_fs_version=2026.8.31
+mcp_dir=.cache/mcp-servers
+if [ ! -x "$mcp_dir/node_modules/.bin/mcp-server-filesystem" ]; then
+  if command -v npm >/dev/null; then
+    echo "deps.sh: installing the reference MCP filesystem server $mcp_fs_version with npm (a few seconds)" >&2
+    mkdir -p "$mcp_dir"
+    npm install --prefix "$mcp_dir" --no-audit --no-fund --loglevel=error \
+      "@modelcontextprotocol/server-filesystem@$mcp_fs_version" >&2 ||
+      echo "deps.sh: npm could not install the MCP filesystem server; its test skips" >&2
+  else
+    echo "deps.sh: npm is missing; the test with the reference MCP server skips" >&2
+  fi
+fi
 
 missing=()
 command -v tmux >/dev/null || missing+=(tmux)

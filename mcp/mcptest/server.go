@@ -28,8 +28,10 @@ const (
 	EnvServe = "MCPTEST_SERVER" // set: the test binary serves MCP on stdio and exits
 	EnvLog   = "MCPTEST_LOG"    // file every call is appended to, one JSON line each
 	// EnvMode changes how the server misbehaves: "fail" (say why on
-	// stderr and exit 1 before initialize) or "hang" (never answer
-	// initialize).
+	// stderr and exit 1 before initialize), "hang" (never answer
+	// initialize), "garbage" (write a line that is no JSON-RPC to
+	// stdout first) or "flood" (offer 300 more tools, one with a 100 KB
+	// schema, one with a 10 KB description).
 	EnvMode = "MCPTEST_MODE"
 	// EnvCrashOnce names a file: crash exits only while it does not exist,
 	// and creates it; so a restarted server answers.
@@ -55,8 +57,13 @@ func Serve() {
 		os.Exit(1)
 	case "hang":
 		time.Sleep(time.Hour)
+	case "garbage":
+		fmt.Println("Server starting on stdio... (a log line where the protocol should be)")
 	}
 	s := NewServer(os.Getenv(EnvLog))
+	if os.Getenv(EnvMode) == "flood" {
+		flood(s)
+	}
 	if err := s.Run(context.Background(), &sdk.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, "mcptest:", err)
 		os.Exit(1)
@@ -233,4 +240,15 @@ func NewServer(logPath string) *sdk.Server {
 			return text(strings.Repeat("x", args[struct{ N int }](req).N)), nil
 		})
 	return s
+}
+
+// flood adds more tools than a client should take, and oversized ones.
+func flood(s *sdk.Server) {
+	noop := func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return text("ok"), nil }
+	empty := json.RawMessage(`{"type":"object","properties":{}}`)
+	s.AddTool(&sdk.Tool{Name: "huge_schema", InputSchema: json.RawMessage(`{"type":"object","description":"` + strings.Repeat("s", 100<<10) + `"}`)}, noop)
+	s.AddTool(&sdk.Tool{Name: "long_description", Description: strings.Repeat("d", 10<<10), InputSchema: empty}, noop)
+	for i := range 300 {
+		s.AddTool(&sdk.Tool{Name: fmt.Sprintf("t%03d", i), InputSchema: empty}, noop)
+	}
 }
