@@ -26,17 +26,41 @@ import (
 // /bin/true), so it says nothing about agent. It reports the median and
 // the largest of the runs' peaks, in MiB, and logs how they were measured.
 func BenchmarkRunOneTool(b *testing.B) {
+	benchRunOneTool(b, llmtest.Call{Name: "write_file", Arguments: json.RawMessage(`{"path":"out.txt","content":"hello\n"}`)}, "")
+}
+
+// BenchmarkRunOneMCPTool is BenchmarkRunOneTool with one stdio MCP server
+// configured (the SDK test server, mcptest-server: the root test binary)
+// and the tool call going to it: against BenchmarkRunOneTool it is what
+// starting a server, listing its tools, one call and stopping it add.
+func BenchmarkRunOneMCPTool(b *testing.B) {
+	benchRunOneTool(b, llmtest.Call{Name: "mcp__tracker__echo", Arguments: json.RawMessage(`{"text":"hello"}`)},
+		"[mcp_servers.tracker]\ncommand = \"mcptest-server\"\n")
+}
+
+// benchRunOneTool times agent run --json where the model makes one tool
+// call, with config.toml holding cfg, and measures its peak RSS.
+func benchRunOneTool(b *testing.B, toolCall llmtest.Call, cfg string) {
 	bin := os.Getenv("AGENT_BIN")
 	if bin == "" {
 		bin = "agent"
 	}
 	srv := llmtest.NewServer(b, llmtest.Script{Loop: true, Turns: []llmtest.Turn{
-		{ToolCalls: []llmtest.Call{{Name: "write_file", Arguments: json.RawMessage(`{"path":"out.txt","content":"hello\n"}`)}}},
-		{Text: "Wrote out.txt."},
+		{ToolCalls: []llmtest.Call{toolCall}},
+		{Text: "Done."},
 	}})
 	dir := b.TempDir()
+	home := filepath.Join(dir, "home")
+	if cfg != "" {
+		if err := os.MkdirAll(home, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(cfg), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
 	env := append(os.Environ(),
-		"AGENT_HOME="+filepath.Join(dir, "home"),
+		"AGENT_HOME="+home,
 		"OPENAI_BASE_URL="+srv.URL(),
 		"OPENAI_API_KEY=",
 	)

@@ -433,3 +433,44 @@ func TestHostileServers(t *testing.T) {
 		t.Errorf("a server that writes garbage took %s", d)
 	}
 }
+
+// BenchmarkMCPStart is what a run with one stdio server pays before its
+// first model request and at its end: start, initialize, tools/list, stop.
+func BenchmarkMCPStart(b *testing.B) {
+	exe, _ := os.Executable()
+	srv, err := check("tracker", config.MCPServer{Command: exe, Env: map[string]string{mcptest.EnvServe: "1"}}, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		s, err := Start(context.Background(), []Server{srv}, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Close()
+	}
+}
+
+// BenchmarkMCPCall is one tool call to a started stdio server.
+func BenchmarkMCPCall(b *testing.B) {
+	exe, _ := os.Executable()
+	srv, err := check("tracker", config.MCPServer{Command: exe, Env: map[string]string{mcptest.EnvServe: "1"}}, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := Start(context.Background(), []Server{srv}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ws, _ := tools.NewWorkspace(b.TempDir())
+	set, err := tools.NewSet(ws, tools.Options{}, s.Tools(tools.EffectScope{}, nil)...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if res := set.Run(context.Background(), "mcp__tracker__echo", `{"text":"hi"}`); res.IsError {
+			b.Fatal(res.Output)
+		}
+	}
+}
