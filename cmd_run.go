@@ -37,6 +37,9 @@ func modelFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "model-idle-timeout", Usage: "give up on a model reply after this long without a data chunk; keep-alive comments do not count", DefaultText: durationText(llm.DefaultIdleTimeout)},
 		&cli.DurationFlag{Name: "model-call-timeout", Usage: "give up on a model call, its retries and waits included, after this long", DefaultText: durationText(llm.DefaultCallTimeout)},
 		&cli.DurationFlag{Name: "timeout", Usage: "stop the run after this long, e.g. 10m", DefaultText: "no limit"},
+		&cli.StringFlag{Name: "sandbox", Usage: "what the model's commands (bash, evidence checks) may do: workspace-write " +
+			"(write only in the workspace and $TMPDIR), read-only, or off; AGENT_HOME is unreadable and the network off unless off", DefaultText: "workspace-write"},
+		&cli.BoolFlag{Name: "network", Usage: "give the model's commands the network in a sandboxed mode"},
 		&cli.StringFlag{Name: "record", Usage: "append every model exchange to this cassette `FILE`"},
 		&cli.StringFlag{Name: "replay", Usage: "answer model calls from this cassette `FILE`, offline"},
 	}
@@ -242,6 +245,12 @@ func flagOptions(c *cli.Context, o supervisor.Options) (supervisor.Options, erro
 			}
 			o.MCPConfig = append(o.MCPConfig, abs)
 		}
+	}
+	if set("sandbox") {
+		o.Sandbox = c.String("sandbox")
+	}
+	if set("network") {
+		o.Network = c.Bool("network")
 	}
 	if set("until") {
 		o.Until = strings.TrimSpace(c.String("until"))

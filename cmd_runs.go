@@ -15,6 +15,7 @@ import (
 	"agent/console"
 	"agent/event"
 	"agent/store"
+	"agent/supervisor"
 )
 
 func runsCommand() *cli.Command {
@@ -91,6 +92,7 @@ type runView struct {
 	Prompt            string          `json:"prompt"`
 	Workspace         string          `json:"workspace"`
 	Model             string          `json:"model"`
+	Sandbox           string          `json:"sandbox,omitempty"` // e.g. "workspace-write, network off"
 	Result            string          `json:"result,omitempty"`
 	Reason            string          `json:"reason,omitempty"`
 	Detail            string          `json:"detail,omitempty"`
@@ -211,6 +213,9 @@ func runsShowAction(c *cli.Context) error {
 	}
 	v := newRunView(*r)
 	v.Config = r.Config
+	if o, err := supervisor.DecodeOptions(r); err == nil {
+		v.Sandbox = o.SandboxSummary()
+	}
 	v.LeaseHolderGone = v.LeaseOwner != "" && db.OwnerDead != nil && db.OwnerDead(v.LeaseOwner)
 	if r.Kind == store.KindHarness {
 		// A harness run's messages come from many phases; the plan state
@@ -253,6 +258,9 @@ func printRun(w io.Writer, v runView) {
 	fmt.Fprintf(w, "kind      %s\n", v.Kind)
 	fmt.Fprintf(w, "model     %s\n", v.Model)
 	fmt.Fprintf(w, "workspace %s\n", v.Workspace)
+	if v.Sandbox != "" {
+		fmt.Fprintf(w, "sandbox   %s\n", v.Sandbox)
+	}
 	fmt.Fprintf(w, "created   %s (%s ago)\n", v.CreatedAt.Local().Format(time.DateTime), age(v.CreatedAt))
 	fmt.Fprintf(w, "turns     %d · %d prompt + %d completion tokens\n", v.Turns, v.Usage.PromptTokens, v.Usage.CompletionTokens)
 	if v.MaxIterations > 0 {

@@ -228,7 +228,7 @@ func TestCrashDuringToolThenResume(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t,
 		llmtest.Turn{ToolCalls: []llmtest.Call{call("bash", `{"command":"echo ran >> count.txt"}`)}},
-		llmtest.Turn{Text: "Now the long step.", ToolCalls: []llmtest.Call{call("bash", `{"command":"echo $$ > started; sleep 30"}`)}},
+		llmtest.Turn{Text: "Now the long step.", ToolCalls: []llmtest.Call{call("bash", `{"command":"echo `+hostPID+` > started; sleep 30"}`)}},
 		llmtest.Turn{Text: "The long step was interrupted; the count is right, so I am done."},
 	)
 	b := e.start("run", "--json", "count, then wait")
@@ -238,13 +238,10 @@ func TestCrashDuringToolThenResume(t *testing.T) {
 		data, err := os.ReadFile(started)
 		return err == nil && strings.HasSuffix(string(data), "\n")
 	})
+	bash := readPID(t, started)
 	b.kill9(t)
-	// The tool's own process group survives its parent; clean it up.
-	if data, err := os.ReadFile(started); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		}
-	}
+	// The sandboxed command dies with the process that ran it.
+	waitFor(t, "the bash call to die with agent", func() bool { return !alive(bash) })
 
 	res := e.run("resume", runID, "--json")
 	if res.code != 0 {

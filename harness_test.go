@@ -206,7 +206,7 @@ func TestHarnessKillParentThenResume(t *testing.T) {
 	t.Parallel()
 	turns := forPhase("first", writeTurn("a.txt", "a\n"), llmtest.Turn{Text: "a.txt written."})
 	turns = append(turns, forPhase("second",
-		bashTurn("echo $PPID > runner.pid; echo $$ > started; sleep 30"),
+		bashTurn(pidsThenSleep),
 		writeTurn("b.txt", "b\n"),
 		llmtest.Turn{Text: "b.txt written after the restart."},
 	)...)
@@ -262,7 +262,7 @@ func TestHarnessKillParentThenResume(t *testing.T) {
 func TestHarnessKillChild(t *testing.T) {
 	t.Parallel()
 	e := newHarness(t,
-		bashTurn("echo $PPID > runner.pid; echo $$ > started; sleep 30"),
+		bashTurn(pidsThenSleep),
 		writeTurn("out.txt", "ok\n"),
 		llmtest.Turn{Text: "out.txt written."},
 	)
@@ -407,8 +407,20 @@ func readPID(t *testing.T, path string) int {
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
+	if pid <= 1 { // a pid from inside a PID namespace: signalling -1 would hit everything
+		t.Fatalf("%s holds pid %d, not a process of this machine's; write it with hostPID", path, pid)
+	}
 	return pid
 }
+
+// hostPID is, in a bash command the model runs, the shell's process id
+// as the test sees it: in the sandbox's PID namespace $$ is 1 and $PPID 0,
+// but /proc is still this machine's, and cut's parent is the shell.
+const hostPID = "$(cut -d' ' -f4 /proc/self/stat)"
+
+// pidsThenSleep writes the shell's pid to started and its parent's (the
+// runner's) to runner.pid, then sleeps.
+const pidsThenSleep = "s=" + hostPID + "; cut -d' ' -f4 /proc/$s/stat > runner.pid; echo $s > started; sleep 30"
 
 // alive reports whether a process exists and is not a zombie.
 func alive(pid int) bool {
@@ -513,7 +525,9 @@ func TestHarnessForgedEvidence(t *testing.T) {
 	)
 	plan := e.writePlan(t, `{"objective":"Tell the CEO","phases":[{"id":"email-ceo","instructions":"Email the CEO the results.",
 		"max_attempts":1,"evidence":{"type":"receipt","receipts":["email_sent"]}}]}`)
-	res := e.run("harness", "--json", "--plan-file", plan)
+	// Unsandboxed, so the forgeries reach the parent: this is the parent's
+	// own check (the sandbox refuses the writes earlier; TestSandbox*).
+	res := e.run("harness", "--json", "--sandbox", "off", "--plan-file", plan)
 	evs := decodeEvents(t, res.stdout)
 	if res.code != 1 {
 		t.Fatalf("exit %d, want 1: the phase's evidence was forged; %s", res.code, res.stderr)

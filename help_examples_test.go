@@ -239,6 +239,12 @@ func newExampleEnv(t *testing.T) *exampleEnv {
 			t.Fatal(err)
 		}
 	}
+	// The MCP server examples name in a workspace's .mcp.json is the test
+	// MCP server, as the model is a fake one.
+	mcpJSON := `{"mcpServers": {"github": {"command": "mcptest-server"}}}`
+	if err := os.WriteFile(filepath.Join(e.ws, ".mcp.json"), []byte(mcpJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// The token file 'agent gateway' would write, for examples that read it.
 	if err := os.WriteFile(filepath.Join(e.agentHome, "gateway.token"), []byte(exampleToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -36,6 +36,10 @@ type PhaseSpec struct {
 	// mcp__SERVER__TOOL); MCPConfig are the run's --mcp-config files.
 	Deny      []string `json:"deny,omitempty"`
 	MCPConfig []string `json:"mcp_config,omitempty"`
+	// Sandbox and Network confine the model's commands (DESIGN.md §13);
+	// "" is the default mode.
+	Sandbox string `json:"sandbox,omitempty"`
+	Network bool   `json:"network,omitempty"`
 
 	MaxTurns      int    `json:"max_turns,omitempty"`
 	Until         string `json:"until,omitempty"`

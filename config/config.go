@@ -37,6 +37,10 @@ type File struct {
 	SchedulerMaxConcurrentRuns   int    `toml:"SchedulerMaxConcurrentRuns"`
 	SchedulerRecoveryPolicy      string `toml:"SchedulerRecoveryPolicy"`
 
+	// SandboxEnvPass names variables the model's commands get although
+	// they look like secrets (DESIGN.md §13), e.g. ["GITHUB_TOKEN"].
+	SandboxEnvPass []string `toml:"sandbox_env_pass"`
+
 	// MCP tool servers (DESIGN.md §11), by name.
 	MCPServers map[string]MCPServer `toml:"mcp_servers"`
 }

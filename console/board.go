@@ -16,21 +16,22 @@ import (
 // screen, and while the planner works a line saying so; elsewhere it
 // prints one plain line per transition.
 type Board struct {
-	mu     sync.Mutex
-	out    io.Writer
-	err    io.Writer
-	live   bool
-	now    func() time.Time
-	phases []*phaseLine
-	byID   map[string]*phaseLine
-	drawn  int  // lines of the live list currently on screen
-	shown  bool // the live list appears once a phase has started (not over the plan prompt)
-	frozen bool // the run ended: the list was drawn for the last time
-	ending bool // the list is being drawn for the last time
-	frame  int
-	calls  map[string]string // call id → what the call is about
-	stop   chan struct{}
-	done   chan struct{}
+	mu      sync.Mutex
+	out     io.Writer
+	err     io.Writer
+	live    bool
+	now     func() time.Time
+	phases  []*phaseLine
+	byID    map[string]*phaseLine
+	drawn   int    // lines of the live list currently on screen
+	shown   bool   // the live list appears once a phase has started (not over the plan prompt)
+	frozen  bool   // the run ended: the list was drawn for the last time
+	sandbox string // " · sandbox MODE" for the summary, from run.started
+	ending  bool   // the list is being drawn for the last time
+	frame   int
+	calls   map[string]string // call id → what the call is about
+	stop    chan struct{}
+	done    chan struct{}
 
 	planning   bool      // the planner works: its events came, no plan yet
 	planSince  time.Time // when its first event was recorded
@@ -218,6 +219,7 @@ func (b *Board) Print(e event.Event) {
 		if e.Decode(&d) == nil && d.Resumed {
 			b.say(b.err, "resuming run %s", e.RunID)
 		}
+		b.sandbox = sandboxNote(d)
 	case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
 		b.planning = false
 		b.finish(e)
@@ -364,7 +366,7 @@ func (b *Board) finish(e event.Event) {
 	tokens := d.Usage.PromptTokens + d.Usage.CompletionTokens
 	switch {
 	case e.Type == event.RunCompleted:
-		b.say(b.err, "done in %s%s · %s · %s · %d tokens · run %s", took, waited, plural(len(b.phases), "phase"), plural(d.Turns, "turn"), tokens, e.RunID)
+		b.say(b.err, "done in %s%s · %s · %s · %d tokens%s · run %s", took, waited, plural(len(b.phases), "phase"), plural(d.Turns, "turn"), tokens, b.sandbox, e.RunID)
 	case d.Status == event.StatusPlanned:
 		b.say(b.err, "%s", detail(d))
 	case e.Type == event.RunInterrupted:

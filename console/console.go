@@ -41,6 +41,7 @@ type Printer struct {
 	wait       string
 	waitSince  time.Time
 	unanswered map[string]bool // tool calls of the last assistant message without a result
+	sandbox    string          // " · sandbox MODE" for the summary, from run.started
 }
 
 // Waits the spinner names.
@@ -181,6 +182,7 @@ func (p *Printer) render(e event.Event) {
 			p.endLine()
 			p.printf(p.err, "resuming run %s\n", e.RunID)
 		}
+		p.sandbox = sandboxNote(d)
 		clear(p.unanswered)
 		p.waitFor(waitModel)
 	case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
@@ -251,12 +253,26 @@ func (p *Printer) finish(e event.Event) {
 	took := formatDuration(time.Duration(d.DurationMS) * time.Millisecond)
 	switch e.Type {
 	case event.RunCompleted:
-		p.printf(p.err, "done in %s · %s · %d tokens · run %s\n", took, plural(d.Turns, "turn"), tokens, e.RunID)
+		p.printf(p.err, "done in %s · %s · %d tokens%s · run %s\n", took, plural(d.Turns, "turn"), tokens, p.sandbox, e.RunID)
 	case event.RunInterrupted:
 		p.printf(p.err, "%s\n", interrupted(e, d, took))
 	default:
 		p.printf(p.err, "%s: %s (run %s, %s, exit %d)\n", statusWord(e.Type), detail(d), e.RunID, plural(d.Turns, "turn"), d.ExitCode)
 	}
+}
+
+// sandboxNote is the summary's word on the sandbox the run's commands
+// ran in (DESIGN.md §13), "" when run.started does not say.
+func sandboxNote(d event.RunStartedData) string {
+	switch {
+	case d.Sandbox == "":
+		return ""
+	case d.Sandbox == "off":
+		return " · sandbox off"
+	case d.Network:
+		return " · sandbox " + d.Sandbox + " with network"
+	}
+	return " · sandbox " + d.Sandbox
 }
 
 // gatewayDrained is the detail of a run.interrupted the gateway records

@@ -22,6 +22,10 @@ type RunStartedData struct {
 	Resumed       bool     `json:"resumed,omitempty"`
 	Until         string   `json:"until,omitempty"`
 	MaxIterations int      `json:"max_iterations,omitempty"`
+	// Sandbox is the mode the model's commands run in; Network says
+	// whether they have the network (DESIGN.md §13).
+	Sandbox string `json:"sandbox,omitempty"`
+	Network bool   `json:"network,omitempty"`
 }
 
 // RunFinishedData is the data of the last event of a run.

@@ -17,6 +17,7 @@ import (
 
 	"agent/event"
 	"agent/plan"
+	"agent/sandbox"
 	"agent/tools"
 )
 
@@ -52,6 +53,9 @@ type Input struct {
 	// prove nothing, but a failed check says so, so a person can act.
 	Unknown        []event.ReceiptData
 	CommandTimeout time.Duration // programmatic only; DefaultCommandTimeout when 0
+	// Sandbox confines a programmatic command (the planner model wrote
+	// it); nil runs it unconfined.
+	Sandbox *sandbox.Sandbox
 }
 
 // Check is one piece of evidence looked at.

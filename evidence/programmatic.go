@@ -34,7 +34,7 @@ func (Programmatic) Evaluate(ctx context.Context, in Input) []Check {
 	if timeout <= 0 {
 		timeout = DefaultCommandTimeout
 	}
-	output, code, err := tools.RunCommand(ctx, in.Workspace.Root(), command, timeout, commandOutputMax)
+	output, code, err := tools.RunCommand(ctx, in.Sandbox, in.Workspace.Root(), command, timeout, commandOutputMax)
 	quoted := "`" + clip(command, 200) + "`"
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -46,6 +46,9 @@ func (Programmatic) Evaluate(ctx context.Context, in Input) []Check {
 	default:
 		c.OK = code == 0
 		c.Note = fmt.Sprintf("%s exited with code %d", quoted, code)
+		if why := in.Sandbox.Explain(output); !c.OK && why != "" {
+			c.Note += " " + why
+		}
 	}
 	if output = strings.TrimRight(output, "\n"); output != "" {
 		c.Note += "\n" + output

@@ -215,3 +215,28 @@ func expand(v string, getenv func(string) string) (string, error) {
 	}
 	return out, nil
 }
+
+// SecretNames are the environment variables the servers' configuration
+// takes credentials from: the model's commands must not see them.
+func SecretNames(servers []Server) []string {
+	var out []string
+	ref := func(v string) {
+		os.Expand(v, func(name string) string {
+			name, _, _ = strings.Cut(name, ":-")
+			out = append(out, name)
+			return ""
+		})
+	}
+	for _, s := range servers {
+		for _, v := range s.Env {
+			ref(v)
+		}
+		for _, v := range s.Headers {
+			ref(v)
+		}
+		if s.BearerTokenEnv != "" {
+			out = append(out, s.BearerTokenEnv)
+		}
+	}
+	return out
+}

@@ -34,7 +34,7 @@ func (o *Orchestrator) verify(ctx context.Context, ph plan.Phase, attempt int) (
 	}
 	in := evidence.Input{
 		RunID: o.cfg.RunID, PhaseID: ph.ID, Attempt: attempt, TaskType: "phase",
-		Workspace: o.ws, Evidence: ph.Evidence, CommandTimeout: o.cfg.CommandTimeout,
+		Workspace: o.ws, Evidence: ph.Evidence, CommandTimeout: o.cfg.CommandTimeout, Sandbox: o.cfg.Commands,
 	}
 	for _, r := range rows {
 		d := event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details}

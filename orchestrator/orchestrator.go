@@ -19,6 +19,7 @@ import (
 	"agent/event"
 	"agent/plan"
 	"agent/prompts"
+	"agent/sandbox"
 	"agent/store"
 	"agent/tools"
 )
@@ -65,10 +66,15 @@ type Config struct {
 	Workspace string // absolute workspace root
 	RunDir    string // WORKSPACE/.agent/runs/RUN_ID: mission.json, progress.md, verification/, logs/
 
-	Model         adapter.Model
-	Tools         []string // tools offered to phases; empty means all
-	Deny          []string // MCP tools removed from Tools' servers
-	MCPConfig     []string // the run's --mcp-config files
+	Model     adapter.Model
+	Tools     []string // tools offered to phases; empty means all
+	Deny      []string // MCP tools removed from Tools' servers
+	MCPConfig []string // the run's --mcp-config files
+	// Sandbox and Network are the phases' sandbox (DESIGN.md §13);
+	// Commands confines programmatic evidence commands in this process.
+	Sandbox       string
+	Network       bool
+	Commands      *sandbox.Sandbox
 	MaxTurns      int
 	ContextBudget int
 
@@ -470,7 +476,7 @@ func (o *Orchestrator) spec(phaseID string, attempt int, mode, prompt string) ad
 	return adapter.PhaseSpec{
 		RunID: o.cfg.RunID, SessionID: o.cfg.SessionID, PhaseID: phaseID, Attempt: attempt,
 		Workspace: o.ws.Root(), Mode: mode, Model: model, Prompt: prompt, Tools: o.cfg.Tools,
-		Deny: o.cfg.Deny, MCPConfig: o.cfg.MCPConfig, MaxTurns: o.cfg.MaxTurns, ContextBudget: o.cfg.ContextBudget,
+		Deny: o.cfg.Deny, MCPConfig: o.cfg.MCPConfig, Sandbox: o.cfg.Sandbox, Network: o.cfg.Network, MaxTurns: o.cfg.MaxTurns, ContextBudget: o.cfg.ContextBudget,
 	}
 }
 

@@ -114,6 +114,7 @@ func (s *Supervisor) drive(ctx context.Context, r *store.Run, d Drive, sink Sink
 	if err := sink.Emit(persist, event.New(event.RunStarted, event.RunStartedData{
 		Prompt: r.Prompt, Model: o.Model, Workspace: r.Workspace, Tools: o.Tools,
 		Resumed: d.Resume, Until: o.Until, MaxIterations: o.MaxIterations,
+		Sandbox: string(o.sandboxMode()), Network: o.network(),
 	})); err != nil {
 		return failed(ctx, err)
 	}
@@ -139,7 +140,7 @@ func (s *Supervisor) driveHere(ctx context.Context, r *store.Run, d Drive, sink 
 	}
 	report, err := worker.Execute(ctx, spec, worker.Env{
 		Sink: sink, Outbox: &storeOutbox{db: s.db, runID: r.ID}, APIKey: s.apiKey, Home: s.cfg.Home,
-		Getenv: s.Getenv, UserAgent: "agent/" + s.cfg.Version,
+		Getenv: s.Getenv, Environ: s.cfg.Env, UserAgent: "agent/" + s.cfg.Version,
 	})
 	if err != nil {
 		return failed(ctx, err)
@@ -209,6 +210,7 @@ func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapt
 	spec := adapter.PhaseSpec{
 		RunID: r.ID, SessionID: r.SessionID, Workspace: r.Workspace, Mode: adapter.ModeRun, Model: o.model(),
 		Prompt: r.Prompt, Tools: o.Tools, Deny: o.DenyTools, MCPConfig: o.MCPConfig,
+		Sandbox: string(o.sandboxMode()), Network: o.Network,
 		MaxTurns: o.MaxTurns, Until: o.Until, MaxIterations: o.MaxIterations,
 	}
 	var err error

@@ -36,10 +36,16 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 	if t := time.Duration(o.Timeout); t > 0 && t < phaseTimeout {
 		phaseTimeout = t // no attempt outlives the run
 	}
+	// Programmatic evidence runs here, confined like the phases' bash.
+	commands, err := s.Sandbox(o, r.Workspace)
+	if err != nil {
+		return failed(ctx, err)
+	}
+	defer commands.Close()
 	orch, err := orchestrator.New(orchestrator.Config{
 		Store: s.db, Sink: sink, Intents: s.intent, RunID: r.ID, SessionID: r.SessionID,
 		Workspace: r.Workspace, RunDir: RunDir(r), Model: o.model(), Tools: o.Tools,
-		Deny: o.DenyTools, MCPConfig: o.MCPConfig,
+		Deny: o.DenyTools, MCPConfig: o.MCPConfig, Sandbox: string(o.sandboxMode()), Network: o.Network, Commands: commands,
 		MaxTurns: o.MaxTurns, ContextBudget: o.ContextBudget, Parallel: o.Parallel, PhaseTimeout: phaseTimeout,
 		Exe: s.cfg.Exe, Env: s.cfg.Env, HeartbeatTimeout: s.cfg.HeartbeatTimeout, Grace: s.cfg.KillGrace,
 		Blobs: s.blobs(),

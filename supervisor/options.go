@@ -15,8 +15,10 @@ import (
 	"agent/adapter"
 	"agent/llm"
 	"agent/mcp"
+	"agent/sandbox"
 	"agent/store"
 	"agent/tools"
+	"agent/worker"
 )
 
 // Options say how a run is driven: the flags of `agent run` and `agent
@@ -46,6 +48,12 @@ type Options struct {
 	// MCPConfig are .mcp.json files (absolute paths) whose servers the run
 	// uses besides config.toml's (DESIGN.md §11).
 	MCPConfig []string `json:"mcp_config,omitempty"`
+
+	// Sandbox is the mode of the model's commands: workspace-write (the
+	// default, ""), read-only or off; Network gives them the network in a
+	// sandboxed mode (DESIGN.md §13).
+	Sandbox string `json:"sandbox,omitempty"`
+	Network bool   `json:"network,omitempty"`
 
 	// Cassettes (DESIGN.md §8): absolute paths.
 	Record string `json:"record,omitempty"`
@@ -123,6 +131,8 @@ func (o Options) Validate() error {
 		return optionErr("phase_timeout", "{phase_timeout} must be a positive duration like 30m")
 	case o.ContextBudget < 0:
 		return optionErr("context_budget", "{context_budget} must be positive")
+	case o.sandboxErr() != nil:
+		return optionErr("sandbox", "{sandbox}: %v", o.sandboxErr())
 	case o.Record != "" && o.Replay != "":
 		return optionErr("record", "{record} and {replay} together make no sense: a replayed run makes no model calls to record")
 	}
@@ -226,6 +236,36 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+func (o Options) sandboxErr() error {
+	_, err := sandbox.ParseMode(o.Sandbox)
+	return err
+}
+
+// sandboxMode is the run's sandbox mode, the default when it says none.
+func (o Options) sandboxMode() sandbox.Mode {
+	m, err := sandbox.ParseMode(o.Sandbox)
+	if err != nil {
+		return sandbox.Default // Validate refuses it first
+	}
+	return m
+}
+
+// SandboxSummary says how the run's commands are confined, e.g.
+// "workspace-write, network off".
+func (o Options) SandboxSummary() string {
+	m := o.sandboxMode()
+	switch {
+	case m == sandbox.Off:
+		return "off: commands run unconfined, with the network"
+	case o.Network:
+		return string(m) + ", network on"
+	}
+	return string(m) + ", network off"
+}
+
+// network reports whether the model's commands have the network.
+func (o Options) network() bool { return o.Network || o.sandboxMode() == sandbox.Off }
+
 // model is the model settings of the run's loops and children.
 func (o Options) model() adapter.Model {
 	return adapter.Model{
@@ -286,4 +326,10 @@ func decodeLegacyHarness(r *store.Run) (Options, error) {
 		Record: h.Model.Record, Replay: h.Model.Replay, MaxTurns: h.MaxTurns, Tools: h.Tools,
 		Harness: true, Parallel: h.Parallel, PhaseTimeout: h.PhaseTimeout, ContextBudget: h.ContextBudget, Timeout: h.Timeout,
 	}, nil
+}
+
+// Sandbox is the sandbox of o's commands that run in this process
+// (programmatic evidence); the loops make their own (worker.Execute).
+func (s *Supervisor) Sandbox(o Options, workspace string) (*sandbox.Sandbox, error) {
+	return worker.NewSandbox(s.cfg.Home, workspace, o.Sandbox, o.Network, s.cfg.Env, o.MCPConfig)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"agent/sandbox"
 )
 
 const (
@@ -23,6 +25,7 @@ type bashTool struct {
 	timeout   time.Duration
 	maxOutput int
 	waitDelay time.Duration
+	sandbox   *sandbox.Sandbox // nil: unconfined
 }
 
 func (t *bashTool) Definition() Definition {
@@ -93,7 +96,7 @@ func (t *bashTool) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 	if maxOut <= 0 {
 		maxOut = DefaultMaxOutput
 	}
-	r := runShell(ctx, ws.Root(), a.Command, timeout, t.waitDelay, maxOut)
+	r := runShell(ctx, t.sandbox, ws.Root(), a.Command, timeout, t.waitDelay, maxOut)
 	if r.state == nil {
 		return errorf("start %s: %v", r.shell, r.err)
 	}
@@ -102,6 +105,11 @@ func (t *bashTool) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 	isErr := !r.state.Success()
 
 	reserve := 0
+	// Say when the sandbox may have refused something, so the model can
+	// adapt: a pipeline can exit 0 with a refusal inside.
+	if why := t.sandbox.Explain(r.text); why != "" {
+		status = strings.TrimSpace(status + "\n" + why)
+	}
 	if status != "" {
 		reserve = len(status) + 1
 	}

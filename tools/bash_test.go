@@ -209,7 +209,7 @@ func TestBashStdio(t *testing.T) {
 		// The child: report what the command gave through a file.
 		s, _ := newTestSet(t, Options{}, nil)
 		res := call(t, s, "bash", map[string]any{"command": command, "timeout_s": 3})
-		text, code, err := RunCommand(context.Background(), t.TempDir(), command, 3*time.Second, 0)
+		text, code, err := RunCommand(context.Background(), nil, t.TempDir(), command, 3*time.Second, 0)
 		report := fmt.Sprintf("bash: %q\nRunCommand: %q %d %v\n", res.Output, text, code, err)
 		if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
+
+	"agent/sandbox"
 )
 
 // RunCommand runs command with bash -c (sh when bash is missing) in dir,
@@ -21,14 +23,16 @@ import (
 // not start, it was killed by a signal, or it ran out of time
 // (errors.Is(err, context.DeadlineExceeded)) or was cancelled
 // (errors.Is(err, context.Canceled)).
-func RunCommand(ctx context.Context, dir, command string, timeout time.Duration, maxOutput int) (output string, exitCode int, err error) {
+//
+// sb, if not nil, confines the command (package sandbox).
+func RunCommand(ctx context.Context, sb *sandbox.Sandbox, dir, command string, timeout time.Duration, maxOutput int) (output string, exitCode int, err error) {
 	if timeout <= 0 {
 		timeout = DefaultBashTimeout
 	}
 	if maxOutput <= 0 {
 		maxOutput = DefaultMaxOutput
 	}
-	r := runShell(ctx, dir, command, timeout, bashWaitDelay, maxOutput)
+	r := runShell(ctx, sb, dir, command, timeout, bashWaitDelay, maxOutput)
 	output, _ = truncateTotal(r.text, r.total, maxOutput)
 	switch {
 	case r.state == nil:
@@ -56,7 +60,7 @@ type shellRun struct {
 }
 
 // runShell is the process handling shared by the bash tool and RunCommand.
-func runShell(ctx context.Context, dir, command string, timeout, waitDelay time.Duration, maxOutput int) shellRun {
+func runShell(ctx context.Context, sb *sandbox.Sandbox, dir, command string, timeout, waitDelay time.Duration, maxOutput int) shellRun {
 	shell := "bash"
 	if _, err := exec.LookPath(shell); err != nil {
 		shell = "sh"
@@ -89,7 +93,10 @@ func runShell(ctx context.Context, dir, command string, timeout, waitDelay time.
 	cmd.Stdout = out // the same writer for both keeps their interleaving
 	cmd.Stderr = out
 
-	err := cmd.Run()
+	err := sb.Start(cmd) // a nil sandbox starts it as it is
+	if err == nil {
+		err = cmd.Wait()
+	}
 	r := shellRun{shell: shell, timeout: timeout, state: cmd.ProcessState, err: err}
 	r.text, r.total = out.snapshot()
 	if r.state != nil && !r.state.Success() && tctx.Err() != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"agent/event"
+	"agent/sandbox"
 )
 
 // Definition describes a tool to the model.
@@ -57,10 +58,11 @@ type Tool interface {
 
 // Options configures a Set.
 type Options struct {
-	Allow       []string      // tools offered; empty means all
-	Deny        []string      // tools removed from Allow
-	BashTimeout time.Duration // default timeout of a bash call; 0 means 120s
-	MaxOutput   int           // byte budget of one result; 0 means 30000
+	Allow       []string         // tools offered; empty means all
+	Deny        []string         // tools removed from Allow
+	BashTimeout time.Duration    // default timeout of a bash call; 0 means 120s
+	MaxOutput   int              // byte budget of one result; 0 means 30000
+	Sandbox     *sandbox.Sandbox // confines bash; nil runs it unconfined
 	// Match, if set, says whether an Allow or Deny entry names a tool
 	// (MCP: mcp__SERVER names all of a server's tools); default equality.
 	Match func(entry, tool string) bool
@@ -185,7 +187,7 @@ func builtins(opts Options) []Tool {
 		&editFile{},
 		&listFiles{},
 		&grepTool{},
-		&bashTool{timeout: opts.BashTimeout, maxOutput: opts.MaxOutput, waitDelay: bashWaitDelay},
+		&bashTool{timeout: opts.BashTimeout, maxOutput: opts.MaxOutput, waitDelay: bashWaitDelay, sandbox: opts.Sandbox},
 	}
 }
 

@@ -9,7 +9,9 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"agent/adapter"
@@ -18,6 +20,7 @@ import (
 	"agent/llm"
 	"agent/mcp"
 	"agent/runner"
+	"agent/sandbox"
 	"agent/tools"
 )
 
@@ -32,7 +35,10 @@ type Env struct {
 	// turns checkpoints off, with a warning.
 	Home string
 	// Getenv configures the side-effecting tools; nil means os.Getenv.
-	Getenv    func(string) string
+	Getenv func(string) string
+	// Environ is the environment the model's commands start from, before
+	// the sandbox takes the secrets out; nil means os.Environ().
+	Environ   []string
 	UserAgent string
 }
 
@@ -72,7 +78,25 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 		}
 		defer servers.Close()
 	}
-	set, planner, err := toolSet(ws, spec, env, servers)
+	// The sandbox too is ready before the first model request: a machine
+	// that cannot enforce it ends the run here (exit 5).
+	var box *sandbox.Sandbox
+	if spec.Mode != adapter.ModePlan {
+		environ := env.Environ
+		if environ == nil {
+			environ = os.Environ()
+		}
+		box, err = NewSandbox(env.Home, ws.Root(), spec.Sandbox, spec.Network, environ, spec.MCPConfig)
+		var unsupported *sandbox.UnsupportedError
+		switch {
+		case errors.As(err, &unsupported):
+			return event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonEnvironment, Detail: err.Error()}, nil
+		case err != nil:
+			return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: sandbox: %w", err)}
+		}
+		defer box.Close()
+	}
+	set, planner, err := toolSet(ws, spec, env, servers, box)
 	if err != nil {
 		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: tools: %w", err)}
 	}
@@ -131,7 +155,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 // toolSet is the tools of a spec's mode: the planner reads and submits a
 // plan; a phase can also record learnings and failed approaches; phases
 // and single runs have the side-effecting tools, guarded by the outbox.
-func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.Servers) (*tools.Set, *tools.SubmitPlan, error) {
+func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.Servers, box *sandbox.Sandbox) (*tools.Set, *tools.SubmitPlan, error) {
 	allow := spec.Tools
 	var extra []tools.Tool
 	var planner *tools.SubmitPlan
@@ -159,7 +183,7 @@ func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.
 	extra = append(extra, tools.EffectTools(scope, env.Outbox, env.Getenv)...)
 	extra = append(extra, servers.Tools(scope, env.Outbox)...)
 	deny := tools.WithoutUnconfigured(allow, spec.Deny, env.Getenv)
-	set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny, Match: mcp.Matches, Open: mcp.IsName}, extra...)
+	set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny, Match: mcp.Matches, Open: mcp.IsName, Sandbox: box}, extra...)
 	return set, nil, err
 }
 

@@ -1,0 +1,32 @@
+package worker
+
+import (
+	"agent/config"
+	"agent/mcp"
+	"agent/sandbox"
+)
+
+// NewSandbox is a run's sandbox for the commands the model runs (bash,
+// programmatic evidence), in workspace: AGENT_HOME (home) hidden, agent's
+// secrets and the MCP servers' credentials out of env, except the names
+// config.toml's sandbox_env_pass lists. A machine that cannot enforce the
+// mode gives a *sandbox.UnsupportedError.
+func NewSandbox(home, workspace, mode string, network bool, env, mcpConfig []string) (*sandbox.Sandbox, error) {
+	m, err := sandbox.ParseMode(mode)
+	if err != nil {
+		return nil, err
+	}
+	p := sandbox.Policy{Mode: m, Network: network, Workspace: workspace, Env: env}
+	if home != "" {
+		p.Hidden = []string{home}
+		f, _, err := config.ReadFile(home)
+		if err != nil {
+			return nil, err
+		}
+		p.Pass = f.SandboxEnvPass
+	}
+	if servers, err := mcp.Configured(home, mcpConfig); err == nil {
+		p.Secrets = mcp.SecretNames(servers)
+	}
+	return sandbox.New(p)
+}
