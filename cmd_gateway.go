@@ -58,6 +58,7 @@ func gatewayCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "workspace-root", Usage: "also allow runs to work in `DIR` and below (repeatable)"},
 			&cli.StringFlag{Name: "model", Usage: "default model of runs (env AGENT_MODEL, default " + config.DefaultModel + ")"},
 			&cli.StringFlag{Name: "base-url", Usage: "default OpenAI-compatible endpoint of runs (env OPENAI_BASE_URL)"},
+			&cli.BoolFlag{Name: "allow-unsandboxed", Usage: "let runs and jobs ask for sandbox \"off\" (unconfined commands, with the network); without it the gateway refuses"},
 			&cli.BoolFlag{Name: "allow-any-base-url", Usage: "let run.start's options.base_url name any endpoint, which then receives the API key; without it only --base-url is allowed"},
 			&cli.IntFlag{Name: "max-connections", Value: gateway.DefaultMaxConnections, Usage: "connections held open at most; over it, the oldest not doing authorised work is closed"},
 			&cli.BoolFlag{Name: "scheduler", Usage: "fire scheduled jobs", DefaultText: "SchedulerEnabled in config.toml, else off"},
@@ -118,7 +119,7 @@ func gatewayAction(c *cli.Context) error {
 	srv, err := gateway.New(gateway.Config{
 		Listen: c.String("listen"), AllowRemote: c.Bool("allow-remote"), Token: token, DB: db, Version: version,
 		DefaultWorkspace: workspace, WorkspaceRoots: roots, Home: settings.Home,
-		AllowAnyBaseURL: c.Bool("allow-any-base-url"), MaxConnections: c.Int("max-connections"),
+		AllowAnyBaseURL: c.Bool("allow-any-base-url"), AllowUnsandboxed: c.Bool("allow-unsandboxed"), MaxConnections: c.Int("max-connections"),
 		Model: gateway.ModelDefaults{
 			Name: config.Pick(c.String("model"), settings.Model), BaseURL: config.Pick(c.String("base-url"), settings.BaseURL),
 			APIKey: settings.APIKey, Attempts: settings.ModelAttempts, MaxTurns: settings.MaxTurns,

@@ -15,6 +15,7 @@ import (
 
 	"agent/gateway"
 	"agent/scheduler"
+	"agent/supervisor"
 )
 
 func jobsCommand() *cli.Command {
@@ -69,6 +70,8 @@ func jobFlags() []cli.Flag {
 		&cli.StringFlag{Name: "missed", Usage: "policy `P` for ticks missed while the gateway was down: skip or run_once_on_recovery", DefaultText: "the gateway's SchedulerRecoveryPolicy"},
 		&cli.DurationFlag{Name: "timeout", Usage: "stop an attempt after `DUR`", DefaultText: "10m"},
 		&cli.StringFlag{Name: "tools", Usage: "comma-separated tool allowlist `LIST` (\"\" on update: the default tools)", DefaultText: "the default tools"},
+		&cli.StringFlag{Name: "sandbox", Usage: "the runs' sandbox: workspace-write, read-only, or off (needs 'agent gateway --allow-unsandboxed')", DefaultText: "workspace-write"},
+		&cli.BoolFlag{Name: "network", Usage: "give the runs' commands the network in a sandboxed mode"},
 		&cli.IntFlag{Name: "max-attempts", Usage: "`N` attempts per tick, the first included", DefaultText: "1, no retry"},
 		&cli.DurationFlag{Name: "retry-base", Usage: "wait `DUR` before the first retry, doubling for each next one", DefaultText: "30s"},
 		&cli.DurationFlag{Name: "retry-cap", Usage: "wait at most `DUR` between retries", DefaultText: "10m"},
@@ -152,6 +155,12 @@ func policyFlags(c *cli.Context) (json.RawMessage, error) {
 			}
 		}
 		p["tools"] = tools
+	}
+	if c.IsSet("sandbox") {
+		p["sandbox"] = c.String("sandbox")
+	}
+	if c.IsSet("network") {
+		p["network"] = c.Bool("network")
 	}
 	retry := map[string]any{}
 	if c.IsSet("max-attempts") {
@@ -421,6 +430,7 @@ func printPolicy(w io.Writer, p scheduler.Policy) {
 	}
 	fmt.Fprintf(w, "policy    overlap %s; missed ticks: %s; timeout %s; %s\n", p.Overlap, missed, p.Timeout, retry)
 	fmt.Fprintf(w, "tools     %s\n", tools)
+	fmt.Fprintf(w, "sandbox   %s\n", supervisor.Options{Sandbox: p.Sandbox, Network: p.Network}.SandboxSummary())
 }
 
 // schedule is a job's expression and zone.

@@ -82,6 +82,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			gatewayCommand(),
 			jobsCommand(),
 			mcpCommand(),
+			sandboxCommand(),
 			doctorCommand(),
 			versionCommand(),
 			runnerCommand(),

@@ -63,6 +63,9 @@ type Config struct {
 	// endpoint; otherwise only Model.BaseURL, since the gateway sends its
 	// API key there (`agent gateway --allow-any-base-url`).
 	AllowAnyBaseURL bool
+	// AllowUnsandboxed lets runs and jobs ask for sandbox "off"
+	// (DESIGN.md §13): without it the gateway refuses.
+	AllowUnsandboxed bool
 	// Home is AGENT_HOME: file checkpoints keep their content there, and
 	// checkpoint.rewind puts it back from there.
 	Home string

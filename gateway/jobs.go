@@ -187,7 +187,7 @@ func (s *Server) createJob(ctx context.Context, p JobCreateParams) (scheduler.Jo
 	if err := checkJobFields(&p.Name, &p.Prompt); err != nil {
 		return scheduler.Job{}, err
 	}
-	policy, err := jobPolicy(scheduler.DefaultPolicy(), p.Policy)
+	policy, err := s.jobPolicy(scheduler.DefaultPolicy(), p.Policy)
 	if err != nil {
 		return scheduler.Job{}, err
 	}
@@ -215,7 +215,7 @@ func (s *Server) updateJob(ctx context.Context, p JobUpdateParams) (scheduler.Jo
 	// The policy fields given change and the rest keep their values, so
 	// a client need not read the job first. (Two concurrent updates of
 	// one job: the last wins.)
-	policy, err := jobPolicy(cur.Policy, p.Policy)
+	policy, err := s.jobPolicy(cur.Policy, p.Policy)
 	if err != nil {
 		return scheduler.Job{}, err
 	}
@@ -254,11 +254,11 @@ func (s *Server) jobRuns(ctx context.Context, p JobRunsParams) (*JobRunList, err
 
 // policyFields are the keys of a policy object, to refuse a misspelt one
 // rather than ignore it.
-var policyFields = []string{"overlap", "missed", "retry", "timeout", "tools"}
+var policyFields = []string{"overlap", "missed", "retry", "timeout", "tools", "sandbox", "network"}
 
 // jobPolicy applies the fields of a policy object to base; nil if there
-// is none.
-func jobPolicy(base scheduler.Policy, raw json.RawMessage) (*scheduler.Policy, error) {
+// is none. Sandbox "off" needs a gateway started with --allow-unsandboxed.
+func (s *Server) jobPolicy(base scheduler.Policy, raw json.RawMessage) (*scheduler.Policy, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
 	}
@@ -268,11 +268,14 @@ func jobPolicy(base scheduler.Policy, raw json.RawMessage) (*scheduler.Policy, e
 	}
 	for k := range fields {
 		if !slices.Contains(policyFields, k) {
-			return nil, errorf(CodeInvalidJob, "invalid policy: unknown field %q (want overlap, missed, retry, timeout or tools)", k)
+			return nil, errorf(CodeInvalidJob, "invalid policy: unknown field %q (want overlap, missed, retry, timeout, tools, sandbox or network)", k)
 		}
 	}
 	if err := json.Unmarshal(raw, &base); err != nil {
 		return nil, errorf(CodeInvalidJob, "invalid policy: %v", err)
+	}
+	if base.Sandbox == "off" && !s.cfg.AllowUnsandboxed {
+		return nil, errorf(CodeInvalidJob, unsandboxedRefusal, "policy.sandbox")
 	}
 	return &base, nil
 }
@@ -382,7 +385,7 @@ func (d *jobDispatcher) Start(ctx context.Context, job scheduler.Job, tick sched
 		// it and the child is offered only those tools. The timeout is the
 		// run's own as well, so it holds even for a reclaimed run the
 		// scheduler no longer watches.
-		Options: RunOptions{AllowTools: tick.Tools, Timeout: supervisor.Duration(tick.Timeout)},
+		Options: RunOptions{AllowTools: tick.Tools, Timeout: supervisor.Duration(tick.Timeout), Sandbox: tick.Sandbox, Network: tick.Network},
 		// Ties the run to its job_runs row (run.get shows the key).
 		IdempotencyKey: "job-run:" + tick.JobRunID,
 	}, 0)

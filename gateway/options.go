@@ -37,6 +37,9 @@ func (s *Server) resolve(p RunStartParams) (RunOptions, *tools.Workspace, error)
 	if o.BaseURL != "" && !s.cfg.AllowAnyBaseURL && !sameURL(o.BaseURL, d.BaseURL) {
 		return o, nil, errorf(CodeInvalidOptions, "options.base_url %q is not this gateway's model endpoint, to which it sends its API key; leave options.base_url out, or start the gateway with --allow-any-base-url", o.BaseURL)
 	}
+	if o.Sandbox == "off" && !s.cfg.AllowUnsandboxed {
+		return o, nil, errorf(CodeInvalidOptions, unsandboxedRefusal, "options.sandbox")
+	}
 	o.Model = config.Pick(o.Model, d.Name)
 	o.BaseURL = config.Pick(o.BaseURL, d.BaseURL)
 	o.ModelAttempts = config.PickInt(o.ModelAttempts, d.Attempts)
@@ -156,3 +159,8 @@ func sameURL(a, b string) bool {
 	}
 	return ua.Host != "" && norm(ua) == norm(ub)
 }
+
+// unsandboxedRefusal is the gateway's answer to sandbox "off" (a %s names
+// the field) when it was not started with --allow-unsandboxed: runs
+// nobody watches must not run unconfined by a client's choice alone.
+const unsandboxedRefusal = "%s \"off\" is refused: this gateway was not started with --allow-unsandboxed; leave it out for workspace-write, or use read-only"

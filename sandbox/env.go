@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 )
@@ -82,8 +83,15 @@ func Check() Support {
 	if abi, err := landlockABI(); err == nil {
 		sup.LandlockV = abi
 	}
+	nsErr := namespacesWork()
+	sup.Namespaces = nsErr == nil
+	if nsErr != nil {
+		sup.Problems = append(sup.Problems, nsErr.(*UnsupportedError).What)
+	}
 	if err := probe(); err != nil {
 		sup.Problems = append(sup.Problems, err.(*UnsupportedError).What)
+	}
+	if len(sup.Problems) > 0 {
 		return sup
 	}
 	dir, err := os.MkdirTemp("", "agent-sandbox-check-")
@@ -103,7 +111,17 @@ func Check() Support {
 	if err := s.Start(cmd); err == nil && cmd.Wait() == nil {
 		sup.StartMS = float64(time.Since(began).Microseconds()) / 1000
 	}
-	sup.Namespaces = true
 	sup.Modes = []Mode{WorkspaceWrite, ReadOnly, Off}
 	return sup
+}
+
+// namespacesWork starts a command in new user, PID and network
+// namespaces, without Landlock.
+func namespacesWork() error {
+	cmd := exec.Command("/bin/sh", "-c", "exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET}
+	if err := cmd.Run(); err != nil {
+		return namespaceError(err)
+	}
+	return nil
 }

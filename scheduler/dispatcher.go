@@ -30,6 +30,8 @@ type Tick struct {
 	Prompt       string        // the job's prompt_template rendered for this tick
 	Tools        []string      // the allowlist; empty means the default tools
 	Timeout      time.Duration // the engine cancels the run after this
+	Sandbox      string        // the run's sandbox mode; "" is the default
+	Network      bool
 }
 
 // Run outcomes a Dispatcher reports.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"agent/sandbox"
 )
 
 // Overlap policies: what a tick does while an earlier tick of the same job
@@ -43,6 +45,10 @@ type Policy struct {
 	Timeout time.Duration // per attempt; mandatory, so a hung run cannot block its job forever
 	// Tools is the run's tool allowlist; empty means the default tools.
 	Tools []string
+	// Sandbox and Network are the run's (DESIGN.md §13); "" is the
+	// default mode.
+	Sandbox string
+	Network bool
 }
 
 // Retry is how failed attempts of a tick are retried: MaxAttempts in all
@@ -94,6 +100,9 @@ func (p Policy) Validate() error {
 	if err := p.Retry.validate(); err != nil {
 		return fmt.Errorf("invalid policy: %w", err)
 	}
+	if _, err := sandbox.ParseMode(p.Sandbox); err != nil {
+		return fmt.Errorf("invalid policy: sandbox: %w", err)
+	}
 	seen := make(map[string]bool, len(p.Tools))
 	for _, t := range p.Tools {
 		if t == "" {
@@ -139,6 +148,8 @@ type policyJSON struct {
 	Retry   retryJSON `json:"retry"`
 	Timeout duration  `json:"timeout"`
 	Tools   []string  `json:"tools,omitempty"`
+	Sandbox string    `json:"sandbox,omitempty"`
+	Network bool      `json:"network,omitempty"`
 }
 
 type retryJSON struct {
@@ -150,7 +161,7 @@ type retryJSON struct {
 // MarshalJSON writes durations as strings such as "10m0s".
 func (p Policy) MarshalJSON() ([]byte, error) {
 	return json.Marshal(policyJSON{
-		Overlap: p.Overlap, Missed: p.Missed, Timeout: duration(p.Timeout), Tools: p.Tools,
+		Overlap: p.Overlap, Missed: p.Missed, Timeout: duration(p.Timeout), Tools: p.Tools, Sandbox: p.Sandbox, Network: p.Network,
 		Retry: retryJSON{MaxAttempts: p.Retry.MaxAttempts, Base: duration(p.Retry.Base), Cap: duration(p.Retry.Cap)},
 	})
 }
@@ -160,11 +171,12 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 // take the defaults when decoding into a zero Policy (as into a new
 // *Policy field), so {"overlap":"parallel"} is a complete policy.
 func (p *Policy) UnmarshalJSON(data []byte) error {
-	if p.Overlap == "" && p.Missed == "" && p.Timeout == 0 && p.Retry == (Retry{}) && p.Tools == nil {
+	if p.Overlap == "" && p.Missed == "" && p.Timeout == 0 && p.Retry == (Retry{}) && p.Tools == nil && p.Sandbox == "" && !p.Network {
 		*p = DefaultPolicy()
 	}
 	w := policyJSON{
 		Overlap: p.Overlap, Missed: p.Missed, Timeout: duration(p.Timeout), Tools: slices.Clone(p.Tools),
+		Sandbox: p.Sandbox, Network: p.Network,
 		Retry: retryJSON{MaxAttempts: p.Retry.MaxAttempts, Base: duration(p.Retry.Base), Cap: duration(p.Retry.Cap)},
 	}
 	if err := json.Unmarshal(data, &w); err != nil {
@@ -172,6 +184,7 @@ func (p *Policy) UnmarshalJSON(data []byte) error {
 	}
 	*p = Policy{
 		Overlap: w.Overlap, Missed: w.Missed, Timeout: time.Duration(w.Timeout), Tools: w.Tools,
+		Sandbox: w.Sandbox, Network: w.Network,
 		Retry: Retry{MaxAttempts: w.Retry.MaxAttempts, Base: time.Duration(w.Retry.Base), Cap: time.Duration(w.Retry.Cap)},
 	}
 	return nil

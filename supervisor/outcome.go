@@ -8,6 +8,7 @@ import (
 	"agent/event"
 	"agent/llm"
 	"agent/mcp"
+	"agent/sandbox"
 	"agent/orchestrator"
 	"agent/plan"
 	"agent/store"
@@ -115,9 +116,10 @@ func errorReason(err error) string {
 		child    *childError
 		unusable *store.UnusableError
 		server   *mcp.StartError
+		confine  *sandbox.UnsupportedError
 	)
 	switch {
-	case errors.As(err, &unusable), errors.As(err, &server):
+	case errors.As(err, &unusable), errors.As(err, &server), errors.As(err, &confine):
 		return event.ReasonEnvironment
 	case errors.As(err, &invalid):
 		return event.ReasonInvalidPlan
