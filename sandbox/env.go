@@ -9,7 +9,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
 )
 
 // Secrets are agent's own: never given to the model's processes.

@@ -15,9 +15,9 @@ import (
 
 type fixture struct {
 	ws, home, outside string
-	tcp                 net.Listener
-	udp                 net.PacketConn
-	udpGot              chan []byte
+	tcp               net.Listener
+	udp               net.PacketConn
+	udpGot            chan []byte
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -64,7 +64,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) sandbox(t *testing.T, mode Mode, network bool) *Sandbox {
 	t.Helper()
 	s, err := New(Policy{Mode: mode, Network: network, Workspace: f.ws, Hidden: []string{f.home},
-		Env: append(os.Environ(), "OPENAI_API_KEY=sk-live-123", "GITHUB_TOKEN=ghp_x", "MY_SETTING=visible", "PASSED_TOKEN=ok"),
+		Env:  append(os.Environ(), "OPENAI_API_KEY=sk-live-123", "GITHUB_TOKEN=ghp_x", "MY_SETTING=visible", "PASSED_TOKEN=ok"),
 		Pass: []string{"PASSED_TOKEN"}})
 	if err != nil {
 		t.Fatal(err)

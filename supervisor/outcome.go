@@ -8,9 +8,9 @@ import (
 	"agent/event"
 	"agent/llm"
 	"agent/mcp"
-	"agent/sandbox"
 	"agent/orchestrator"
 	"agent/plan"
+	"agent/sandbox"
 	"agent/store"
 )
 
