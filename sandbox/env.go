@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -107,20 +106,15 @@ func Check() Support {
 	defer s.Close()
 	cmd := exec.Command("/bin/sh", "-c", "exit 0")
 	began := time.Now()
-	if err := s.Start(cmd); err == nil && cmd.Wait() == nil {
-		sup.StartMS = float64(time.Since(began).Microseconds()) / 1000
+	if err := s.Start(cmd); err != nil {
+		sup.Problems = append(sup.Problems, err.Error())
+		return sup
 	}
+	if err := cmd.Wait(); err != nil {
+		sup.Problems = append(sup.Problems, fmt.Sprintf("a sandboxed command failed: %v", err))
+		return sup
+	}
+	sup.StartMS = float64(time.Since(began).Microseconds()) / 1000
 	sup.Modes = []Mode{WorkspaceWrite, ReadOnly, Off}
 	return sup
-}
-
-// namespacesWork starts a command in new user, PID and network
-// namespaces, without Landlock.
-func namespacesWork() error {
-	cmd := exec.Command("/bin/sh", "-c", "exit 0")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET}
-	if err := cmd.Run(); err != nil {
-		return namespaceError(err)
-	}
-	return nil
 }

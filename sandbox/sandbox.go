@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -77,9 +78,12 @@ func (e *UnsupportedError) Error() string {
 // Sandbox is a run's sandbox: its private temporary directory and its
 // Landlock ruleset, made once and used for every command.
 type Sandbox struct {
-	policy  Policy
+	policy Policy
+
+	once    sync.Once // prepare
+	err     error     // of prepare
 	tmp     string
-	ruleset int // -1 when off
+	ruleset int // -1 when off or not yet prepared
 	env     []string
 }
 
@@ -87,8 +91,9 @@ type Sandbox struct {
 // that stops truncating files a command may not write.
 const minABI = 3
 
-// New checks that this machine can enforce p and prepares it. Close
-// removes the private temporary directory.
+// New checks that this machine can enforce p. The ruleset and the private
+// temporary directory are made when the first command starts, so a run
+// that runs none pays only for the checks. Close removes the directory.
 func New(p Policy) (*Sandbox, error) {
 	s := &Sandbox{policy: p, ruleset: -1}
 	if p.Mode == "" {
@@ -101,23 +106,28 @@ func New(p Policy) (*Sandbox, error) {
 	if err := probe(); err != nil {
 		return nil, err
 	}
-	tmp, err := os.MkdirTemp("", "agent-sandbox-")
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: private temporary directory: %w", err)
-	}
-	s.tmp = tmp
-	if s.ruleset, err = s.rules(); err != nil {
-		s.Close()
+	if err := namespacesUsable(); err != nil {
 		return nil, err
 	}
-	s.env = append(Environment(p.Env, p.Secrets, p.Pass), "TMPDIR="+tmp)
-	// Start one command now, so that a kernel that cannot create the
-	// namespaces fails the run here rather than at its first command.
-	if err := s.Start(exec.Command("/bin/sh", "-c", "exit 0")); err != nil {
-		s.Close()
-		return nil, namespaceError(err)
-	}
 	return s, nil
+}
+
+// prepare makes the temporary directory and the ruleset, once.
+func (s *Sandbox) prepare() error {
+	s.once.Do(func() {
+		tmp, err := os.MkdirTemp("", "agent-sandbox-")
+		if err != nil {
+			s.err = fmt.Errorf("sandbox: private temporary directory: %w", err)
+			return
+		}
+		s.tmp = tmp
+		if s.ruleset, err = s.rules(); err != nil {
+			s.err = err
+			return
+		}
+		s.env = append(Environment(s.policy.Env, s.policy.Secrets, s.policy.Pass), "TMPDIR="+tmp)
+	})
+	return s.err
 }
 
 // Mode is the mode enforced.
@@ -126,7 +136,8 @@ func (s *Sandbox) Mode() Mode { return s.policy.Mode }
 // Network reports whether commands have the network.
 func (s *Sandbox) Network() bool { return s.policy.Mode == Off || s.policy.Network }
 
-// TmpDir is the private temporary directory ("" when off).
+// TmpDir is the private temporary directory ("" when off, or before
+// the first command).
 func (s *Sandbox) TmpDir() string { return s.tmp }
 
 // Close releases the ruleset and removes the temporary directory.
@@ -150,10 +161,14 @@ func (s *Sandbox) Start(cmd *exec.Cmd) error {
 	if s == nil {
 		return cmd.Start()
 	}
-	cmd.Env = s.env
-	if s.ruleset < 0 {
+	if s.policy.Mode == Off {
+		cmd.Env = s.env
 		return cmd.Start()
 	}
+	if err := s.prepare(); err != nil {
+		return err
+	}
+	cmd.Env = s.env
 	attr := cmd.SysProcAttr
 	if attr == nil {
 		attr = &syscall.SysProcAttr{}
@@ -185,6 +200,9 @@ func (s *Sandbox) Start(cmd *exec.Cmd) error {
 			return
 		}
 		if err := cmd.Start(); err != nil {
+			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSPC) {
+				err = namespaceError(err) // the namespaces, refused after all
+			}
 			started <- err
 			return
 		}
@@ -348,4 +366,43 @@ func kernel() string {
 		return "unknown"
 	}
 	return unix.ByteSliceToString(u.Release[:])
+}
+
+// namespacesUsable checks, cheaply, that commands can get their own user,
+// PID and network namespaces. Where a seccomp filter or an AppArmor
+// restriction may forbid them, which the settings cannot tell, it tries.
+func namespacesUsable() error {
+	if os.Getenv("AGENT_SANDBOX_SIMULATE_NO_NAMESPACES") != "" { // for tests of this failure
+		return namespaceError(unix.EPERM)
+	}
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	if read("/proc/sys/user/max_user_namespaces") == "0" {
+		return namespaceError(fmt.Errorf("user.max_user_namespaces is 0: %w", unix.ENOSPC))
+	}
+	if os.Getuid() != 0 && read("/proc/sys/kernel/unprivileged_userns_clone") == "0" {
+		return namespaceError(fmt.Errorf("kernel.unprivileged_userns_clone is 0: %w", unix.EPERM))
+	}
+	status := read("/proc/self/status")
+	filtered := strings.Contains(status, "Seccomp:\t2") || strings.Contains(status, "Seccomp:\t1")
+	if filtered || os.Getuid() != 0 && read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1" {
+		return namespacesWork()
+	}
+	return nil
+}
+
+// namespacesWork starts a command in new user, PID and network
+// namespaces, without Landlock.
+func namespacesWork() error {
+	cmd := exec.Command("/bin/sh", "-c", "exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET}
+	if err := cmd.Run(); err != nil {
+		return namespaceError(err)
+	}
+	return nil
 }

@@ -205,6 +205,12 @@ func TestUnsupportedKernelFailsClearly(t *testing.T) {
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "Landlock is not available: kernel 5.4; use --sandbox off") {
 		t.Errorf("err = %v", err)
 	}
+	t.Setenv("AGENT_SANDBOX_SIMULATE_MISSING", "")
+	t.Setenv("AGENT_SANDBOX_SIMULATE_NO_NAMESPACES", "1")
+	if _, err := New(Policy{Mode: WorkspaceWrite, Workspace: t.TempDir()}); err == nil ||
+		!strings.Contains(err.Error(), "user, PID and network namespaces cannot be created") {
+		t.Errorf("without namespaces: %v", err)
+	}
 	if _, err := New(Policy{Mode: Off, Workspace: t.TempDir()}); err != nil {
 		t.Errorf("off needs nothing of the kernel: %v", err)
 	}
