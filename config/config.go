@@ -40,6 +40,9 @@ type File struct {
 	// SandboxEnvPass names variables the model's commands get although
 	// they look like secrets (DESIGN.md §13), e.g. ["GITHUB_TOKEN"].
 	SandboxEnvPass []string `toml:"sandbox_env_pass"`
+	// SandboxWritable are more directories the model's commands may
+	// write in a sandboxed mode, e.g. ["~/.cache/go-build"].
+	SandboxWritable []string `toml:"sandbox_writable"`
 
 	// MCP tool servers (DESIGN.md §11), by name.
 	MCPServers map[string]MCPServer `toml:"mcp_servers"`

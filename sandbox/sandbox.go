@@ -58,6 +58,9 @@ type Policy struct {
 	// Hidden are never readable: AGENT_HOME (the database, the gateway
 	// token, blobs).
 	Hidden []string
+	// Writable are more directories commands may write in (config.toml's
+	// sandbox_writable), in both sandboxed modes.
+	Writable []string
 	// Env is the commands' environment before the secrets are taken out
 	// (Secrets, Pass) and TMPDIR is set.
 	Env []string
@@ -273,6 +276,11 @@ func (s *Sandbox) rules() (int, error) {
 	}
 	if err := add(s.tmp, readTree|writeTree); err != nil {
 		return fail(err)
+	}
+	for _, dir := range s.policy.Writable {
+		if err := add(dir, readTree|writeTree); err != nil {
+			return fail(fmt.Errorf("sandbox_writable %s: %w", dir, err))
+		}
 	}
 	for _, dev := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts"} {
 		if _, err := os.Stat(dev); err == nil {

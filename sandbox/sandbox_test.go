@@ -247,3 +247,15 @@ func BenchmarkCommand(b *testing.B) {
 		})
 	}
 }
+
+func TestWritableDirectories(t *testing.T) {
+	f := newFixture(t)
+	s, err := New(Policy{Mode: ReadOnly, Workspace: f.ws, Hidden: []string{f.home}, Writable: []string{f.outside}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if out, ok := sh(t, s, f.ws, fmt.Sprintf("echo cached > %s/cache.txt", f.outside)); !ok {
+		t.Errorf("a sandbox_writable directory refused a write: %q", out)
+	}
+}

@@ -1,6 +1,11 @@
 package worker
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
 	"agent/config"
 	"agent/mcp"
 	"agent/sandbox"
@@ -24,6 +29,16 @@ func NewSandbox(home, workspace, mode string, network bool, env, mcpConfig []str
 			return nil, err
 		}
 		p.Pass = f.SandboxEnvPass
+		for _, dir := range f.SandboxWritable {
+			if rest, ok := strings.CutPrefix(dir, "~/"); ok {
+				home, err := os.UserHomeDir()
+				if err != nil {
+					return nil, fmt.Errorf("sandbox_writable %s: %w", dir, err)
+				}
+				dir = filepath.Join(home, rest)
+			}
+			p.Writable = append(p.Writable, dir)
+		}
 	}
 	if servers, err := mcp.Configured(home, mcpConfig); err == nil {
 		p.Secrets = mcp.SecretNames(servers)
