@@ -86,6 +86,11 @@ func TestMCPRunUsesServerTools(t *testing.T) {
 		t.Fatalf("exit %d: %s", res.code, res.stderr)
 	}
 	evs := decodeEvents(t, res.stdout)
+	var started event.RunStartedData
+	evs[0].Decode(&started)
+	if strings.Join(started.MCPServers, ",") != "tracker" {
+		t.Errorf("run.started names MCP servers %v, want tracker", started.MCPServers)
+	}
 	out := toolOutputs(evs)
 	if out["mcp__tracker__echo"] != "echo: hi" || !strings.Contains(out["mcp__tracker__create_issue"], "created issue #2 in acme/app") {
 		t.Errorf("tool outputs = %v", out)

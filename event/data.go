@@ -26,6 +26,8 @@ type RunStartedData struct {
 	// whether they have the network (DESIGN.md §13).
 	Sandbox string `json:"sandbox,omitempty"`
 	Network bool   `json:"network,omitempty"`
+	// MCPServers are the MCP servers whose tools the run may offer (§11).
+	MCPServers []string `json:"mcp_servers,omitempty"`
 }
 
 // RunFinishedData is the data of the last event of a run.

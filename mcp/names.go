@@ -99,3 +99,15 @@ func UnknownServer(servers []Server, list []string) string {
 	}
 	return ""
 }
+
+// ServersOf are the servers a tool list's MCP entries name, in order,
+// each once.
+func ServersOf(list []string) []string {
+	var out []string
+	for _, e := range list {
+		if IsName(e) && !slices.Contains(out, ServerOf(e)) {
+			out = append(out, ServerOf(e))
+		}
+	}
+	return out
+}

@@ -10,6 +10,7 @@ import (
 	"agent/adapter"
 	"agent/checkpoint"
 	"agent/event"
+	"agent/mcp"
 	"agent/plan"
 	"agent/store"
 	"agent/worker"
@@ -114,7 +115,7 @@ func (s *Supervisor) drive(ctx context.Context, r *store.Run, d Drive, sink Sink
 	if err := sink.Emit(persist, event.New(event.RunStarted, event.RunStartedData{
 		Prompt: r.Prompt, Model: o.Model, Workspace: r.Workspace, Tools: o.Tools,
 		Resumed: d.Resume, Until: o.Until, MaxIterations: o.MaxIterations,
-		Sandbox: string(o.sandboxMode()), Network: o.network(),
+		Sandbox: string(o.sandboxMode()), Network: o.network(), MCPServers: mcp.ServersOf(o.Tools),
 	})); err != nil {
 		return failed(ctx, err)
 	}
