@@ -37,6 +37,10 @@ func modelFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "model-idle-timeout", Usage: "give up on a model reply after this long without a data chunk; keep-alive comments do not count", DefaultText: durationText(llm.DefaultIdleTimeout)},
 		&cli.DurationFlag{Name: "model-call-timeout", Usage: "give up on a model call, its retries and waits included, after this long", DefaultText: durationText(llm.DefaultCallTimeout)},
 		&cli.DurationFlag{Name: "timeout", Usage: "stop the run after this long, e.g. 10m", DefaultText: "no limit"},
+		&cli.IntFlag{Name: "context-window", Usage: "the model's context window in `TOKENS`: the conversation is compacted before a request would pass it", DefaultText: "context_window in config.toml, or the model's known window"},
+		&cli.StringFlag{Name: "compact", Usage: "auto: compact the conversation when it outgrows the context window; off: a context error ends the run (exit 3)", DefaultText: "auto"},
+		&cli.IntFlag{Name: "max-tokens", Usage: "stop once the run has used this many `TOKENS` (prompt plus completion); on resume, this many more", DefaultText: "no limit"},
+		&cli.Float64Flag{Name: "max-cost", Usage: "stop once the run has cost this many `USD`, at [prices.\"MODEL\"] in config.toml; on resume, this much more", DefaultText: "no limit"},
 		&cli.StringFlag{Name: "sandbox", Usage: "what the model's commands (bash, evidence checks) may do: workspace-write " +
 			"(write only in the workspace and $TMPDIR), read-only, or off; AGENT_HOME is unreadable and the network off unless off", DefaultText: "workspace-write"},
 		&cli.BoolFlag{Name: "network", Usage: "give the model's commands the network in a sandboxed mode"},
@@ -176,9 +180,13 @@ func resumeAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	stored := opts
 	if opts, err = flagOptions(c, opts); err != nil {
 		return err
 	}
+	// A new budget is on top of what the run already spent.
+	opts.MaxTokens, opts.MaxCost = stored.MaxTokens, stored.MaxCost
+	opts = supervisor.Rebudget(opts, r.Usage, c.Int("max-tokens"), c.Float64("max-cost"))
 	if why := missingDir(r.Workspace); why != "" {
 		return &supervisor.NotResumableError{RunID: r.ID, Reason: "its workspace " + r.Workspace + ": " + why}
 	}
@@ -248,6 +256,18 @@ func flagOptions(c *cli.Context, o supervisor.Options) (supervisor.Options, erro
 	}
 	if set("sandbox") {
 		o.Sandbox = c.String("sandbox")
+	}
+	if set("context-window") {
+		o.ContextWindow = c.Int("context-window")
+	}
+	if set("compact") {
+		o.Compact = c.String("compact")
+	}
+	if set("max-tokens") {
+		o.MaxTokens = c.Int("max-tokens")
+	}
+	if set("max-cost") {
+		o.MaxCost = c.Float64("max-cost")
 	}
 	if set("network") {
 		o.Network = c.Bool("network")

@@ -46,6 +46,16 @@ type PhaseSpec struct {
 	MaxIterations int    `json:"max_iterations,omitempty"`
 	ContextBudget int    `json:"context_budget,omitempty"`
 
+	// Context and spend (DESIGN.md §12): the window in tokens (0: the
+	// model's known one), compaction unless NoCompact, and the budget of
+	// the run as a whole (Usage and, for a phase, what the run spent
+	// before it count).
+	ContextWindow int          `json:"context_window,omitempty"`
+	NoCompact     bool         `json:"no_compact,omitempty"`
+	MaxTokens     int          `json:"max_tokens,omitempty"`
+	MaxCost       float64      `json:"max_cost,omitempty"`
+	Price         *event.Price `json:"price,omitempty"`
+
 	// Receipts already recorded for this phase, so a retried attempt
 	// never repeats a side effect.
 	Receipts []event.ReceiptData `json:"receipts,omitempty"`

@@ -29,6 +29,7 @@ var childEvents = map[string]bool{
 	event.ArtifactCreated: true, event.ReceiptRecorded: true, event.EffectFailed: true,
 	event.LearningRecorded: true, event.ApproachFailed: true, event.CheckpointCreated: true,
 	event.IterationStarted: true, event.IterationCompleted: true, event.Retry: true, event.Warning: true,
+	event.ContextCompacted: true,
 }
 
 // resultStatuses are the statuses a runner.result may carry.

@@ -29,6 +29,12 @@ type File struct {
 	BaseURL       string `toml:"base_url"`
 	MaxTurns      int    `toml:"max_turns"`
 	ModelAttempts int    `toml:"model_attempts"`
+	// ContextWindow is the model's context window in tokens (DESIGN.md
+	// §12); 0: a known default for the model, if any.
+	ContextWindow int `toml:"context_window"`
+	// Prices are per model, in USD per million tokens, for --max-cost and
+	// cost_usd.
+	Prices map[string]Price `toml:"prices"`
 
 	// The gateway's scheduler (DESIGN.md §10), under the key names the
 	// design gives them.
@@ -36,6 +42,11 @@ type File struct {
 	SchedulerPollIntervalSeconds int    `toml:"SchedulerPollIntervalSeconds"`
 	SchedulerMaxConcurrentRuns   int    `toml:"SchedulerMaxConcurrentRuns"`
 	SchedulerRecoveryPolicy      string `toml:"SchedulerRecoveryPolicy"`
+
+	// RetentionDays makes `agent gateway` prune the runs that finished
+	// more than that many days ago, at start and then daily (DESIGN.md
+	// §12, agent prune); 0, the default, is off.
+	RetentionDays int `toml:"RetentionDays"`
 
 	// SandboxEnvPass names variables the model's commands get although
 	// they look like secrets (DESIGN.md §13), e.g. ["GITHUB_TOKEN"].
@@ -46,6 +57,12 @@ type File struct {
 
 	// MCP tool servers (DESIGN.md §11), by name.
 	MCPServers map[string]MCPServer `toml:"mcp_servers"`
+}
+
+// Price is a model's price in USD per million tokens.
+type Price struct {
+	PromptPerMTok     float64 `toml:"prompt_per_mtok" json:"prompt_per_mtok"`
+	CompletionPerMTok float64 `toml:"completion_per_mtok" json:"completion_per_mtok"`
 }
 
 // MCPServer is one MCP tool server: a command speaking MCP on stdio, or a
@@ -87,6 +104,8 @@ type Settings struct {
 	APIKey        string
 	MaxTurns      int
 	ModelAttempts int
+	ContextWindow int
+	Prices        map[string]Price
 
 	// SchedulerEnabled makes `agent gateway` fire scheduled jobs;
 	// `agent gateway --scheduler` does too.
@@ -94,6 +113,8 @@ type Settings struct {
 	SchedulerPollIntervalSeconds int    // default 5
 	SchedulerMaxConcurrentRuns   int    // default 2
 	SchedulerRecoveryPolicy      string // skip (default) or run_once_on_recovery
+
+	RetentionDays int // the gateway prunes runs finished longer ago; 0: off
 }
 
 // Home returns the data directory: $AGENT_HOME, else $XDG_DATA_HOME/agent,
@@ -152,14 +173,29 @@ func Load() (Settings, error) {
 		APIKey:        os.Getenv("OPENAI_API_KEY"),
 		MaxTurns:      f.MaxTurns,
 		ModelAttempts: f.ModelAttempts,
+		ContextWindow: f.ContextWindow,
+		Prices:        f.Prices,
 
 		SchedulerEnabled:             f.SchedulerEnabled,
 		SchedulerPollIntervalSeconds: f.SchedulerPollIntervalSeconds,
 		SchedulerMaxConcurrentRuns:   f.SchedulerMaxConcurrentRuns,
 		SchedulerRecoveryPolicy:      f.SchedulerRecoveryPolicy,
+
+		RetentionDays: f.RetentionDays,
+	}
+	if s.ContextWindow < 0 {
+		return Settings{}, &Error{Msg: fmt.Sprintf("config %s: context_window must be positive, got %d", path, s.ContextWindow)}
+	}
+	for model, p := range s.Prices {
+		if p.PromptPerMTok < 0 || p.CompletionPerMTok < 0 {
+			return Settings{}, &Error{Msg: fmt.Sprintf("config %s: prices.%q: a price cannot be negative", path, model)}
+		}
 	}
 	if err := s.schedulerDefaults(path); err != nil {
 		return Settings{}, err
+	}
+	if s.RetentionDays < 0 {
+		return Settings{}, &Error{Msg: fmt.Sprintf("config %s: RetentionDays must be 0 (off) or a number of days, got %d", path, s.RetentionDays)}
 	}
 	return s, nil
 }

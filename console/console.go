@@ -292,6 +292,14 @@ func interrupted(e event.Event, d event.RunFinishedData, took string) string {
 		}
 		return s
 	}
+	if d.Reason == event.ReasonRateLimited {
+		at := d.ResumeAfter
+		if t, err := time.Parse(time.RFC3339, d.ResumeAfter); err == nil {
+			at = t.Local().Format("15:04:05")
+		}
+		return fmt.Sprintf("paused after %s: the provider rate-limits this key until %s; continue then with: agent resume %s (a gateway resumes its runs by itself)",
+			took, at, e.RunID)
+	}
 	return fmt.Sprintf("interrupted after %s; continue with: agent resume %s", took, e.RunID)
 }
 

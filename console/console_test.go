@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"agent/console"
 	"agent/event"
@@ -306,5 +307,19 @@ func TestSummary(t *testing.T) {
 		if got := console.Summary(tt.tool, json.RawMessage(tt.args)); got != tt.want {
 			t.Errorf("Summary(%s, %s) = %q, want %q", tt.tool, tt.args, got, tt.want)
 		}
+	}
+}
+
+func TestRateLimitedSaysWhenToGoOn(t *testing.T) {
+	var out, errb strings.Builder
+	p := console.NewPrinter(&out, &errb, false)
+	at := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	e := event.New(event.RunInterrupted, event.RunFinishedData{Status: "interrupted", Reason: event.ReasonRateLimited, ExitCode: 3,
+		ResumeAfter: at.Format(time.RFC3339)})
+	e.RunID = "run-7"
+	p.Print(e)
+	want := "paused after 0s: the provider rate-limits this key until " + at.Local().Format("15:04:05") + "; continue then with: agent resume run-7"
+	if !strings.HasPrefix(errb.String(), want) {
+		t.Errorf("got %q\nwant %q…", errb.String(), want)
 	}
 }

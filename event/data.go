@@ -6,6 +6,23 @@ import "encoding/json"
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+	// CostUSD is set on a run's final usage when the model's price is
+	// known (DESIGN.md §12).
+	CostUSD float64 `json:"cost_usd,omitempty"`
+}
+
+// Total is prompt plus completion tokens.
+func (u Usage) Total() int { return u.PromptTokens + u.CompletionTokens }
+
+// Price is a model's price in USD per million tokens.
+type Price struct {
+	PromptPerMTok     float64 `json:"prompt_per_mtok"`
+	CompletionPerMTok float64 `json:"completion_per_mtok"`
+}
+
+// Cost is what u costs at p, in USD.
+func (p Price) Cost(u Usage) float64 {
+	return (float64(u.PromptTokens)*p.PromptPerMTok + float64(u.CompletionTokens)*p.CompletionPerMTok) / 1e6
 }
 
 // Add returns the sum of two usages.
@@ -40,6 +57,9 @@ type RunFinishedData struct {
 	ExitCode   int    `json:"exit_code"`
 	Reason     string `json:"reason,omitempty"` // one of the Reason words
 	Detail     string `json:"detail,omitempty"` // the same, said for people
+	// ResumeAfter (RFC 3339) is when a run interrupted by a rate limit
+	// may go on (DESIGN.md §12).
+	ResumeAfter string `json:"resume_after,omitempty"`
 }
 
 // MessageDeltaData is a fragment of streamed assistant text.
@@ -130,6 +150,8 @@ type RunnerResultData struct {
 	Detail string `json:"detail,omitempty"`
 	Turns  int    `json:"turns"`
 	Usage  Usage  `json:"usage"`
+	// ResumeAfter, with ReasonRateLimited, is when to go on (RFC 3339).
+	ResumeAfter string `json:"resume_after,omitempty"`
 }
 
 // EffectIntentData announces a side effect the child wants to start; it
@@ -212,4 +234,28 @@ type CheckpointData struct {
 // SyncData names a sync request; the parent's ack carries the same id.
 type SyncData struct {
 	ID string `json:"id"`
+}
+
+// ContextCompactedData is the data of context.compacted (DESIGN.md §12):
+// a span of the conversation was replaced by a summary so the next
+// request fits the model's context window. The span is messages
+// [From, From+Count) of the iteration's conversation as it stood (0 is
+// its first user message, always kept); Prior says the session's earlier
+// runs were replaced too. The store fills in the seqs of the first and
+// last message replaced.
+type ContextCompactedData struct {
+	Iteration       int    `json:"iteration,omitempty"`
+	From            int    `json:"from"`
+	Count           int    `json:"count"`
+	Prior           bool   `json:"prior,omitempty"`
+	ReplacedSeqFrom int64  `json:"replaced_seq_from,omitempty"`
+	ReplacedSeqTo   int64  `json:"replaced_seq_to,omitempty"`
+	TokensBefore    int    `json:"tokens_before"`
+	TokensAfter     int    `json:"tokens_after"`
+	Summary         string `json:"summary"`
+	// Trigger is "window" (the request would not have fit) or
+	// "context_error" (the provider refused it as too long).
+	Trigger string `json:"trigger"`
+	// Usage is what the summary request cost.
+	Usage Usage `json:"usage"`
 }

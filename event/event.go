@@ -40,6 +40,7 @@ const (
 	VerificationCompleted = "verification.completed"
 	CheckpointCreated     = "checkpoint.created"
 	RewindCompleted       = "rewind.completed"
+	ContextCompacted      = "context.compacted"
 
 	Retry     = "retry"
 	Heartbeat = "heartbeat"

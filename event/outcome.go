@@ -32,6 +32,13 @@ const (
 	ReasonCrashed       = "crashed"
 	ReasonEnvironment   = "environment" // the store or disk could not be used: exit 5, resumable
 	ReasonError         = "error"
+	// ReasonBudgetExhausted: the run passed --max-tokens or --max-cost;
+	// no request was made after (DESIGN.md §12). Exit 1, resumable with
+	// a new budget.
+	ReasonBudgetExhausted = "budget_exhausted"
+	// ReasonRateLimited: the provider asked to wait longer than the
+	// retries allow; the run is interrupted until resume_after.
+	ReasonRateLimited = "rate_limited"
 	// ReasonContextBudget ends a Ralph iteration, never a run.
 	ReasonContextBudget = "context_budget"
 )

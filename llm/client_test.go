@@ -437,8 +437,12 @@ func TestStreamErrors(t *testing.T) {
 			kind: llm.KindUnsupportedTools, status: 400, message: "may not support tool calling",
 		},
 		{
-			name: "bad request not retried", turn: llmtest.Turn{Status: 400, Body: `{"error":{"message":"maximum context length is 8192 tokens"}}`},
-			kind: llm.KindBadRequest, status: 400, message: "bad request (400): maximum context length is 8192 tokens",
+			name: "bad request not retried", turn: llmtest.Turn{Status: 400, Body: `{"error":{"message":"temperature must be at most 2"}}`},
+			kind: llm.KindBadRequest, status: 400, message: "bad request (400): temperature must be at most 2",
+		},
+		{
+			name: "context length not retried", turn: llmtest.Turn{Status: 400, Body: `{"error":{"message":"maximum context length is 8192 tokens"}}`},
+			kind: llm.KindContextLength, status: 400, message: "the conversation is longer than the model's context window (400): maximum context length is 8192 tokens",
 		},
 		{
 			name: "forbidden is auth", turn: llmtest.Turn{Status: 403, Body: "forbidden"},

@@ -28,6 +28,7 @@ const (
 	KindUnsupportedTools ErrorKind = "unsupported_tools" // the server cannot handle tools
 	KindReplay           ErrorKind = "replay"            // the cassette does not match or is exhausted
 	KindTimeout          ErrorKind = "timeout"           // the call ran past Config.CallTimeout
+	KindContextLength    ErrorKind = "context_length"    // the prompt is past the model's context window: never retried as is
 )
 
 // Error is the one error type Client, the recorder and the replayer
@@ -76,6 +77,12 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// ResumeAt is when a call refused by a rate limit may be tried again
+// (RFC 3339, UTC): the server's Retry-After from now, at least a minute.
+func (e *Error) ResumeAt(now time.Time) string {
+	return now.Add(max(e.RetryAfter, time.Minute)).UTC().Format(time.RFC3339)
+}
+
 func kindText(k ErrorKind) string {
 	switch k {
 	case KindAuth:
@@ -96,6 +103,8 @@ func kindText(k ErrorKind) string {
 		return "the server rejected tools"
 	case KindTimeout:
 		return "timed out"
+	case KindContextLength:
+		return "the conversation is longer than the model's context window"
 	default:
 		return string(k)
 	}
@@ -123,12 +132,37 @@ func statusError(status int, body []byte, retryAfter time.Duration) *Error {
 	case status == 408 || status >= 500:
 		// 408 is the server giving up on a slow request: as transient as a 503.
 		e.Kind, e.Retryable = KindServer, true
+	case (status == 400 || status == 413) && contextTooLong(string(body)):
+		e.Kind = KindContextLength
 	case status == 404 || status == 400 && missingModel(string(body)):
 		e.Kind, e.Message = KindNotFound, withHint(msg, notFoundHint)
 	default:
 		e.Kind = KindBadRequest
 	}
 	return e
+}
+
+// IsContextLength reports whether err is a provider saying the prompt is
+// past the model's context window.
+func IsContextLength(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Kind == KindContextLength
+}
+
+// contextTooLong reports whether an error body says the prompt does not
+// fit the context window, as OpenAI (code context_length_exceeded), vLLM
+// and OpenRouter ("maximum context length is N tokens"), llama.cpp
+// ("exceeds the available context size") and Ollama ("prompt too long;
+// exceeded max context length") put it.
+func contextTooLong(body string) bool {
+	s := strings.ToLower(body)
+	for _, p := range []string{"context_length_exceeded", "maximum context length", "context size", "exceed_context_size",
+		"max context length", "context window", "prompt is too long", "prompt too long"} {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // notFoundHint follows a 404 or a missing model: the usual causes are a

@@ -266,3 +266,22 @@ func TestNewDefaults(t *testing.T) {
 		t.Errorf("idle %v, call %v; want 2m and 10m", c.cfg.IdleTimeout, c.cfg.CallTimeout)
 	}
 }
+
+// Every real server's wording of a prompt past the context window is
+// recognised (llmtest's contextErrors carry the same texts).
+func TestContextLengthErrors(t *testing.T) {
+	for name, body := range map[string]string{
+		"openai":     `{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+		"vllm":       `{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9100 tokens","type":"BadRequestError","code":400}`,
+		"llamacpp":   `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`,
+		"ollama":     `{"error":{"message":"prompt too long; exceeded max context length by 908 tokens","type":"api_error"}}`,
+		"openrouter": `{"error":{"message":"This endpoint's maximum context length is 8192 tokens. However, you requested about 9100 tokens","code":400}}`,
+	} {
+		if err := statusError(400, []byte(body), 0); !IsContextLength(err) {
+			t.Errorf("%s: %v is not a context-length error", name, err)
+		}
+	}
+	if IsContextLength(statusError(400, []byte(`{"error":{"message":"temperature must be at most 2"}}`), 0)) {
+		t.Error("a plain bad request reads as a context-length error")
+	}
+}

@@ -72,9 +72,17 @@ type Config struct {
 	MCPConfig []string // the run's --mcp-config files
 	// Sandbox and Network are the phases' sandbox (DESIGN.md §13);
 	// Commands confines programmatic evidence commands in this process.
-	Sandbox       string
-	Network       bool
-	Commands      *sandbox.Sandbox
+	Sandbox  string
+	Network  bool
+	Commands *sandbox.Sandbox
+	// Context and spend (DESIGN.md §12): each phase's window and
+	// compaction, and the run's budget, which every phase's usage counts
+	// against.
+	ContextWindow int
+	NoCompact     bool
+	MaxTokens     int
+	MaxCost       float64
+	Price         *event.Price
 	MaxTurns      int
 	ContextBudget int
 
@@ -128,8 +136,11 @@ func (o *Orchestrator) MissionPath() string { return filepath.Join(o.cfg.RunDir,
 
 // PlanError means the planner did not produce a valid plan.
 type PlanError struct {
-	Reason          string
-	ProviderFailure bool // the model provider failed (exit 3), not the planning
+	Reason string
+	// Stop, if set, is why the planner could not plan (stopsTheRun): the
+	// provider, a budget or a rate limit, not the planning.
+	Stop        string
+	ResumeAfter string
 }
 
 func (e *PlanError) Error() string { return "planning failed: " + e.Reason }
@@ -153,7 +164,11 @@ func (o *Orchestrator) Plan(ctx context.Context, request string) (*plan.Plan, er
 		return nil, ctx.Err()
 	}
 	if res.Status != adapter.StatusCompleted {
-		return nil, &PlanError{Reason: res.Reason, ProviderFailure: providerFailed(res)}
+		pe := &PlanError{Reason: res.Reason, Stop: stopsTheRun(res)}
+		if pe.Stop != "" {
+			pe.ResumeAfter = res.Report.ResumeAfter
+		}
+		return nil, pe
 	}
 	p, err := plan.Parse([]byte(res.Output))
 	if err != nil {
@@ -187,23 +202,34 @@ type Outcome struct {
 	Result      string // the last phase's summary
 	FailedPhase string
 	Reasons     []string
-	// ProviderFailure: the model provider failed for good (auth,
-	// unreachable, retries exhausted); retrying phases would not help.
-	ProviderFailure bool
+	// Stop is why no phase may be tried again, whatever its attempts
+	// left: ReasonProvider (the model provider failed for good),
+	// ReasonBudgetExhausted or ReasonRateLimited (then until ResumeAfter).
+	Stop        string
+	ResumeAfter string
 }
 
-// providerFailed says the child stopped because the model provider
-// failed for good (its runner.result says so), so retrying will not help.
-func providerFailed(res *adapter.Result) bool {
-	return res.Report != nil && res.Report.Reason == event.ReasonProvider
+// stopsTheRun is why a child's end stops the whole harness, or "": a
+// provider that failed for good, a budget spent, a rate limit to wait out.
+// Retrying a phase would not help.
+func stopsTheRun(res *adapter.Result) string {
+	if res.Report == nil {
+		return ""
+	}
+	switch r := res.Report.Reason; r {
+	case event.ReasonProvider, event.ReasonBudgetExhausted, event.ReasonRateLimited:
+		return r
+	}
+	return ""
 }
 
 // phaseEnd is how one attempt ended, for the scheduling loop.
 type phaseEnd struct {
 	id        string
 	passed    bool
-	exhausted bool // failed with no attempts left
-	provider  bool // failed because the model provider failed
+	exhausted bool   // failed with no attempts left
+	stop      string // why the whole run stops (stopsTheRun)
+	resume    string // with ReasonRateLimited: resume_after
 	reasons   []string
 	output    string
 	err       error
@@ -278,7 +304,7 @@ func (o *Orchestrator) Execute(ctx context.Context) (*Outcome, error) {
 	case ctx.Err() != nil:
 		return &Outcome{Status: event.StatusInterrupted}, nil
 	case failed != nil:
-		return &Outcome{Status: event.StatusFailed, FailedPhase: failed.id, Reasons: failed.reasons, ProviderFailure: failed.provider}, nil
+		return &Outcome{Status: event.StatusFailed, FailedPhase: failed.id, Reasons: failed.reasons, Stop: failed.stop, ResumeAfter: failed.resume}, nil
 	case len(done) < len(p.Phases):
 		return &Outcome{Status: event.StatusFailed, Reasons: []string{"no phase can start: the remaining phases wait on failed ones"}}, nil
 	}
@@ -340,6 +366,11 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 
 	spec := o.spec(ph.ID, attempt, adapter.ModePhase, prompt)
 	spec.Until, spec.MaxIterations = ph.Until, ph.MaxIterations
+	// The phase may spend what the run has left.
+	if spec.MaxTokens, spec.MaxCost, err = o.budgetLeft(ctx); err != nil {
+		end.err = err
+		return end
+	}
 	if spec.Receipts, err = o.receipts(ctx, ph.ID); err != nil {
 		end.err = err
 		return end
@@ -407,10 +438,12 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 	} else {
 		reasons = []string{res.Reason}
 		data.Status = attemptStatus(res.Status)
-		end.provider = providerFailed(res)
+		if end.stop = stopsTheRun(res); end.stop != "" {
+			end.resume = res.Report.ResumeAfter
+		}
 	}
 	data.Reasons, data.Reason = reasons, strings.Join(reasons, "; ")
-	data.WillRetry = budget.used+1 < ph.MaxAttempts && !end.provider
+	data.WillRetry = budget.used+1 < ph.MaxAttempts && end.stop == ""
 	end.reasons, end.exhausted = reasons, !data.WillRetry
 	end.err = o.emitPhase(persist, event.PhaseFailed, ph.ID, attempt, data)
 	_ = o.writeProgress(persist)
@@ -470,13 +503,43 @@ func (o *Orchestrator) budget(ctx context.Context, ph plan.Phase) (budget, error
 	return b, nil
 }
 
+// budgetLeft is the run's token and cost budget less what every attempt
+// so far spent; 0 when there is no budget, and below 0 when it is spent
+// (the child then makes no request).
+func (o *Orchestrator) budgetLeft(ctx context.Context) (int, float64, error) {
+	if o.cfg.MaxTokens == 0 && o.cfg.MaxCost == 0 {
+		return 0, 0, nil
+	}
+	all, err := o.cfg.Store.Attempts(ctx, o.cfg.RunID)
+	if err != nil {
+		return 0, 0, err
+	}
+	var spent event.Usage
+	for _, a := range all {
+		spent = spent.Add(a.Usage)
+	}
+	tokens, cost := 0, 0.0
+	if o.cfg.MaxTokens > 0 {
+		if tokens = o.cfg.MaxTokens - spent.Total(); tokens <= 0 {
+			tokens = -1
+		}
+	}
+	if o.cfg.MaxCost > 0 && o.cfg.Price != nil {
+		if cost = o.cfg.MaxCost - o.cfg.Price.Cost(spent); cost <= 0 {
+			cost = -1
+		}
+	}
+	return tokens, cost, nil
+}
+
 func (o *Orchestrator) spec(phaseID string, attempt int, mode, prompt string) adapter.PhaseSpec {
 	model := o.cfg.Model
 	model.Scope = fmt.Sprintf("%s/%d", phaseID, attempt)
 	return adapter.PhaseSpec{
 		RunID: o.cfg.RunID, SessionID: o.cfg.SessionID, PhaseID: phaseID, Attempt: attempt,
 		Workspace: o.ws.Root(), Mode: mode, Model: model, Prompt: prompt, Tools: o.cfg.Tools,
-		Deny: o.cfg.Deny, MCPConfig: o.cfg.MCPConfig, Sandbox: o.cfg.Sandbox, Network: o.cfg.Network, MaxTurns: o.cfg.MaxTurns, ContextBudget: o.cfg.ContextBudget,
+		Deny: o.cfg.Deny, MCPConfig: o.cfg.MCPConfig, Sandbox: o.cfg.Sandbox, Network: o.cfg.Network,
+		ContextWindow: o.cfg.ContextWindow, NoCompact: o.cfg.NoCompact, Price: o.cfg.Price, MaxTurns: o.cfg.MaxTurns, ContextBudget: o.cfg.ContextBudget,
 	}
 }
 

@@ -470,7 +470,7 @@ func TestPlanFailures(t *testing.T) {
 			if !errors.As(err, &pe) {
 				t.Fatalf("Plan = %v, %v; want a *PlanError", p, err)
 			}
-			if !strings.Contains(pe.Reason, tc.wantReason) || pe.ProviderFailure != tc.provider {
+			if !strings.Contains(pe.Reason, tc.wantReason) || (pe.Stop == event.ReasonProvider) != tc.provider {
 				t.Errorf("PlanError = %+v, want reason with %q and provider failure %v", pe, tc.wantReason, tc.provider)
 			}
 			if _, err := fx.db.PlanState(context.Background(), testRunID); !errors.Is(err, store.ErrNotFound) {
@@ -749,7 +749,7 @@ func TestExecuteProviderFailureStopsWithoutRetry(t *testing.T) {
 			Report: &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonProvider}}
 	}
 	out := fx.execute(context.Background())
-	want := &Outcome{Status: event.StatusFailed, FailedPhase: "draft", Reasons: []string{reason}, ProviderFailure: true}
+	want := &Outcome{Status: event.StatusFailed, FailedPhase: "draft", Reasons: []string{reason}, Stop: event.ReasonProvider}
 	if !reflect.DeepEqual(out, want) {
 		t.Errorf("outcome = %+v, want %+v", out, want)
 	}

@@ -97,3 +97,13 @@ type Dependency struct {
 	Output    string
 	Artifacts []string
 }
+
+// Compaction is the data of the request that summarises the part of a
+// conversation compaction replaces (DESIGN.md §12).
+type Compaction struct {
+	Transcript string // the replaced messages, as text
+	Prior      bool   // earlier runs of the session are among them
+}
+
+// SummaryHeading opens the message that stands for a compacted span.
+const SummaryHeading = "[Summary of the earlier conversation, compacted to fit the context window]"

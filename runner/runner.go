@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"agent/event"
 	"agent/llm"
@@ -54,6 +55,17 @@ type Config struct {
 	// Stop, like submit_plan). A plain final message gets a reminder,
 	// at most twice, and then fails the run.
 	RequireTool string
+	// Compact replaces the middle of the conversation with a summary
+	// when a request would not fit ContextWindow (tokens; 0: unknown,
+	// then only after the provider refuses one as too long). DESIGN.md §12.
+	Compact       bool
+	ContextWindow int
+	// MaxTokens and MaxCost (USD, at Price) bound the run's usage as a
+	// whole, State.Usage included: once passed, no request is made and
+	// the loop ends budget_exhausted. 0: no bound; below 0: nothing left.
+	MaxTokens int
+	MaxCost   float64
+	Price     *event.Price
 	// Checkpoints, if set, saves each file a write_file or edit_file call
 	// is about to change for the first time in the run, and the runner
 	// records the checkpoint.created it returns before the tool runs.
@@ -107,6 +119,10 @@ func Report(res Result, err error) event.RunnerResultData {
 	}
 	var provider *llm.Error
 	switch {
+	case errors.As(err, &provider) && provider.Kind == llm.KindRateLimit:
+		// Paused, not failed: the provider asked to wait.
+		out.Status, out.Reason, out.Detail = event.StatusFailed, event.ReasonRateLimited, provider.Error()
+		out.ResumeAfter = provider.ResumeAt(time.Now())
 	case errors.As(err, &provider):
 		out.Status, out.Reason, out.Detail = event.StatusFailed, event.ReasonProvider, provider.Error()
 	case err != nil:
@@ -126,6 +142,8 @@ func describeReason(reason string) string {
 		return "stopped at the iteration limit (--max-iterations) without the completion promise; resume to continue with a fresh budget"
 	case event.ReasonToolLoop:
 		return "stopped: the model repeated the same tool call"
+	case event.ReasonBudgetExhausted:
+		return "stopped: the run spent its budget (--max-tokens or --max-cost); resume with a new one to continue"
 	}
 	return reason
 }
@@ -150,6 +168,8 @@ type loop struct {
 	nudges  int           // reminders sent for RequireTool
 
 	checkpointed map[string]bool // files saved in this run, by workspace-relative path
+
+	ratio float64 // provider tokens per estimated token, from the last answer
 }
 
 // looping reports whether the run is a series of fresh-context iterations:
@@ -322,6 +342,9 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 		}
 		turns++
 		resp, err := l.ask(ctx)
+		if errors.Is(err, errBudget) {
+			return l.lastAssistantText(), event.ReasonBudgetExhausted, nil
+		}
 		if err != nil {
 			return "", "", err
 		}
@@ -400,24 +423,49 @@ func (l *loop) addUser(ctx context.Context, text string) error {
 	}))
 }
 
-// ask makes one model call and records the assistant message.
+// ask makes one model call and records the assistant message. A request
+// that would not fit the context window, or that the provider refuses as
+// too long, is made again after compacting the conversation.
 func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
-	req := llm.Request{
-		Model:    l.cfg.ModelName,
-		Messages: l.messages(),
-		Tools:    l.toolDefinitions(),
+	if l.spent() {
+		return nil, errBudget
 	}
-	var deltaErr error
-	resp, err := l.cfg.Model.Stream(ctx, req, func(text string) {
-		if deltaErr == nil {
-			deltaErr = l.emit(ctx, event.New(event.MessageDelta, event.MessageDeltaData{Text: text}))
+	if l.wouldOverflow() {
+		if _, err := l.compact(ctx, triggerWindow, l.keepTokens(0)); err != nil {
+			return nil, err
 		}
-	})
-	if err != nil {
-		return nil, err
 	}
-	if deltaErr != nil {
-		return nil, deltaErr
+	var resp *llm.Response
+	for attempt := 0; ; attempt++ {
+		req := llm.Request{
+			Model:    l.cfg.ModelName,
+			Messages: l.messages(),
+			Tools:    l.toolDefinitions(),
+		}
+		var deltaErr error
+		r, err := l.cfg.Model.Stream(ctx, req, func(text string) {
+			if deltaErr == nil {
+				deltaErr = l.emit(ctx, event.New(event.MessageDelta, event.MessageDeltaData{Text: text}))
+			}
+		})
+		if err != nil && llm.IsContextLength(err) && l.cfg.Compact && attempt < maxCompactions {
+			compacted, cerr := l.compact(ctx, triggerContextError, l.keepTokens(attempt+1))
+			if cerr != nil {
+				return nil, cerr
+			}
+			if compacted {
+				continue
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		if deltaErr != nil {
+			return nil, deltaErr
+		}
+		l.calibrate(req.Messages, r.Usage.PromptTokens)
+		resp = r
+		break
 	}
 	l.state.Turns++
 	l.state.Usage.PromptTokens += resp.Usage.PromptTokens
@@ -434,6 +482,16 @@ func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
 		data.ToolCalls = append(data.ToolCalls, event.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
 	return resp, l.emit(ctx, event.New(event.MessageCompleted, data))
+}
+
+// errBudget stops the loop before a request the budget does not allow.
+var errBudget = errors.New("budget exhausted")
+
+// spent reports whether the run's usage has passed its budget.
+func (l *loop) spent() bool {
+	u := event.Usage{PromptTokens: l.state.Usage.PromptTokens, CompletionTokens: l.state.Usage.CompletionTokens}
+	return l.cfg.MaxTokens < 0 || l.cfg.MaxTokens > 0 && u.Total() >= l.cfg.MaxTokens ||
+		l.cfg.MaxCost < 0 || l.cfg.MaxCost > 0 && l.cfg.Price != nil && l.cfg.Price.Cost(u) >= l.cfg.MaxCost
 }
 
 // messages is the request's conversation: the system prompt, the

@@ -112,6 +112,13 @@ func appendEvents(ctx context.Context, tx *sql.Tx, evs []event.Event, now time.T
 		if e.TS.IsZero() {
 			e.TS = now
 		}
+		if e.Type == event.ContextCompacted {
+			// The record says which messages by seq; the runner knew
+			// them only by place. (A live stream has the event as sent.)
+			if err := fillCompactedSeqs(ctx, tx, &e); err != nil {
+				return fmt.Errorf("event %d of run %s: %w", e.Seq, e.RunID, err)
+			}
+		}
 		if err := insertEvent(ctx, tx, e); err != nil {
 			return fmt.Errorf("event %d of run %s: %w", e.Seq, e.RunID, err)
 		}
@@ -218,6 +225,13 @@ func project(ctx context.Context, tx *sql.Tx, e event.Event, now time.Time) erro
 			return nil
 		}
 		return startToolCall(ctx, tx, e.RunID, d, e.TS)
+
+	case event.ContextCompacted:
+		var d event.ContextCompactedData
+		if e.Decode(&d) != nil {
+			return nil
+		}
+		return compactMessages(ctx, tx, e, d, now)
 
 	case event.ToolCompleted:
 		var d event.ToolCompletedData

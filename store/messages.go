@@ -10,6 +10,7 @@ import (
 
 	"agent/event"
 	"agent/llm"
+	"agent/prompts"
 )
 
 // Message is one row of messages: a conversation message projected from a
@@ -118,7 +119,8 @@ func listMessages(ctx context.Context, tx *sql.Tx, runID string, iteration int) 
 	rows, err := tx.QueryContext(ctx, `
 		SELECT id, run_id, seq, iteration, role, content, COALESCE(tool_calls_json, ''),
 			COALESCE(tool_call_id, ''), created_at
-		FROM messages WHERE run_id = ? AND (? < 0 OR iteration = ?) ORDER BY id`,
+		FROM messages WHERE run_id = ? AND (? < 0 OR iteration = ? AND replaced_by IS NULL)
+		ORDER BY COALESCE(position, seq), summary, id`,
 		runID, iteration, iteration)
 	if err != nil {
 		return nil, err
@@ -152,4 +154,115 @@ func toLLMToolCalls(calls []event.ToolCall) []llm.ToolCall {
 		out[i] = llm.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments}
 	}
 	return out
+}
+
+// Kinds of the messages.summary column.
+const (
+	summaryNone  = 0
+	summaryRun   = 1 // stands for a span of this run's conversation
+	summaryPrior = 2 // stands for the session's earlier runs too
+)
+
+// liveSpan returns the seqs of messages [from, from+count) of the run's
+// conversation in iteration, as the model saw it.
+func liveSpan(ctx context.Context, tx *sql.Tx, runID string, iteration, from, count int) ([]int64, error) {
+	rows, err := tx.QueryContext(ctx, `
+		SELECT id FROM messages WHERE run_id = ? AND iteration = ? AND replaced_by IS NULL
+		ORDER BY COALESCE(position, seq), summary, id LIMIT ? OFFSET ?`, runID, iteration, count, from)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// fillCompactedSeqs sets a context.compacted's replaced_seq_from and _to
+// from the messages it replaces.
+func fillCompactedSeqs(ctx context.Context, tx *sql.Tx, e *event.Event) error {
+	var d event.ContextCompactedData
+	if e.Decode(&d) != nil || d.Count <= 0 {
+		return nil
+	}
+	ids, err := liveSpan(ctx, tx, e.RunID, d.Iteration, d.From, d.Count)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT seq FROM messages WHERE id = ?`, ids[0]).Scan(&d.ReplacedSeqFrom); err != nil {
+		return err
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT seq FROM messages WHERE id = ?`, ids[len(ids)-1]).Scan(&d.ReplacedSeqTo); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	e.Data = raw
+	return nil
+}
+
+// compactMessages applies a context.compacted: the span leaves the
+// conversation, and the summary takes the place of its first message
+// (after the first user message when only earlier runs were replaced).
+func compactMessages(ctx context.Context, tx *sql.Tx, e event.Event, d event.ContextCompactedData, now time.Time) error {
+	ids, err := liveSpan(ctx, tx, e.RunID, d.Iteration, d.From, d.Count)
+	if err != nil {
+		return err
+	}
+	var position int64
+	if len(ids) > 0 {
+		err = tx.QueryRowContext(ctx, `SELECT COALESCE(position, seq) FROM messages WHERE id = ?`, ids[0]).Scan(&position)
+	} else {
+		first, ferr := liveSpan(ctx, tx, e.RunID, d.Iteration, 0, 1)
+		if ferr != nil || len(first) == 0 {
+			return ferr
+		}
+		err = tx.QueryRowContext(ctx, `SELECT COALESCE(position, seq) FROM messages WHERE id = ?`, first[0]).Scan(&position)
+	}
+	if err != nil {
+		return err
+	}
+	kind := summaryRun
+	if d.Prior {
+		kind = summaryPrior
+	}
+	for _, id := range ids {
+		var was int
+		if err := tx.QueryRowContext(ctx, `UPDATE messages SET replaced_by = ? WHERE id = ? RETURNING summary`, e.Seq, id).Scan(&was); err != nil {
+			return err
+		}
+		if was == summaryPrior { // a summary of a summary still stands for the earlier runs
+			kind = summaryPrior
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO messages (run_id, seq, iteration, role, content, created_at, position, summary)
+		VALUES (?, ?, ?, 'user', ?, ?, ?, ?)`,
+		e.RunID, e.Seq, d.Iteration, prompts.SummaryHeading+"\n"+d.Summary, formatTime(e.TS), position, kind); err != nil {
+		return err
+	}
+	// What the summary cost counts in the run's totals, not as a turn.
+	_, err = tx.ExecContext(ctx, `
+		UPDATE runs SET prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, updated_at = ?
+		WHERE id = ?`, d.Usage.PromptTokens, d.Usage.CompletionTokens, formatTime(now), e.RunID)
+	return err
+}
+
+// coversPrior reports whether the run's conversation holds a summary of
+// the session's earlier runs.
+func coversPrior(ctx context.Context, tx *sql.Tx, runID string) (bool, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, `
+		SELECT COUNT(*) FROM messages m JOIN runs r ON r.id = m.run_id
+		WHERE m.run_id = ? AND m.summary = ? AND m.replaced_by IS NULL AND m.iteration = r.iteration_count`,
+		runID, summaryPrior).Scan(&n)
+	return n > 0, err
 }

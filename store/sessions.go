@@ -155,6 +155,11 @@ func sessionPrior(ctx context.Context, tx *sql.Tx, sessionID, beforeRunID string
 		if i < 0 {
 			return nil, fmt.Errorf("run %s in session %s: %w", beforeRunID, sessionID, ErrNotFound)
 		}
+		// A run that compacted the session's earlier runs into its own
+		// conversation needs them no more (DESIGN.md §12).
+		if covers, err := coversPrior(ctx, tx, beforeRunID); err != nil || covers {
+			return nil, err
+		}
 		runs = runs[:i]
 	}
 	var conv []llm.Message
@@ -165,6 +170,13 @@ func sessionPrior(ctx context.Context, tx *sql.Tx, sessionID, beforeRunID string
 		c, err := conversation(ctx, tx, r.ID)
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", r.ID, err)
+		}
+		covers, err := coversPrior(ctx, tx, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		if covers { // its summary stands for everything before it
+			conv = nil
 		}
 		conv = append(conv, c...)
 	}

@@ -92,6 +92,9 @@ func (s *Supervisor) Drive(ctx context.Context, r *store.Run, d Drive) (End, err
 		// store has counted them all.
 		fin.Turns, fin.Usage = s.totals(persist, r.ID)
 	}
+	if p := d.Options.Price; p != nil {
+		fin.Usage.CostUSD = p.Cost(fin.Usage)
+	}
 	fin.DurationMS = time.Since(began).Milliseconds()
 	// Nothing carries out what the run left pending any more.
 	if _, err := s.db.MarkPendingUnknown(persist, r.ID, ""); err != nil {
@@ -212,6 +215,7 @@ func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapt
 		RunID: r.ID, SessionID: r.SessionID, Workspace: r.Workspace, Mode: adapter.ModeRun, Model: o.model(),
 		Prompt: r.Prompt, Tools: o.Tools, Deny: o.DenyTools, MCPConfig: o.MCPConfig,
 		Sandbox: string(o.sandboxMode()), Network: o.Network,
+		ContextWindow: o.ContextWindow, NoCompact: o.Compact == "off", MaxTokens: o.MaxTokens, MaxCost: o.MaxCost, Price: o.Price,
 		MaxTurns: o.MaxTurns, Until: o.Until, MaxIterations: o.MaxIterations,
 	}
 	var err error

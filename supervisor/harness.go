@@ -46,6 +46,7 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 		Store: s.db, Sink: sink, Intents: s.intent, RunID: r.ID, SessionID: r.SessionID,
 		Workspace: r.Workspace, RunDir: RunDir(r), Model: o.model(), Tools: o.Tools,
 		Deny: o.DenyTools, MCPConfig: o.MCPConfig, Sandbox: string(o.sandboxMode()), Network: o.Network, Commands: commands,
+		ContextWindow: o.ContextWindow, NoCompact: o.Compact == "off", MaxTokens: o.MaxTokens, MaxCost: o.MaxCost, Price: o.Price,
 		MaxTurns: o.MaxTurns, ContextBudget: o.ContextBudget, Parallel: o.Parallel, PhaseTimeout: phaseTimeout,
 		Exe: s.cfg.Exe, Env: s.cfg.Env, HeartbeatTimeout: s.cfg.HeartbeatTimeout, Grace: s.cfg.KillGrace,
 		Blobs: s.blobs(),
@@ -107,8 +108,8 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 		return failed(ctx, errors.New("interrupted"))
 	}
 	report := &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonVerification, Detail: strings.Join(out.Reasons, "; ")}
-	if out.ProviderFailure {
-		report.Reason = event.ReasonProvider
+	if out.Stop != "" {
+		report.Reason, report.ResumeAfter = out.Stop, out.ResumeAfter
 	}
 	if out.FailedPhase != "" {
 		report.Detail = fmt.Sprintf("phase %s failed after its attempts: %s; 'agent resume %s' retries it with a fresh budget",

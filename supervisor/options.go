@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"agent/adapter"
+	"agent/config"
+	"agent/event"
 	"agent/llm"
 	"agent/mcp"
 	"agent/sandbox"
@@ -39,6 +41,16 @@ type Options struct {
 	Until            string   `json:"until,omitempty"`
 	MaxIterations    int      `json:"max_iterations,omitempty"`
 	Timeout          Duration `json:"timeout,omitempty"`
+
+	// Context and spend (DESIGN.md §12). ContextWindow is in tokens (0:
+	// a known default for the model); Compact "off" disables compaction.
+	// MaxTokens and MaxCost stop the run once its usage passes them;
+	// Prices (USD per million tokens) make MaxCost and cost_usd possible.
+	ContextWindow int          `json:"context_window,omitempty"`
+	Compact       string       `json:"compact,omitempty"`
+	MaxTokens     int          `json:"max_tokens,omitempty"`
+	MaxCost       float64      `json:"max_cost,omitempty"`
+	Price         *event.Price `json:"price,omitempty"`
 
 	Harness       bool     `json:"harness,omitempty"`
 	Parallel      int      `json:"parallel,omitempty"`
@@ -131,6 +143,16 @@ func (o Options) Validate() error {
 		return optionErr("phase_timeout", "{phase_timeout} must be a positive duration like 30m")
 	case o.ContextBudget < 0:
 		return optionErr("context_budget", "{context_budget} must be positive")
+	case o.ContextWindow < 0:
+		return optionErr("context_window", "{context_window} must be positive")
+	case o.Compact != "" && o.Compact != "auto" && o.Compact != "off":
+		return optionErr("compact", "{compact} is auto or off, not %q", o.Compact)
+	case o.MaxTokens < 0:
+		return optionErr("max_tokens", "{max_tokens} must be positive")
+	case o.MaxCost < 0:
+		return optionErr("max_cost", "{max_cost} must be positive, in USD")
+	case o.MaxCost > 0 && o.Price == nil:
+		return optionErr("max_cost", "{max_cost} needs the model's price: add [prices.%q] with prompt_per_mtok and completion_per_mtok to config.toml", o.Model)
 	case o.sandboxErr() != nil:
 		return optionErr("sandbox", "{sandbox}: %v", o.sandboxErr())
 	case o.Record != "" && o.Replay != "":
@@ -143,6 +165,9 @@ func (o Options) Validate() error {
 // and the supervisor's environment, and resolves the tools it offers. Every
 // problem is an *OptionError.
 func (s *Supervisor) Prepare(o Options, dir string) (Options, *tools.Workspace, error) {
+	if err := s.spendDefaults(&o); err != nil {
+		return o, nil, err
+	}
 	if err := o.Validate(); err != nil {
 		return o, nil, err
 	}
@@ -157,6 +182,39 @@ func (s *Supervisor) Prepare(o Options, dir string) (Options, *tools.Workspace, 
 		return o, nil, err
 	}
 	return o, ws, nil
+}
+
+// spendDefaults fills in what config.toml says of the model: its context
+// window and its price.
+func (s *Supervisor) spendDefaults(o *Options) error {
+	if s.cfg.Home == "" {
+		return nil
+	}
+	f, _, err := config.ReadFile(s.cfg.Home)
+	if err != nil {
+		return err
+	}
+	if o.ContextWindow == 0 {
+		o.ContextWindow = f.ContextWindow
+	}
+	if p, ok := f.Prices[o.Model]; ok && o.Price == nil {
+		o.Price = &event.Price{PromptPerMTok: p.PromptPerMTok, CompletionPerMTok: p.CompletionPerMTok}
+	}
+	return nil
+}
+
+// Rebudget gives a stopped run a new budget on top of what it spent
+// (resume --max-tokens M, --max-cost C): the options hold the run's total.
+func Rebudget(o Options, spent event.Usage, maxTokens int, maxCost float64) Options {
+	if maxTokens > 0 {
+		o.MaxTokens = spent.Total() + maxTokens
+	}
+	if maxCost > 0 && o.Price != nil {
+		o.MaxCost = o.Price.Cost(spent) + maxCost
+	} else if maxCost > 0 {
+		o.MaxCost = maxCost // Validate asks for the price
+	}
+	return o
 }
 
 // OfferedTools resolves the allow and deny lists against every tool a run

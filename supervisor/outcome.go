@@ -79,7 +79,7 @@ func Ending(o Outcome) (string, event.RunFinishedData) {
 	r := o.Report
 	switch {
 	case r != nil && (r.Status == event.StatusCompleted || r.Status == event.StatusFailed && !stopped):
-		fin = event.RunFinishedData{Result: r.Output, Turns: r.Turns, Usage: r.Usage, Reason: r.Reason, Detail: r.Detail}
+		fin = event.RunFinishedData{Result: r.Output, Turns: r.Turns, Usage: r.Usage, Reason: r.Reason, Detail: r.Detail, ResumeAfter: r.ResumeAfter}
 		if r.Status == event.StatusCompleted {
 			fin.Reason = event.ReasonCompleted
 		} else if fin.Reason == "" || fin.Reason == event.ReasonCompleted {
@@ -92,6 +92,7 @@ func Ending(o Outcome) (string, event.RunFinishedData) {
 		}
 	case o.Err != nil:
 		fin.Reason, fin.Detail = errorReason(o.Err), o.Err.Error()
+		fin.ResumeAfter = ResumeAfter(o.Err)
 	case r != nil:
 		// A child that stopped itself: cancelled by a signal not ours.
 		fin = event.RunFinishedData{Result: r.Output, Turns: r.Turns, Usage: r.Usage, Reason: r.Reason, Detail: r.Detail}
@@ -124,10 +125,12 @@ func errorReason(err error) string {
 	case errors.As(err, &invalid):
 		return event.ReasonInvalidPlan
 	case errors.As(err, &planning):
-		if planning.ProviderFailure {
-			return event.ReasonProvider
+		if planning.Stop != "" {
+			return planning.Stop
 		}
 		return event.ReasonPlanning
+	case errors.As(err, &provider) && provider.Kind == llm.KindRateLimit:
+		return event.ReasonRateLimited
 	case errors.As(err, &provider):
 		return event.ReasonProvider
 	case errors.As(err, &child):
@@ -136,12 +139,28 @@ func errorReason(err error) string {
 	return event.ReasonError
 }
 
+// ResumeAfter is when a run stopped by a rate limit may go on (RFC
+// 3339), "" for any other error.
+func ResumeAfter(err error) string {
+	var (
+		provider *llm.Error
+		planning *orchestrator.PlanError
+	)
+	switch {
+	case errors.As(err, &planning):
+		return planning.ResumeAfter
+	case errors.As(err, &provider) && provider.Kind == llm.KindRateLimit:
+		return provider.ResumeAt(time.Now())
+	}
+	return ""
+}
+
 // terminal is the event type and status a run ends with, by reason.
 func terminal(reason string) (typ, status string) {
 	switch reason {
 	case event.ReasonCompleted:
 		return event.RunCompleted, event.StatusCompleted
-	case event.ReasonInterrupted, event.ReasonLeaseLost:
+	case event.ReasonInterrupted, event.ReasonLeaseLost, event.ReasonRateLimited:
 		return event.RunInterrupted, event.StatusInterrupted
 	case event.ReasonPlanned:
 		return event.RunInterrupted, event.StatusPlanned
@@ -159,7 +178,7 @@ func exitCode(reason string) int {
 		return 0
 	case event.ReasonInvalidPlan:
 		return 2
-	case event.ReasonProvider:
+	case event.ReasonProvider, event.ReasonRateLimited:
 		return 3
 	case event.ReasonLeaseLost:
 		return 4

@@ -49,7 +49,7 @@ func TestEnding(t *testing.T) {
 		{"reclaim fails a run", Outcome{Err: Crashed("the gateway died during this run")}, event.RunFailed, event.StatusFailed, event.ReasonCrashed, "the gateway died during this run", 1, "", 0},
 		{"invalid plan", Outcome{Err: fmt.Errorf("mission.json: %w", &plan.Error{Field: "phases[0].id", Msg: "is required"})}, event.RunFailed, event.StatusFailed, event.ReasonInvalidPlan, "", 2, "", 0},
 		{"planner failed", Outcome{Err: &orchestrator.PlanError{Reason: "no plan"}}, event.RunFailed, event.StatusFailed, event.ReasonPlanning, "planning failed: no plan", 1, "", 0},
-		{"planner's provider failed", Outcome{Err: &orchestrator.PlanError{Reason: "401", ProviderFailure: true}}, event.RunFailed, event.StatusFailed, event.ReasonProvider, "planning failed: 401", 3, "", 0},
+		{"planner's provider failed", Outcome{Err: &orchestrator.PlanError{Reason: "401", Stop: event.ReasonProvider}}, event.RunFailed, event.StatusFailed, event.ReasonProvider, "planning failed: 401", 3, "", 0},
 		{"planned", Outcome{Report: planned}, event.RunInterrupted, event.StatusPlanned, event.ReasonPlanned, "planned: review mission.json", 0, "", 0},
 		{"store failure", Outcome{Err: errors.New("disk I/O error")}, event.RunFailed, event.StatusFailed, event.ReasonError, "disk I/O error", 1, "", 0},
 		{"disk full", Outcome{Err: fmt.Errorf("emit tool.started: %w", &store.UnusableError{Path: "/h/agent.db", Problem: "the disk is full", Fix: "free some space on it"})},

@@ -63,6 +63,11 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 	cfg := runner.Config{
 		ModelName: spec.Model.Name, Sink: env.Sink, MaxTurns: spec.MaxTurns,
 		Until: spec.Until, MaxIterations: spec.MaxIterations, ContextBudget: spec.ContextBudget,
+		Compact: !spec.NoCompact, ContextWindow: spec.ContextWindow,
+		MaxTokens: spec.MaxTokens, MaxCost: spec.MaxCost, Price: spec.Price,
+	}
+	if cfg.ContextWindow == 0 {
+		cfg.ContextWindow = llm.KnownContextWindow(spec.Model.Name)
 	}
 	// MCP servers start before the first model request, so a run that
 	// cannot have them fails at once; the planner gets none.

@@ -53,6 +53,26 @@ type Script struct {
 	Loop bool `json:"loop,omitempty"`
 	// LogPath, if set, gets every request body appended as one JSON line.
 	LogPath string `json:"log_path,omitempty"`
+	// MaxRequestBytes, if set, refuses a request whose body is larger,
+	// as a server refuses a prompt past its context window: HTTP 400
+	// with OpenAI's context_length_exceeded error (ContextError picks
+	// another server's wording). The request takes no turn.
+	MaxRequestBytes int    `json:"max_request_bytes,omitempty"`
+	ContextError    string `json:"context_error,omitempty"` // openai (default), vllm, llamacpp, ollama, openrouter
+	// Standing turns answer every request whose messages contain their
+	// When, again and again, without taking a turn of Turns: e.g. the
+	// agent's compaction requests in a long scripted run.
+	Standing []Turn `json:"standing,omitempty"`
+}
+
+// contextErrors are real servers' answers to a prompt past the context
+// window, by ContextError.
+var contextErrors = map[string]string{
+	"openai":     `{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+	"vllm":       `{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9100 tokens (8900 in the messages, 200 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}`,
+	"llamacpp":   `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9100,"n_ctx":8192}}`,
+	"ollama":     `{"error":{"message":"prompt too long; exceeded max context length by 908 tokens","type":"api_error","param":null,"code":null}}`,
+	"openrouter": `{"error":{"message":"This endpoint's maximum context length is 8192 tokens. However, you requested about 9100 tokens (8900 of text input, 200 in the output). Please reduce the length of either one, or use the \"middle-out\" transform to compress your prompt automatically.","code":400,"metadata":{"provider_name":null}}}`,
 }
 
 // Turn is one scripted reply. With Status or Body set it is a raw HTTP

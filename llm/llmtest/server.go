@@ -166,8 +166,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	var turn Turn
 	var seq int
-	var exhausted bool
+	var exhausted, tooLong, standing bool
 	if parseErr == nil {
+		tooLong = s.script.MaxRequestBytes > 0 && len(body) > s.script.MaxRequestBytes
+		turn, standing = s.standing(rec)
+	}
+	if parseErr == nil && !tooLong && !standing {
 		s.seq++
 		seq = s.seq
 		n := len(s.script.Turns)
@@ -193,6 +197,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case parseErr != nil:
 		writeError(w, http.StatusBadRequest, "llmtest: request body is not JSON: "+parseErr.Error())
+		return
+	case tooLong:
+		msg, ok := contextErrors[s.script.ContextError]
+		if !ok {
+			msg = contextErrors["openai"]
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, msg)
 		return
 	case exhausted:
 		writeError(w, http.StatusInternalServerError,
@@ -398,6 +411,25 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(data)
+}
+
+// standing returns the standing turn whose When the request's messages
+// contain, if any. Callers hold s.mu.
+func (s *Server) standing(rec RecordedRequest) (Turn, bool) {
+	if len(s.script.Standing) == 0 {
+		return Turn{}, false
+	}
+	var text strings.Builder
+	for _, m := range rec.Messages() {
+		text.WriteString(m.Content)
+		text.WriteByte('\n')
+	}
+	for _, t := range s.script.Standing {
+		if t.When != "" && strings.Contains(text.String(), t.When) {
+			return t, true
+		}
+	}
+	return Turn{}, false
 }
 
 // route picks the first unserved turn, in script order, whose When the

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"agent/event"
+	"agent/llm/llmtest"
+)
+
+// compactionReply answers the agent's compaction requests, which say
+// they are compacting a conversation.
+var compactionReply = llmtest.Turn{When: "You are compacting the conversation", Text: "SUMMARY: the agent read the big files in order and noted each one's marker."}
+
+// bigFiles writes n files of size bytes each, big-1.txt … big-n.txt, and
+// returns the turns that read them one by one, then a final answer.
+func bigFiles(t *testing.T, dir string, n, size int) []llmtest.Turn {
+	t.Helper()
+	var turns []llmtest.Turn
+	for i := 1; i <= n; i++ {
+		body := fmt.Sprintf("marker %d\n%s\n", i, strings.Repeat("x", size))
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("big-%d.txt", i)), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		turns = append(turns, llmtest.Turn{ToolCalls: []llmtest.Call{call("read_file", fmt.Sprintf(`{"path":"big-%d.txt"}`, i))}})
+	}
+	return append(turns, llmtest.Turn{Text: "Read them all."})
+}
+
+func compactions(evs []event.Event) []event.ContextCompactedData {
+	var out []event.ContextCompactedData
+	for _, ev := range ofType(evs, event.ContextCompacted) {
+		var d event.ContextCompactedData
+		ev.Decode(&d)
+		out = append(out, d)
+	}
+	return out
+}
+
+// A 60-turn run with large tool outputs against a model that refuses
+// requests past its context window: it completes by compacting, every
+// request it got answered fit, and a kill -9 halfway then resume goes on
+// from the compacted conversation.
+func TestCompactionLongRunSurvivesKill(t *testing.T) {
+	t.Parallel()
+	const limit = 24_000 // bytes of request the fake model accepts
+	e := newE2E(t)
+	turns := bigFiles(t, e.workspace, 60, 2500)
+	e.srv = llmtest.NewServer(t, llmtest.Script{Turns: turns, MaxRequestBytes: limit, ContextError: "vllm",
+		Standing: []llmtest.Turn{compactionReply}})
+
+	b := e.start("run", "--json", "read the big files one by one")
+	runID := b.waitEvent(t, event.RunStarted).RunID
+	waitFor(t, "the 30th file to be read", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		n := 0
+		for _, ev := range b.events {
+			if ev.Type == event.ToolCompleted {
+				n++
+			}
+		}
+		return n >= 30
+	})
+	b.kill9(t)
+	b.mu.Lock()
+	before := compactions(b.events)
+	b.mu.Unlock()
+	if len(before) == 0 {
+		t.Fatal("no compaction in the first 30 turns")
+	}
+
+	res := e.run("resume", runID, "--json")
+	if res.code != 0 {
+		t.Fatalf("resume: exit %d: %s", res.code, res.stderr)
+	}
+	evs := decodeEvents(t, res.stdout)
+	fin := lastFinished(t, evs)
+	if fin.Status != "completed" || fin.Turns != 61 {
+		t.Errorf("final = %+v, want completed after 61 turns", fin)
+	}
+	var firstAfter string
+	for i, r := range e.srv.Requests() {
+		if len(r.Body) > limit {
+			continue // refused as too long, then compacted
+		}
+		if i > 0 && strings.Contains(string(r.Body), `"name":"read_file"`) && firstAfter == "" && r.Turn >= 30 {
+			firstAfter = string(r.Body)
+		}
+	}
+	if !strings.Contains(firstAfter, "[Summary of the earlier conversation, compacted to fit the context window]") {
+		t.Errorf("the first request after the resume does not carry the compacted conversation:\n%.400s", firstAfter)
+	}
+	all := append(before, compactions(evs)...)
+	for _, c := range all {
+		if c.Summary == "" || c.Count < 1 || c.TokensAfter >= c.TokensBefore {
+			t.Errorf("compaction %+v", c)
+		}
+	}
+	// The store has the replaced seqs, and runs show the summaries.
+	stored := e.run("runs", "events", runID, "--json")
+	if !strings.Contains(stored.stdout, `"replaced_seq_from":`) {
+		t.Errorf("stored context.compacted lacks the replaced seqs")
+	}
+	t.Logf("%d compactions over 60 turns; %d requests, every answered one under %d bytes", len(all), len(e.srv.Requests()), limit)
+}
+
+// With a known context window the conversation is compacted before a
+// request would pass it, so the provider never refuses one; with
+// --compact off the provider's refusal ends the run (exit 3).
+func TestCompactionBeforeTheWindowAndOff(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	turns := bigFiles(t, e.workspace, 20, 2500)
+	e.srv = llmtest.NewServer(t, llmtest.Script{Turns: turns, MaxRequestBytes: 24_000, Standing: []llmtest.Turn{compactionReply}})
+	res := e.run("run", "--json", "--context-window", "5000", "read them")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	evs := decodeEvents(t, res.stdout)
+	cs := compactions(evs)
+	if len(cs) == 0 {
+		t.Fatal("no compaction")
+	}
+	for _, c := range cs {
+		if c.Trigger != "window" {
+			t.Errorf("compaction triggered by %s, want window", c.Trigger)
+		}
+	}
+	for _, r := range e.srv.Requests() {
+		if len(r.Body) > 24_000 {
+			t.Errorf("a request of %d bytes was sent past the window", len(r.Body))
+		}
+	}
+
+	off := newE2E(t)
+	offTurns := bigFiles(t, off.workspace, 20, 2500)
+	off.srv = llmtest.NewServer(t, llmtest.Script{Turns: offTurns, MaxRequestBytes: 24_000})
+	res = off.run("run", "--json", "--compact", "off", "read them")
+	if res.code != 3 {
+		t.Fatalf("--compact off: exit %d, want 3", res.code)
+	}
+	if fin := lastFinished(t, decodeEvents(t, res.stdout)); !strings.Contains(fin.Detail, "longer than the model's context window") {
+		t.Errorf("--compact off ended %+v", fin)
+	}
+}
+
+// --max-tokens stops the run at the turn that passes it, with no further
+// request; resume --max-tokens continues with a new budget; the final
+// usage carries cost_usd when the price is known.
+func TestBudgetMaxTokens(t *testing.T) {
+	t.Parallel()
+	used := &llmtest.Usage{PromptTokens: 300, CompletionTokens: 100}
+	step := func(i int) llmtest.Turn {
+		return llmtest.Turn{Usage: used, ToolCalls: []llmtest.Call{call("list_files", fmt.Sprintf(`{"pattern":"*.%d"}`, i))}}
+	}
+	e := newE2E(t, step(1), step(2), step(3), llmtest.Turn{Usage: used, Text: "Done."})
+	if err := os.MkdirAll(e.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(e.home, "config.toml"), []byte("[prices.\"test-model\"]\nprompt_per_mtok = 2.5\ncompletion_per_mtok = 10\n"), 0o600)
+	res := e.run("run", "--json", "--max-tokens", "1000", "list things")
+	evs := decodeEvents(t, res.stdout)
+	fin := lastFinished(t, evs)
+	if res.code != 1 || fin.Reason != "budget_exhausted" || e.srv.RequestCount() != 3 {
+		t.Fatalf("exit %d, %+v after %d requests; want exit 1, budget_exhausted after 3 (1,200 tokens > 1,000)", res.code, fin, e.srv.RequestCount())
+	}
+	if want := (900*2.5 + 300*10) / 1e6; fin.Usage.CostUSD < want*0.999 || fin.Usage.CostUSD > want*1.001 {
+		t.Errorf("cost_usd = %v, want %v", fin.Usage.CostUSD, want)
+	}
+	again := e.run("resume", evs[0].RunID, "--json")
+	if again.code != 1 || e.srv.RequestCount() != 3 {
+		t.Errorf("resume without a new budget: exit %d after %d requests; want 1 and no request", again.code, e.srv.RequestCount())
+	}
+	more := e.run("resume", evs[0].RunID, "--json", "--max-tokens", "1000")
+	if fin := lastFinished(t, decodeEvents(t, more.stdout)); more.code != 0 || fin.Status != "completed" {
+		t.Errorf("resume --max-tokens 1000: exit %d, %+v", more.code, fin)
+	}
+	bad := e.run("run", "--max-cost", "1", "--model", "unpriced", "x")
+	if bad.code != 2 || !strings.Contains(bad.stderr, `--max-cost needs the model's price: add [prices."unpriced"]`) {
+		t.Errorf("--max-cost without a price: exit %d, %q", bad.code, bad.stderr)
+	}
+}
+
+// A harness counts every phase against the run's budget.
+func TestBudgetHarnessCountsEveryPhase(t *testing.T) {
+	t.Parallel()
+	used := &llmtest.Usage{PromptTokens: 300, CompletionTokens: 100}
+	e := newHarness(t,
+		llmtest.Turn{Usage: used, Text: "one done"},
+		llmtest.Turn{Usage: used, Text: "two done"},
+		llmtest.Turn{Usage: used, Text: "three done"},
+	)
+	plan := e.writePlan(t, `{"objective":"Three","phases":[
+		{"id":"one","instructions":"Do one.","evidence":{"type":"none"}},
+		{"id":"two","instructions":"Do two.","depends_on":["one"],"evidence":{"type":"none"}},
+		{"id":"three","instructions":"Do three.","depends_on":["two"],"evidence":{"type":"none"}}]}`)
+	res := e.run("harness", "--json", "--max-tokens", "700", "--plan-file", plan)
+	fin := lastFinished(t, decodeEvents(t, res.stdout))
+	if res.code != 1 || fin.Reason != "budget_exhausted" || e.srv.RequestCount() != 2 {
+		t.Errorf("exit %d, %+v after %d requests; want budget_exhausted after 2 phases", res.code, fin, e.srv.RequestCount())
+	}
+}
