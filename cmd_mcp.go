@@ -29,7 +29,7 @@ func mcpCommand() *cli.Command {
 			"  [mcp_servers.github.effects.create_issue]   # a side effect, sent at most once\n" +
 			"  receipt = \"issue_created\"\n" +
 			"  key_args = [\"owner\", \"repo\", \"title\"]",
-		Subcommands: []*cli.Command{mcpListCommand()},
+		Subcommands: []*cli.Command{mcpListCommand(), mcpServeCommand()},
 	}
 }
 

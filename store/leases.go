@@ -226,6 +226,10 @@ func ownerDead(owner string) bool {
 	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
+// OwnerProcess names the process behind a lease owner made by
+// NewLeaseOwner: its host and pid; ok is false for any other name.
+func OwnerProcess(owner string) (host string, pid int, ok bool) { return parseOwner(owner) }
+
 // parseOwner splits "host/pid/nonce"; the host may itself contain '/'.
 func parseOwner(owner string) (host string, pid int, ok bool) {
 	rest, _, found := cutLast(owner, "/")
