@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"agent/event"
+	"agent/gateway"
 	"agent/llm/llmtest"
+	"agent/supervisor"
 )
 
 // compactionReply answers the agent's compaction requests, which say
@@ -203,4 +207,80 @@ func TestBudgetHarnessCountsEveryPhase(t *testing.T) {
 	if res.code != 1 || fin.Reason != "budget_exhausted" || e.srv.RequestCount() != 2 {
 		t.Errorf("exit %d, %+v after %d requests; want budget_exhausted after 2 phases", res.code, fin, e.srv.RequestCount())
 	}
+}
+
+// A 429 whose wait is longer than the call may take interrupts a gateway
+// run rate_limited with resume_after, and the gateway resumes it by
+// itself at that time.
+func TestRateLimitPausesThenGatewayResumes(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		llmtest.Turn{Status: 429, Headers: map[string]string{"Retry-After": "2"}, Body: `{"error":{"message":"quota exceeded; try again later"}}`},
+		llmtest.Turn{Text: "Done after the pause."},
+	)
+	srv, db := e.inProcessGateway(nil)
+	c := gwDial(t, srv.Addr())
+	sid := gwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
+	run := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "go",
+		Options: gateway.RunOptions{ModelCallTimeout: supervisor.Duration(time.Second)}})
+	first := gwWait(t, c, run.RunID)
+	fin := finishedFrame(t, lastFrame(first))
+	if lastFrame(first).Event != event.RunInterrupted || fin.Reason != "rate_limited" || fin.ResumeAfter == "" || fin.ExitCode != 3 {
+		t.Fatalf("first end %s %+v, want run.interrupted rate_limited with resume_after", lastFrame(first).Event, fin)
+	}
+	began := time.Now()
+	waitFor(t, "the gateway to resume the run", func() bool {
+		r, err := db.GetRun(context.Background(), run.RunID)
+		return err == nil && r.Status == "completed"
+	})
+	if waited := time.Since(began); waited < time.Second {
+		t.Errorf("resumed after %s, before the 2s Retry-After", waited)
+	}
+	if r, _ := db.GetRun(context.Background(), run.RunID); r.Result != "Done after the pause." {
+		t.Errorf("result %q", r.Result)
+	}
+}
+
+// A session's memory is bounded: after 50 runs, each answered at length,
+// the 51st run's request still fits, because earlier runs were compacted
+// into a summary.
+func TestSessionMemoryBounded(t *testing.T) {
+	t.Parallel()
+	const limit = 20_000
+	long := strings.Repeat("The answer, at length. ", 90) // ~2 KB per reply
+	e := newE2E(t)
+	e.srv = llmtest.NewServer(t, llmtest.Script{Loop: true, Turns: []llmtest.Turn{{Text: long}},
+		MaxRequestBytes: limit, Standing: []llmtest.Turn{compactionReply}})
+	srv, _ := e.inProcessGateway(nil)
+	c := gwDial(t, srv.Addr())
+	sid := gwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
+	gwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
+	compacted := 0
+	for i := 1; i <= 51; i++ {
+		run := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid,
+			Input: fmt.Sprintf("question %d", i), Options: gateway.RunOptions{ContextWindow: 4000}})
+		evs := gwWait(t, c, run.RunID)
+		if fin := finishedFrame(t, lastFrame(evs)); fin.Status != "completed" {
+			t.Fatalf("run %d: %+v", i, fin)
+		}
+		for _, ev := range evs {
+			if ev.Event == event.ContextCompacted {
+				compacted++
+			}
+		}
+	}
+	reqs := e.srv.Requests()
+	last := reqs[len(reqs)-1]
+	if len(last.Body) > limit || !strings.Contains(string(last.Body), "question 51") {
+		t.Errorf("the 51st run's request is %d bytes (limit %d)", len(last.Body), limit)
+	}
+	for _, r := range reqs {
+		if len(r.Body) > limit {
+			t.Errorf("a request of %d bytes passed the window", len(r.Body))
+		}
+	}
+	if compacted == 0 {
+		t.Error("no compaction in 51 runs")
+	}
+	t.Logf("51 runs, %d compactions, last request %d bytes", compacted, len(last.Body))
 }

@@ -176,6 +176,12 @@ func (p *Printer) render(e event.Event) {
 			p.endLine()
 			p.printf(p.err, "warning: %s\n", d.Message)
 		}
+	case event.ContextCompacted:
+		var d event.ContextCompactedData
+		if e.Decode(&d) == nil {
+			p.endLine()
+			p.printf(p.err, "  compacted the conversation to fit the context window: about %d → %d tokens\n", d.TokensBefore, d.TokensAfter)
+		}
 	case event.RunStarted:
 		var d event.RunStartedData
 		if e.Decode(&d) == nil && d.Resumed {

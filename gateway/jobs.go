@@ -445,17 +445,46 @@ func (d *jobDispatcher) watch(runID string) <-chan scheduler.Result {
 	go func() {
 		defer close(done)
 		defer d.forget(runID)
-		if live {
-			<-r.done
+		for {
+			if live {
+				<-r.done
+			}
+			row, err := d.s.db.GetRun(context.Background(), runID)
+			if err != nil {
+				d.s.log.Error("read how a job's run ended", "run_id", runID, "err", err)
+				return // closed without a Result: the attempt failed
+			}
+			// Paused by a rate limit, not failed: the gateway resumes it
+			// at its resume_after (ratelimit.go), and the attempt is the
+			// resumed run's.
+			if row.Status != event.StatusInterrupted || row.Reason != event.ReasonRateLimited || !d.awaitResume(runID) {
+				done <- runResult(row)
+				return
+			}
+			r, _, live = d.s.queue.get(runID)
 		}
-		row, err := d.s.db.GetRun(context.Background(), runID)
-		if err != nil {
-			d.s.log.Error("read how a job's run ended", "run_id", runID, "err", err)
-			return // closed without a Result: the attempt failed
-		}
-		done <- runResult(row)
 	}()
 	return done
+}
+
+// awaitResume waits until a rate-limited run is queued again, or has
+// moved on already; false if the gateway stops first.
+func (d *jobDispatcher) awaitResume(runID string) bool {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for range tick.C {
+		if d.s.stopping.Load() {
+			return false
+		}
+		if _, _, live := d.s.queue.get(runID); live {
+			return true
+		}
+		row, err := d.s.db.GetRun(context.Background(), runID)
+		if err != nil || row.Status != event.StatusInterrupted || row.Reason != event.ReasonRateLimited {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *jobDispatcher) forget(runID string) {

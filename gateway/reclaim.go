@@ -18,6 +18,9 @@ import (
 // crash fails it) and a cleanly interrupted one every time. Runs outside sessions belong to `agent run` and
 // `agent harness`, and are left to `agent resume`.
 func (s *Server) reclaim(ctx context.Context) error {
+	if err := s.scheduleRateLimited(ctx); err != nil {
+		return err
+	}
 	dead, err := s.db.ReclaimableRuns(ctx)
 	if err != nil {
 		return err

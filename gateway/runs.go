@@ -307,6 +307,7 @@ func (s *Server) execute(ctx context.Context, r *run) {
 		return
 	}
 	log.Info("run ended", "status", end.Data.Status, "exit_code", end.Data.ExitCode, "reason", end.Data.Reason, "detail", end.Data.Detail)
+	s.resumeWhenLimited(r.id, end.Data)
 }
 
 func withRun(e event.Event, runID string) event.Event {

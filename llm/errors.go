@@ -78,9 +78,14 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // ResumeAt is when a call refused by a rate limit may be tried again
-// (RFC 3339, UTC): the server's Retry-After from now, at least a minute.
+// (RFC 3339, UTC): the server's Retry-After from now, or a minute when it
+// did not say.
 func (e *Error) ResumeAt(now time.Time) string {
-	return now.Add(max(e.RetryAfter, time.Minute)).UTC().Format(time.RFC3339)
+	wait := e.RetryAfter
+	if wait <= 0 {
+		wait = time.Minute
+	}
+	return now.Add(wait).UTC().Format(time.RFC3339)
 }
 
 func kindText(k ErrorKind) string {

@@ -266,10 +266,10 @@ func project(ctx context.Context, tx *sql.Tx, e event.Event, now time.Time) erro
 		}
 		_, err := tx.ExecContext(ctx, `
 			UPDATE runs SET status = ?, result = ?, reason = ?, detail = ?, exit_code = ?, turns = ?,
-				prompt_tokens = ?, completion_tokens = ?, finished_at = ?, updated_at = ?
+				prompt_tokens = ?, completion_tokens = ?, finished_at = ?, updated_at = ?, resume_after = ?
 			WHERE id = ?`,
 			strings.TrimPrefix(e.Type, "run."), d.Result, d.Reason, d.Detail, d.ExitCode, d.Turns,
-			d.Usage.PromptTokens, d.Usage.CompletionTokens, formatTime(e.TS), formatTime(now), e.RunID)
+			d.Usage.PromptTokens, d.Usage.CompletionTokens, formatTime(e.TS), formatTime(now), nullString(d.ResumeAfter), e.RunID)
 		return err
 
 	case event.PlanCreated:

@@ -13,3 +13,7 @@ ALTER TABLE messages ADD COLUMN position INTEGER;
 
 -- summary marks a message that is a compaction's summary.
 ALTER TABLE messages ADD COLUMN summary INTEGER NOT NULL DEFAULT 0;
+
+-- resume_after (RFC 3339) is when a run a rate limit interrupted may go
+-- on (DESIGN.md §12); the gateway resumes such runs by itself then.
+ALTER TABLE runs ADD COLUMN resume_after TEXT;
