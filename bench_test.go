@@ -149,3 +149,60 @@ func BenchmarkHarnessPhaseOverhead(b *testing.B) {
 	slices.Sort(perPhase)
 	b.ReportMetric(float64(perPhase[len(perPhase)/2].Microseconds())/1000, "median-ms/phase")
 }
+
+// BenchmarkCompaction60Turns runs a 60-turn task that reads a 2.5 KB file
+// per turn, without compaction and with --context-window 8000, and prints
+// the prompt tokens of every 10th request (the growth curve) and what the
+// run took. The difference in time is what compaction adds (its summary
+// requests are instant here, as every model reply is).
+func BenchmarkCompaction60Turns(b *testing.B) {
+	bin := os.Getenv("AGENT_BIN")
+	if bin == "" {
+		bin = "agent"
+	}
+	for _, mode := range []struct{ name, window string }{{"no-compaction", ""}, {"window-8000", "8000"}} {
+		b.Run(mode.name, func(b *testing.B) {
+			var took time.Duration
+			var curve []string
+			for range b.N {
+				dir := b.TempDir()
+				var turns []llmtest.Turn
+				for i := 1; i <= 60; i++ {
+					body := fmt.Sprintf("marker %d\n%s\n", i, strings.Repeat("x", 2500))
+					if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("big-%d.txt", i)), []byte(body), 0o644); err != nil {
+						b.Fatal(err)
+					}
+					turns = append(turns, llmtest.Turn{ToolCalls: []llmtest.Call{{Name: "read_file", Arguments: json.RawMessage(fmt.Sprintf(`{"path":"big-%d.txt"}`, i))}}})
+				}
+				srv := llmtest.NewServer(b, llmtest.Script{Turns: append(turns, llmtest.Turn{Text: "done"}),
+					Standing: []llmtest.Turn{{When: "You are compacting the conversation", Text: "SUMMARY: read the files in order."}}})
+				args := []string{"run", "--json", "--max-turns", "70", "--workspace", dir}
+				if mode.window != "" {
+					args = append(args, "--context-window", mode.window)
+				} else {
+					args = append(args, "--compact", "off")
+				}
+				cmd := exec.Command(bin, append(args, "read the files")...)
+				cmd.Env = append(os.Environ(), "AGENT_HOME="+filepath.Join(dir, "home"), "OPENAI_BASE_URL="+srv.URL(), "OPENAI_API_KEY=")
+				began := time.Now()
+				if out, err := cmd.CombinedOutput(); err != nil {
+					b.Fatalf("agent run: %v\n%s", err, out)
+				}
+				took += time.Since(began)
+				curve = curve[:0]
+				n := 0
+				for _, r := range srv.Requests() {
+					if strings.Contains(string(r.Body), "You are compacting the conversation") {
+						continue
+					}
+					n++
+					if n%10 == 0 || n == 1 {
+						curve = append(curve, fmt.Sprintf("turn %d: %d", n, len(r.Body)/4))
+					}
+				}
+			}
+			b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "ms/run")
+			b.Logf("%s: prompt tokens sent (bytes/4) — %s", mode.name, strings.Join(curve, ", "))
+		})
+	}
+}

@@ -7,6 +7,8 @@
 #     0.87 s / 223 MB);
 #   - the same with the call going to a stdio MCP server, and an MCP
 #     server's start (initialize, tools/list, stop) and one call on their own;
+#   - a 60-turn run with large tool outputs, with and without compaction:
+#     prompt tokens per turn (the growth curve) and the run's time;
 #   - the harness's own overhead per phase on a 20-phase plan (<= 30 ms);
 #   - gateway event fan-out to 100 and 1,000 clients (p50/p99, events/s) and
 #     the gateway's idle and peak RSS (<= 30 MB; OpenClaw idles at about
@@ -40,6 +42,7 @@ bench() {
 bench run-one-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneTool' -benchtime "${BENCH_RUNS:-50}x" -count 1 .
 bench run-one-mcp-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneMCPTool' -benchtime "${BENCH_RUNS:-50}x" -count 1 .
 bench mcp-start-and-call go test -run '^$' -bench 'BenchmarkMCP' -count 1 ./mcp
+bench compaction-60-turns env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkCompaction60Turns' -benchtime 3x -count 1 .
 bench harness-phase-overhead env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkHarnessPhaseOverhead' -benchtime "${BENCH_HARNESS_RUNS:-10}x" -count 1 .
 bench gateway-idle-rss env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkGatewayIdleRSS' -benchtime 3x -count 1 .
 bench gateway-fanout go test -run '^$' -bench 'BenchmarkFanout' -count 1 ./gateway/
