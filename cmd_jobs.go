@@ -72,6 +72,8 @@ func jobFlags() []cli.Flag {
 		&cli.StringFlag{Name: "tools", Usage: "comma-separated tool allowlist `LIST` (\"\" on update: the default tools)", DefaultText: "the default tools"},
 		&cli.StringFlag{Name: "sandbox", Usage: "the runs' sandbox: workspace-write, read-only, or off (needs 'agent gateway --allow-unsandboxed')", DefaultText: "workspace-write"},
 		&cli.BoolFlag{Name: "network", Usage: "give the runs' commands the network in a sandboxed mode"},
+		&cli.IntFlag{Name: "max-tokens", Usage: "stop each run once it has used `N` tokens", DefaultText: "no limit"},
+		&cli.Float64Flag{Name: "max-cost", Usage: "stop each run once it has cost `USD`, at the model's price in config.toml", DefaultText: "no limit"},
 		&cli.IntFlag{Name: "max-attempts", Usage: "`N` attempts per tick, the first included", DefaultText: "1, no retry"},
 		&cli.DurationFlag{Name: "retry-base", Usage: "wait `DUR` before the first retry, doubling for each next one", DefaultText: "30s"},
 		&cli.DurationFlag{Name: "retry-cap", Usage: "wait at most `DUR` between retries", DefaultText: "10m"},
@@ -161,6 +163,12 @@ func policyFlags(c *cli.Context) (json.RawMessage, error) {
 	}
 	if c.IsSet("network") {
 		p["network"] = c.Bool("network")
+	}
+	if c.IsSet("max-tokens") {
+		p["max_tokens"] = c.Int("max-tokens")
+	}
+	if c.IsSet("max-cost") {
+		p["max_cost"] = c.Float64("max-cost")
 	}
 	retry := map[string]any{}
 	if c.IsSet("max-attempts") {

@@ -254,7 +254,7 @@ func (s *Server) jobRuns(ctx context.Context, p JobRunsParams) (*JobRunList, err
 
 // policyFields are the keys of a policy object, to refuse a misspelt one
 // rather than ignore it.
-var policyFields = []string{"overlap", "missed", "retry", "timeout", "tools", "sandbox", "network"}
+var policyFields = []string{"overlap", "missed", "retry", "timeout", "tools", "sandbox", "network", "max_tokens", "max_cost"}
 
 // jobPolicy applies the fields of a policy object to base; nil if there
 // is none. Sandbox "off" needs a gateway started with --allow-unsandboxed.
@@ -268,7 +268,7 @@ func (s *Server) jobPolicy(base scheduler.Policy, raw json.RawMessage) (*schedul
 	}
 	for k := range fields {
 		if !slices.Contains(policyFields, k) {
-			return nil, errorf(CodeInvalidJob, "invalid policy: unknown field %q (want overlap, missed, retry, timeout, tools, sandbox or network)", k)
+			return nil, errorf(CodeInvalidJob, "invalid policy: unknown field %q (want overlap, missed, retry, timeout, tools, sandbox, network, max_tokens or max_cost)", k)
 		}
 	}
 	if err := json.Unmarshal(raw, &base); err != nil {
@@ -385,7 +385,8 @@ func (d *jobDispatcher) Start(ctx context.Context, job scheduler.Job, tick sched
 		// it and the child is offered only those tools. The timeout is the
 		// run's own as well, so it holds even for a reclaimed run the
 		// scheduler no longer watches.
-		Options: RunOptions{AllowTools: tick.Tools, Timeout: supervisor.Duration(tick.Timeout), Sandbox: tick.Sandbox, Network: tick.Network},
+		Options: RunOptions{AllowTools: tick.Tools, Timeout: supervisor.Duration(tick.Timeout), Sandbox: tick.Sandbox, Network: tick.Network,
+			MaxTokens: tick.MaxTokens, MaxCost: tick.MaxCost},
 		// Ties the run to its job_runs row (run.get shows the key).
 		IdempotencyKey: "job-run:" + tick.JobRunID,
 	}, 0)

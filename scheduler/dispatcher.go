@@ -32,6 +32,8 @@ type Tick struct {
 	Timeout      time.Duration // the engine cancels the run after this
 	Sandbox      string        // the run's sandbox mode; "" is the default
 	Network      bool
+	MaxTokens    int     // the run's budget; 0: none
+	MaxCost      float64 // in USD; 0: none
 }
 
 // Run outcomes a Dispatcher reports.

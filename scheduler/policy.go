@@ -49,6 +49,10 @@ type Policy struct {
 	// default mode.
 	Sandbox string
 	Network bool
+	// MaxTokens and MaxCost (USD) bound each run's spend (DESIGN.md §12);
+	// 0: no bound.
+	MaxTokens int
+	MaxCost   float64
 }
 
 // Retry is how failed attempts of a tick are retried: MaxAttempts in all
@@ -100,6 +104,9 @@ func (p Policy) Validate() error {
 	if err := p.Retry.validate(); err != nil {
 		return fmt.Errorf("invalid policy: %w", err)
 	}
+	if p.MaxTokens < 0 || p.MaxCost < 0 {
+		return errors.New("invalid policy: max_tokens and max_cost must be positive")
+	}
 	if _, err := sandbox.ParseMode(p.Sandbox); err != nil {
 		return fmt.Errorf("invalid policy: sandbox: %w", err)
 	}
@@ -143,13 +150,15 @@ func (r Retry) Delay(n int, rnd float64) time.Duration {
 
 // policyJSON is Policy on the wire: durations as Go duration strings.
 type policyJSON struct {
-	Overlap string    `json:"overlap"`
-	Missed  string    `json:"missed,omitempty"`
-	Retry   retryJSON `json:"retry"`
-	Timeout duration  `json:"timeout"`
-	Tools   []string  `json:"tools,omitempty"`
-	Sandbox string    `json:"sandbox,omitempty"`
-	Network bool      `json:"network,omitempty"`
+	Overlap   string    `json:"overlap"`
+	Missed    string    `json:"missed,omitempty"`
+	Retry     retryJSON `json:"retry"`
+	Timeout   duration  `json:"timeout"`
+	Tools     []string  `json:"tools,omitempty"`
+	Sandbox   string    `json:"sandbox,omitempty"`
+	Network   bool      `json:"network,omitempty"`
+	MaxTokens int       `json:"max_tokens,omitempty"`
+	MaxCost   float64   `json:"max_cost,omitempty"`
 }
 
 type retryJSON struct {
@@ -162,6 +171,7 @@ type retryJSON struct {
 func (p Policy) MarshalJSON() ([]byte, error) {
 	return json.Marshal(policyJSON{
 		Overlap: p.Overlap, Missed: p.Missed, Timeout: duration(p.Timeout), Tools: p.Tools, Sandbox: p.Sandbox, Network: p.Network,
+		MaxTokens: p.MaxTokens, MaxCost: p.MaxCost,
 		Retry: retryJSON{MaxAttempts: p.Retry.MaxAttempts, Base: duration(p.Retry.Base), Cap: duration(p.Retry.Cap)},
 	})
 }
@@ -171,12 +181,12 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 // take the defaults when decoding into a zero Policy (as into a new
 // *Policy field), so {"overlap":"parallel"} is a complete policy.
 func (p *Policy) UnmarshalJSON(data []byte) error {
-	if p.Overlap == "" && p.Missed == "" && p.Timeout == 0 && p.Retry == (Retry{}) && p.Tools == nil && p.Sandbox == "" && !p.Network {
+	if p.Overlap == "" && p.Missed == "" && p.Timeout == 0 && p.Retry == (Retry{}) && p.Tools == nil && p.Sandbox == "" && !p.Network && p.MaxTokens == 0 && p.MaxCost == 0 {
 		*p = DefaultPolicy()
 	}
 	w := policyJSON{
 		Overlap: p.Overlap, Missed: p.Missed, Timeout: duration(p.Timeout), Tools: slices.Clone(p.Tools),
-		Sandbox: p.Sandbox, Network: p.Network,
+		Sandbox: p.Sandbox, Network: p.Network, MaxTokens: p.MaxTokens, MaxCost: p.MaxCost,
 		Retry: retryJSON{MaxAttempts: p.Retry.MaxAttempts, Base: duration(p.Retry.Base), Cap: duration(p.Retry.Cap)},
 	}
 	if err := json.Unmarshal(data, &w); err != nil {
@@ -184,7 +194,7 @@ func (p *Policy) UnmarshalJSON(data []byte) error {
 	}
 	*p = Policy{
 		Overlap: w.Overlap, Missed: w.Missed, Timeout: time.Duration(w.Timeout), Tools: w.Tools,
-		Sandbox: w.Sandbox, Network: w.Network,
+		Sandbox: w.Sandbox, Network: w.Network, MaxTokens: w.MaxTokens, MaxCost: w.MaxCost,
 		Retry: Retry{MaxAttempts: w.Retry.MaxAttempts, Base: time.Duration(w.Retry.Base), Cap: time.Duration(w.Retry.Cap)},
 	}
 	return nil

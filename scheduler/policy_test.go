@@ -86,3 +86,26 @@ func TestPolicyValidate(t *testing.T) {
 		t.Error("the zero Policy is valid; its timeout is mandatory")
 	}
 }
+
+// A job's runs take the sandbox and budget options every run takes.
+func TestPolicySandboxAndBudget(t *testing.T) {
+	p, err := ParsePolicy([]byte(`{"sandbox":"read-only","network":true,"max_tokens":5000,"max_cost":0.25}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Sandbox != "read-only" || !p.Network || p.MaxTokens != 5000 || p.MaxCost != 0.25 {
+		t.Errorf("policy = %+v", p)
+	}
+	raw, _ := json.Marshal(p)
+	var back Policy
+	if err := json.Unmarshal(raw, &back); err != nil || back.Sandbox != p.Sandbox || back.MaxTokens != p.MaxTokens || back.MaxCost != p.MaxCost {
+		t.Errorf("round trip: %s → %+v %v", raw, back, err)
+	}
+	for _, bad := range []string{`{"sandbox":"none"}`, `{"max_tokens":-1}`} {
+		if p, err := ParsePolicy([]byte(bad)); err == nil {
+			if err = p.Validate(); err == nil {
+				t.Errorf("%s accepted", bad)
+			}
+		}
+	}
+}

@@ -163,7 +163,7 @@ func (e *Engine) dispatch(t *tick, row store.JobRun) (d dispatched, ok bool) {
 	runID, done, err := e.cfg.Dispatcher.Start(t.ctx, t.job, Tick{
 		JobRunID: row.ID, ScheduledFor: scheduledFor, Attempt: row.Attempt, MaxAttempts: p.Retry.MaxAttempts,
 		Manual: t.trigger == TriggerManual, Prompt: prompt, Tools: p.Tools, Timeout: p.Timeout,
-		Sandbox: p.Sandbox, Network: p.Network,
+		Sandbox: p.Sandbox, Network: p.Network, MaxTokens: p.MaxTokens, MaxCost: p.MaxCost,
 	})
 	if err != nil {
 		if t.ctx.Err() != nil {
