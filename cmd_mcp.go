@@ -16,7 +16,7 @@ import (
 func mcpCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "mcp",
-		Usage: "MCP tool servers: list the configured ones and their tools",
+		Usage: "MCP tool servers: list the configured ones and their tools, or serve agent itself over MCP",
 		Description: "Servers are configured in $AGENT_HOME/config.toml under [mcp_servers.NAME] (a command speaking MCP\n" +
 			"on stdio, or the url of a Streamable HTTP server), and with --mcp-config FILE in Claude Code's\n" +
 			".mcp.json format. Their tools are offered to the model as mcp__SERVER__TOOL; --allow-tools and\n" +

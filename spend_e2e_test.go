@@ -284,3 +284,32 @@ func TestSessionMemoryBounded(t *testing.T) {
 	}
 	t.Logf("51 runs, %d compactions, last request %d bytes", compacted, len(last.Body))
 }
+
+// A run recorded with compaction replays offline: the summary requests
+// are in the cassette, and the replayed run makes the same requests.
+func TestCompactionRecordsAndReplays(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	turns := bigFiles(t, e.workspace, 12, 2500)
+	e.srv = llmtest.NewServer(t, llmtest.Script{Turns: turns, Standing: []llmtest.Turn{compactionReply}})
+	cassette := filepath.Join(filepath.Dir(e.workspace), "run.cassette.jsonl")
+	rec := e.run("run", "--json", "--context-window", "5000", "--record", cassette, "read them")
+	if rec.code != 0 {
+		t.Fatalf("record: exit %d: %s", rec.code, rec.stderr)
+	}
+	want := lastFinished(t, decodeEvents(t, rec.stdout))
+	if len(compactions(decodeEvents(t, rec.stdout))) == 0 {
+		t.Fatal("the recorded run did not compact")
+	}
+	rep := e.run("run", "--json", "--context-window", "5000", "--replay", cassette, "read them")
+	if rep.code != 0 {
+		t.Fatalf("replay: exit %d: %s", rep.code, rep.stderr)
+	}
+	evs := decodeEvents(t, rep.stdout)
+	if got := lastFinished(t, evs); got.Result != want.Result || got.Turns != want.Turns {
+		t.Errorf("replayed end %+v, recorded %+v", got, want)
+	}
+	if len(compactions(evs)) != len(compactions(decodeEvents(t, rec.stdout))) {
+		t.Error("the replay compacted differently")
+	}
+}
