@@ -42,6 +42,8 @@ func gatewayCommand() *cli.Command {
 			"SchedulerRecoveryPolicy). Without it jobs can still be managed, but nothing fires. Each tick is a normal\n" +
 			"run in the job's session or a new one. On stop, job runs in flight are cancelled; ticks missed while\n" +
 			"the gateway was down follow each job's missed policy (default: SchedulerRecoveryPolicy).\n\n" +
+			"With RetentionDays = N in config.toml the gateway prunes the runs that finished more than N days ago,\n" +
+			"at start and then daily, as 'agent prune --older-than Nd' does.\n\n" +
 			"Examples:\n" +
 			"  agent gateway\n" +
 			"  agent gateway --listen 127.0.0.1:8080 --max-concurrent-runs 8 --run-timeout 1h\n" +
@@ -131,7 +133,7 @@ func gatewayAction(c *cli.Context) error {
 		LogDir:            filepath.Join(settings.Home, "logs"),
 		MaxConcurrentRuns: c.Int("max-concurrent-runs"), RunTimeout: c.Duration("run-timeout"),
 		DrainGrace: c.Duration("drain-grace"), ReclaimPolicy: c.String("reclaim"), LeaseTTL: leaseTTL(),
-		Logger: logger,
+		Logger: logger, RetentionDays: settings.RetentionDays,
 		Scheduler: &gateway.SchedulerConfig{
 			Enabled:           scheduling,
 			PollInterval:      time.Duration(settings.SchedulerPollIntervalSeconds) * time.Second,

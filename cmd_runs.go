@@ -107,6 +107,7 @@ type runView struct {
 	LeaseHolderGone   bool            `json:"lease_holder_gone,omitempty"` // a process of this machine that is gone: resume takes over at once
 	CreatedAt         time.Time       `json:"created_at"`
 	FinishedAt        *time.Time      `json:"finished_at,omitempty"`
+	PrunedAt          *time.Time      `json:"pruned_at,omitempty"` // agent prune removed its deltas and tool outputs
 	Phases            []phaseView     `json:"phases,omitempty"`
 	Receipts          []receiptView   `json:"receipts,omitempty"`
 	Learnings         []string        `json:"learnings,omitempty"`
@@ -152,6 +153,7 @@ func newRunView(r store.Run) runView {
 		v.LeaseExpiresAt = timePtr(r.LeaseExpiresAt)
 	}
 	v.FinishedAt = timePtr(r.FinishedAt)
+	v.PrunedAt = timePtr(r.PrunedAt)
 	return v
 }
 
@@ -276,6 +278,9 @@ func printRun(w io.Writer, v runView) {
 	if v.Status != event.StatusCompleted && v.Status != event.StatusCancelled {
 		fmt.Fprintf(w, "resume    agent resume %s\n", shortID(v.ID))
 	}
+	if v.PrunedAt != nil {
+		fmt.Fprintf(w, "pruned    on %s: message deltas and tool outputs removed (agent prune)\n", v.PrunedAt.Local().Format(time.DateOnly))
+	}
 	fmt.Fprintf(w, "\nprompt:\n  %s\n", indent(v.Prompt))
 	if len(v.Phases) > 0 {
 		printPhases(w, v.Phases, v.Learnings)
@@ -300,11 +305,14 @@ func printRun(w io.Writer, v runView) {
 		switch m.Role {
 		case "tool":
 			tc := status[m.ToolCallID]
-			mark := "✓"
+			mark, content := "✓", m.Content
 			if tc.Status == "failed" {
 				mark = "✗"
 			}
-			fmt.Fprintf(w, "  %s %s %s\n", mark, tc.Name, oneLine(m.Content, 100))
+			if content == store.PrunedOutput && tc.Error != "" {
+				content = tc.Error // prune keeps errors
+			}
+			fmt.Fprintf(w, "  %s %s %s\n", mark, tc.Name, oneLine(content, 100))
 		default:
 			if m.Content != "" {
 				fmt.Fprintf(w, "  %s: %s\n", m.Role, oneLine(m.Content, 200))

@@ -79,6 +79,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			attachCommand(),
 			sessionsCommand(),
 			runsCommand(),
+			pruneCommand(),
 			gatewayCommand(),
 			jobsCommand(),
 			mcpCommand(),

@@ -112,6 +112,10 @@ type Config struct {
 	// Scheduler serves scheduled jobs (the job.* methods and events,
 	// DESIGN.md §10); nil leaves them out.
 	Scheduler *SchedulerConfig
+
+	// RetentionDays, when more than 0, prunes the runs that finished more
+	// than that many days ago at Start and then daily (retention.go).
+	RetentionDays int
 }
 
 // SchedulerConfig configures scheduled jobs. Zero values take the
@@ -210,6 +214,8 @@ func (c Config) validate() error {
 	case c.RunTimeout < 0, c.DrainGrace < 0, c.LeaseTTL < 0, c.HeartbeatTimeout < 0, c.KillGrace < 0,
 		c.ReadHeaderTimeout < 0, c.ReadTimeout < 0, c.IdleTimeout < 0, c.ConnectTimeout < 0:
 		return errors.New("gateway: durations must be positive")
+	case c.RetentionDays < 0:
+		return fmt.Errorf("gateway: retention days must be 0 (off) or more, got %d", c.RetentionDays)
 	case c.MaxConnections < 1:
 		return fmt.Errorf("gateway: max connections must be at least 1, got %d", c.MaxConnections)
 	case c.SubscriberBuffer < 1:

@@ -135,6 +135,7 @@ func (s *Server) Start(ctx context.Context) error {
 		defer s.background.Done()
 		s.heartbeat()
 	}()
+	s.startRetention()
 	s.log.Debug("gateway listening", "addr", s.Addr(), "version", s.cfg.Version, "lease_owner", s.sup.Owner())
 	return nil
 }

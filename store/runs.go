@@ -65,6 +65,9 @@ type Run struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	FinishedAt time.Time
+	// PrunedAt is when `agent prune` last removed the run's message
+	// deltas and tool outputs (prune.go); zero if never.
+	PrunedAt time.Time
 }
 
 // CreateRun inserts r with status running and, if leaseOwner is not empty,
@@ -225,7 +228,7 @@ const runColumns = `
 	result, reason, detail, exit_code, turns, prompt_tokens, completion_tokens,
 	iteration_count, max_iterations, completion_promise,
 	COALESCE(lease_owner, ''), lease_expires_at, lease_heartbeat_at,
-	created_at, updated_at, finished_at, idempotency_key, reclaims, fork != 0`
+	created_at, updated_at, finished_at, idempotency_key, reclaims, fork != 0, pruned_at`
 
 func scanRun(row scanner) (*Run, error) {
 	var r Run
@@ -236,6 +239,7 @@ func scanRun(row scanner) (*Run, error) {
 		&r.IterationCount, &r.MaxIterations, &r.CompletionPromise,
 		&r.LeaseOwner, timeValue{&r.LeaseExpiresAt}, timeValue{&r.LeaseHeartbeatAt},
 		timeValue{&r.CreatedAt}, timeValue{&r.UpdatedAt}, timeValue{&r.FinishedAt}, &r.IdempotencyKey, &r.Reclaims, &r.Fork,
+		timeValue{&r.PrunedAt},
 	)
 	if err != nil {
 		return nil, err

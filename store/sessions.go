@@ -117,6 +117,10 @@ func (db *DB) ListSessionEvents(ctx context.Context, sessionID string, afterSeq 
 		return nil, fmt.Errorf("list events of session %s: %w", sessionID, err)
 	}
 	evs, err := scanEvents(rows)
+	if err == nil {
+		// Deltas prune deleted are sent as placeholders: no gap.
+		evs, err = withPrunedDeltas(ctx, tx, sessionID, afterSeq, limit, evs)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list events of session %s: %w", sessionID, err)
 	}
