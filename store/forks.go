@@ -101,6 +101,13 @@ func (db *DB) forkSession(ctx context.Context, tx *sql.Tx, srcID, newID, title s
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", r.ID, err)
 		}
+		covers, err := coversPrior(ctx, tx, r.ID, cut)
+		if err != nil {
+			return nil, fmt.Errorf("run %s: %w", r.ID, err)
+		}
+		if covers { // as in SessionPrior: its summary stands for the runs before
+			history = nil
+		}
 		history = append(history, ms...)
 		tcs, err := listToolCalls(ctx, tx, r.ID)
 		if err != nil {
@@ -148,7 +155,7 @@ func messagesAtSeq(ctx context.Context, tx *sql.Tx, runID string, cut int64) ([]
 	if err != nil {
 		return nil, err
 	}
-	all, err := listMessages(ctx, tx, runID, iteration)
+	all, err := listMessages(ctx, tx, runID, iteration, cut)
 	if err != nil {
 		return nil, err
 	}

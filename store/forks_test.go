@@ -227,3 +227,74 @@ func TestForkSessionIteration(t *testing.T) {
 		t.Errorf("fork prior = %+v, want %+v", got, want)
 	}
 }
+
+// A compaction is part of the journal: the conversation it leaves, a
+// session's memory after it, and a fork of the session are the same.
+func TestCompactionRebuildsAndForks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	createSession(t, db, "src")
+	createSessionRun(t, db, "src", "run-1")
+	createSessionRun(t, db, "src", "run-2")
+	j := sessionJournal(t, db, "src")
+	sessionAppend(t, j, "run-1",
+		event.New(event.RunStarted, event.RunStartedData{Prompt: "first"}),
+		userMsg("first", 0), assistantMsg("a long first answer", 0),
+		event.New(event.RunCompleted, event.RunFinishedData{Status: "completed"}),
+	)
+	sessionAppend(t, j, "run-2",
+		event.New(event.RunStarted, event.RunStartedData{Prompt: "second"}),
+		userMsg("second", 0), assistantMsg("step one", 0), userMsg("more", 0), assistantMsg("step two", 0),
+		// The earlier run and the first exchange of this one become a summary.
+		event.New(event.ContextCompacted, event.ContextCompactedData{From: 1, Count: 2, Prior: true, Summary: "did first and step one"}),
+		assistantMsg("step three", 0),
+		event.New(event.RunCompleted, event.RunFinishedData{Status: "completed"}),
+	)
+	conv, err := db.Conversation(ctx, "run-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range conv {
+		got = append(got, m.Content)
+	}
+	want := []string{"second", "[Summary of the earlier conversation, compacted to fit the context window]\ndid first and step one", "step two", "step three"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("conversation after compaction = %q\nwant %q", got, want)
+	}
+	prior, err := db.SessionPrior(ctx, "src", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prior) != len(conv) || prior[0].Content != "second" {
+		t.Errorf("the session's memory still holds the run the summary replaced: %+v", prior)
+	}
+	if resumed, err := db.SessionPrior(ctx, "src", "run-2"); err != nil || len(resumed) != 0 {
+		t.Errorf("run-2's own prior after it compacted the earlier runs = %+v, %v; want none", resumed, err)
+	}
+	evs, err := db.ListEvents(ctx, "run-2", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d event.ContextCompactedData
+	for _, e := range evs {
+		if e.Type == event.ContextCompacted {
+			e.Decode(&d)
+		}
+	}
+	if d.ReplacedSeqFrom == 0 || d.ReplacedSeqTo <= d.ReplacedSeqFrom {
+		t.Errorf("the stored event's replaced seqs = %d..%d", d.ReplacedSeqFrom, d.ReplacedSeqTo)
+	}
+
+	if _, err := db.ForkSession(ctx, "src", "fork", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	forked, err := db.SessionPrior(ctx, "fork", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(forked, prior) {
+		t.Errorf("the fork's memory =\n%+v\nwant the source's\n%+v", forked, prior)
+	}
+}

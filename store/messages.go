@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"agent/event"
@@ -34,7 +35,7 @@ func (db *DB) Messages(ctx context.Context, runID string) ([]Message, error) {
 		return nil, fmt.Errorf("messages of run %s: %w", runID, err)
 	}
 	defer tx.Rollback()
-	ms, err := listMessages(ctx, tx, runID, -1)
+	ms, err := listMessages(ctx, tx, runID, -1, 0)
 	if err != nil {
 		return nil, fmt.Errorf("messages of run %s: %w", runID, err)
 	}
@@ -66,7 +67,7 @@ func conversation(ctx context.Context, tx *sql.Tx, runID string) ([]llm.Message,
 	if err != nil {
 		return nil, err
 	}
-	ms, err := listMessages(ctx, tx, runID, iteration)
+	ms, err := listMessages(ctx, tx, runID, iteration, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -115,13 +116,19 @@ func insertToolMessage(ctx context.Context, tx *sql.Tx, runID string, seq int64,
 
 // listMessages returns a run's messages in order: those of one iteration,
 // or all of them when iteration < 0.
-func listMessages(ctx context.Context, tx *sql.Tx, runID string, iteration int) ([]Message, error) {
+//
+// The messages of one iteration leave out those a compaction had
+// replaced by seq asOf (0: now); the caller leaves out what came after.
+func listMessages(ctx context.Context, tx *sql.Tx, runID string, iteration int, asOf int64) ([]Message, error) {
+	if asOf <= 0 {
+		asOf = math.MaxInt64
+	}
 	rows, err := tx.QueryContext(ctx, `
 		SELECT id, run_id, seq, iteration, role, content, COALESCE(tool_calls_json, ''),
 			COALESCE(tool_call_id, ''), created_at
-		FROM messages WHERE run_id = ? AND (? < 0 OR iteration = ? AND replaced_by IS NULL)
+		FROM messages WHERE run_id = ? AND (? < 0 OR iteration = ? AND (replaced_by IS NULL OR replaced_by > ?))
 		ORDER BY COALESCE(position, seq), summary, id`,
-		runID, iteration, iteration)
+		runID, iteration, iteration, asOf)
 	if err != nil {
 		return nil, err
 	}
@@ -257,12 +264,16 @@ func compactMessages(ctx context.Context, tx *sql.Tx, e event.Event, d event.Con
 }
 
 // coversPrior reports whether the run's conversation holds a summary of
-// the session's earlier runs.
-func coversPrior(ctx context.Context, tx *sql.Tx, runID string) (bool, error) {
+// the session's earlier runs, at seq asOf (0: now).
+func coversPrior(ctx context.Context, tx *sql.Tx, runID string, asOf int64) (bool, error) {
+	if asOf <= 0 {
+		asOf = math.MaxInt64
+	}
 	var n int
 	err := tx.QueryRowContext(ctx, `
 		SELECT COUNT(*) FROM messages m JOIN runs r ON r.id = m.run_id
-		WHERE m.run_id = ? AND m.summary = ? AND m.replaced_by IS NULL AND m.iteration = r.iteration_count`,
-		runID, summaryPrior).Scan(&n)
+		WHERE m.run_id = ? AND m.summary = ? AND m.seq <= ? AND (m.replaced_by IS NULL OR m.replaced_by > ?)
+			AND m.iteration = r.iteration_count`,
+		runID, summaryPrior, asOf, asOf).Scan(&n)
 	return n > 0, err
 }

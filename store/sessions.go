@@ -161,7 +161,7 @@ func sessionPrior(ctx context.Context, tx *sql.Tx, sessionID, beforeRunID string
 		}
 		// A run that compacted the session's earlier runs into its own
 		// conversation needs them no more (DESIGN.md §12).
-		if covers, err := coversPrior(ctx, tx, beforeRunID); err != nil || covers {
+		if covers, err := coversPrior(ctx, tx, beforeRunID, 0); err != nil || covers {
 			return nil, err
 		}
 		runs = runs[:i]
@@ -175,7 +175,7 @@ func sessionPrior(ctx context.Context, tx *sql.Tx, sessionID, beforeRunID string
 		if err != nil {
 			return nil, fmt.Errorf("run %s: %w", r.ID, err)
 		}
-		covers, err := coversPrior(ctx, tx, r.ID)
+		covers, err := coversPrior(ctx, tx, r.ID, 0)
 		if err != nil {
 			return nil, err
 		}
