@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -311,5 +312,33 @@ func TestCompactionRecordsAndReplays(t *testing.T) {
 	}
 	if len(compactions(evs)) != len(compactions(decodeEvents(t, rec.stdout))) {
 		t.Error("the replay compacted differently")
+	}
+}
+
+// A new budget given on resume stays with the run: a resume after a crash
+// needs no flag again.
+func TestBudgetGivenOnResumeIsKept(t *testing.T) {
+	t.Parallel()
+	used := &llmtest.Usage{PromptTokens: 300, CompletionTokens: 100}
+	step := func(i int) llmtest.Turn {
+		return llmtest.Turn{Usage: used, ToolCalls: []llmtest.Call{call("list_files", fmt.Sprintf(`{"pattern":"*.%d"}`, i))}}
+	}
+	e := newE2E(t, step(1), step(2), step(3), step(4), llmtest.Turn{Usage: used, Text: "Done."})
+	res := e.run("run", "--json", "--max-tokens", "500", "list things")
+	runID := decodeEvents(t, res.stdout)[0].RunID
+	if res.code != 1 || e.srv.RequestCount() != 2 {
+		t.Fatalf("first: exit %d after %d requests", res.code, e.srv.RequestCount())
+	}
+	// 800 spent; 500 more allows two more requests, to 1,600.
+	res = e.run("resume", runID, "--json", "--max-tokens", "500")
+	if res.code != 1 || e.srv.RequestCount() != 4 {
+		t.Fatalf("resume with 500 more: exit %d after %d requests, want exit 1 after 4", res.code, e.srv.RequestCount())
+	}
+	var stored struct {
+		Config json.RawMessage `json:"config"`
+	}
+	show := e.run("runs", "show", runID, "--json")
+	if err := json.Unmarshal([]byte(show.stdout), &stored); err != nil || !strings.Contains(string(stored.Config), `"max_tokens":1300`) {
+		t.Errorf("stored options %s (%v), want max_tokens 1300", stored.Config, err)
 	}
 }

@@ -193,6 +193,20 @@ func (db *DB) SetRunStatus(ctx context.Context, id, status string) error {
 	return nil
 }
 
+// SetRunConfig replaces the options a run is stored with: a resume that
+// changed them (a new budget) keeps them for the next one.
+func (db *DB) SetRunConfig(ctx context.Context, id string, config []byte) error {
+	res, err := db.rw.ExecContext(ctx, `UPDATE runs SET config_json = ?, updated_at = ? WHERE id = ?`,
+		string(config), formatTime(db.now()), id)
+	if err != nil {
+		return fmt.Errorf("set run %s options: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("set run %s options: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
 func validStatus(s string) bool {
 	switch s {
 	case event.StatusRunning, event.StatusCompleted, event.StatusFailed, event.StatusInterrupted, event.StatusCancelled:

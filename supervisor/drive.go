@@ -123,6 +123,11 @@ func (s *Supervisor) drive(ctx context.Context, r *store.Run, d Drive, sink Sink
 		return failed(ctx, err)
 	}
 	if d.Resume {
+		// What this resume changed (a new budget, a model) holds for the
+		// next one too.
+		if err := s.db.SetRunConfig(persist, r.ID, o.encode()); err != nil {
+			return failed(ctx, err)
+		}
 		if err := s.settle(persist, r, sink, d.ResendUnknown); err != nil {
 			return failed(ctx, err)
 		}
