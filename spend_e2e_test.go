@@ -101,7 +101,7 @@ func TestCompactionLongRunSurvivesKill(t *testing.T) {
 	}
 	all := append(before, compactions(evs)...)
 	for _, c := range all {
-		if c.Summary == "" || c.Count < 1 || c.TokensAfter >= c.TokensBefore {
+		if c.Summary == "" || c.Count < 1 || c.TokensAfter >= c.TokensBefore || c.ReplacedSeqFrom == 0 || c.ReplacedSeqTo < c.ReplacedSeqFrom {
 			t.Errorf("compaction %+v", c)
 		}
 	}

@@ -104,8 +104,11 @@ func nextSeq(ctx context.Context, tx *sql.Tx, runID string) (int64, error) {
 	return next, err
 }
 
+// appendEvents stores evs and projects them; an event the store completes
+// (a context.compacted's seqs) is completed in evs too.
 func appendEvents(ctx context.Context, tx *sql.Tx, evs []event.Event, now time.Time) error {
-	for _, e := range evs {
+	for i := range evs {
+		e := &evs[i]
 		if e.RunID == "" || e.Seq <= 0 || e.Type == "" {
 			return fmt.Errorf("event %q seq %d of run %q: run id, seq and type are required", e.Type, e.Seq, e.RunID)
 		}
@@ -115,14 +118,14 @@ func appendEvents(ctx context.Context, tx *sql.Tx, evs []event.Event, now time.T
 		if e.Type == event.ContextCompacted {
 			// The record says which messages by seq; the runner knew
 			// them only by place. (A live stream has the event as sent.)
-			if err := fillCompactedSeqs(ctx, tx, &e); err != nil {
+			if err := fillCompactedSeqs(ctx, tx, e); err != nil {
 				return fmt.Errorf("event %d of run %s: %w", e.Seq, e.RunID, err)
 			}
 		}
-		if err := insertEvent(ctx, tx, e); err != nil {
+		if err := insertEvent(ctx, tx, *e); err != nil {
 			return fmt.Errorf("event %d of run %s: %w", e.Seq, e.RunID, err)
 		}
-		if err := project(ctx, tx, e, now); err != nil {
+		if err := project(ctx, tx, *e, now); err != nil {
 			return fmt.Errorf("project %s %d of run %s: %w", e.Type, e.Seq, e.RunID, err)
 		}
 	}

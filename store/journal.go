@@ -140,7 +140,7 @@ func (j *Journal) Append(ctx context.Context, e event.Event) (event.Event, error
 		return e, err
 	}
 	j.pending = j.pending[:0]
-	return e, nil
+	return batch[len(batch)-1], nil // as stored: the store may complete it
 }
 
 // Flush writes the buffered deltas now.
