@@ -44,8 +44,9 @@ import (
 // list' shows it and 'agent resume' continues it. The server learns the run
 // id from the child's first line (run.started) and answers wait_s, status
 // and events from the store alone, so a later server, or the CLI, sees what
-// an earlier one started. cancel signals the run's lease holder as Ctrl-C
-// does (SIGTERM): the run is saved interrupted, and resume continues it.
+// an earlier one started. cancel signals the run's lease holder: SIGUSR1
+// cancels the run for good, SIGTERM (mode interrupt) interrupts it as
+// Ctrl-C does, and resume continues it.
 
 const (
 	serveDefaultWait  = 30 * time.Second  // run and harness without wait_s
@@ -197,6 +198,9 @@ var (
 		`"after_seq":{"type":"integer","minimum":0,"description":"return events after this seq (default 0: from the start); page on with the next_after_seq of the last answer"},` +
 		`"limit":{"type":"integer","minimum":1,"maximum":1000,"description":"at most this many events (default 200); an answer also stops at 64 KB"}` +
 		`},"required":["run_id"],"additionalProperties":false}`)
+	cancelSchema = json.RawMessage(`{"type":"object","properties":{` + runIDSchema + `,` +
+		`"mode":{"type":"string","enum":["cancel","interrupt"],"description":"cancel (default): for good; interrupt: resumable later"}` +
+		`},"required":["run_id"],"additionalProperties":false}`)
 	resumeSchema = json.RawMessage(`{"type":"object","properties":{` + runIDSchema + `,` + waitSchema +
 		`},"required":["run_id"],"additionalProperties":false}`)
 )
@@ -222,10 +226,10 @@ func (s *mcpServe) addTools(server *sdk.Server) {
 	s.add(server, &sdk.Tool{Name: "resume", Title: "Resume a run", InputSchema: resumeSchema,
 		Description: "Continue a run that stopped (interrupted, failed, out of turns, or its process died), as 'agent resume' does: " +
 			"finished tool calls are not repeated. Returns at once, or when it ends within wait_s (default 0)."}, s.resumeTool)
-	s.add(server, &sdk.Tool{Name: "cancel", Title: "Stop a running run", InputSchema: statusSchema,
+	s.add(server, &sdk.Tool{Name: "cancel", Title: "Stop a running run", InputSchema: cancelSchema,
 		Annotations: &sdk.ToolAnnotations{IdempotentHint: true, OpenWorldHint: &no},
-		Description: "Stop a running run as Ctrl-C does: its process saves it as interrupted, and resume continues it later. " +
-			"Answers once it stopped (or after 20 s)."}, s.cancelTool)
+		Description: "Stop a running run. mode cancel (the default) ends it for good, cancelled; mode interrupt stops it " +
+			"as Ctrl-C does, interrupted, and resume continues it later. Answers once it stopped (or after 20 s)."}, s.cancelTool)
 }
 
 // toolFunc handles one tool call; an error is said to the client as a
@@ -825,9 +829,21 @@ func (s *mcpServe) resumeTool(ctx context.Context, raw json.RawMessage) (*sdk.Ca
 }
 
 func (s *mcpServe) cancelTool(ctx context.Context, raw json.RawMessage) (*sdk.CallToolResult, error) {
-	var a runIDArgs
-	if err := decodeArgs("cancel", raw, &a, "run_id"); err != nil {
+	var a struct {
+		RunID string `json:"run_id"`
+		Mode  string `json:"mode"`
+	}
+	if err := decodeArgs("cancel", raw, &a, "run_id and mode"); err != nil {
 		return nil, err
+	}
+	// SIGUSR1 cancels a run for good, SIGTERM interrupts it (Ctrl-C).
+	sig, sigName, as := syscall.SIGUSR1, "SIGUSR1", "to cancel it"
+	switch a.Mode {
+	case "", "cancel":
+	case "interrupt":
+		sig, sigName, as = syscall.SIGTERM, "SIGTERM", "as Ctrl-C does"
+	default:
+		return nil, fmt.Errorf("cancel: mode %q: use cancel (for good) or interrupt (resumable)", a.Mode)
 	}
 	r, err := s.getRun(ctx, a.RunID)
 	if err != nil {
@@ -841,16 +857,16 @@ func (s *mcpServe) cancelTool(ctx context.Context, raw json.RawMessage) (*sdk.Ca
 	if pid == 0 {
 		note = "its process was already gone (killed or crashed); what it did is saved"
 	} else {
-		// What Ctrl-C does: the process saves the run as interrupted
-		// (supervisor.Interrupt), stops its tools, and exits 130.
-		switch err := syscall.Kill(pid, syscall.SIGTERM); {
+		// The process saves the run cancelled (SIGUSR1) or, as Ctrl-C
+		// does, interrupted (SIGTERM), stops its tools, and exits 130.
+		switch err := syscall.Kill(pid, sig); {
 		case errors.Is(err, syscall.ESRCH):
 			note = "its process was already gone; what it did is saved"
 		case err != nil:
 			return nil, fmt.Errorf("stop run %s: signal its process %d: %w", r.ID, pid, err)
 		default:
-			s.log.Info("cancel: sent SIGTERM", "run_id", r.ID, "pid", pid)
-			note = fmt.Sprintf("sent its process (pid %d) SIGTERM, as Ctrl-C does", pid)
+			s.log.Info("cancel: sent "+sigName, "run_id", r.ID, "pid", pid)
+			note = fmt.Sprintf("sent its process (pid %d) %s, %s", pid, sigName, as)
 		}
 	}
 	if pid != 0 {

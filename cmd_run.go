@@ -408,12 +408,18 @@ func finished(c *cli.Context, fin event.RunFinishedData) error {
 func interruptOnSignal(parent context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(parent)
 	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	// SIGUSR1 cancels the run for good (agent mcp serve's cancel); Ctrl-C
+	// and SIGTERM leave it resumable.
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
 	done := make(chan struct{})
 	go func() {
 		select {
-		case <-sig:
-			cancel(supervisor.Interrupt(""))
+		case s := <-sig:
+			if s == syscall.SIGUSR1 {
+				cancel(supervisor.Cancel("cancelled (SIGUSR1)"))
+			} else {
+				cancel(supervisor.Interrupt(""))
+			}
 		case <-done:
 			return
 		}

@@ -425,9 +425,10 @@ func TestMCPServeToolErrors(t *testing.T) {
 	}
 }
 
-// TestMCPServeCancel: cancel stops a run whose tool is sleeping, as Ctrl-C
-// would: status says it is interrupted and resumable, and resume through
-// the server finishes it.
+// TestMCPServeCancel: cancel with mode interrupt stops a run whose tool
+// is sleeping, as Ctrl-C would: status says it is interrupted and
+// resumable, and resume through the server finishes it. Plain cancel ends
+// another for good.
 func TestMCPServeCancel(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t, bashTurn("sleep 30"), llmtest.Turn{Text: "Finished after the cancel."})
@@ -436,7 +437,7 @@ func TestMCPServeCancel(t *testing.T) {
 	s.waitToolStarted(t, rep.RunID)
 
 	began := time.Now()
-	c := s.ok(t, "cancel", map[string]any{"run_id": rep.RunID[:8]})
+	c := s.ok(t, "cancel", map[string]any{"run_id": rep.RunID[:8], "mode": "interrupt"})
 	if took := time.Since(began); took > 15*time.Second {
 		t.Errorf("cancel took %s", took)
 	}
@@ -537,4 +538,23 @@ func TestMCPServeResumeAfterCrash(t *testing.T) {
 	if fin.Status != event.StatusCompleted || fin.Result != "Resumed after the crash." {
 		t.Fatalf("resume = %+v", fin)
 	}
+}
+
+// TestMCPServeCancelForGood: cancel without a mode ends the run
+// cancelled; resume refuses it.
+func TestMCPServeCancelForGood(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, bashTurn("sleep 30"), llmtest.Turn{Text: "never"})
+	s := e.serve(t)
+	rep := s.ok(t, "run", map[string]any{"prompt": "sleep a while", "wait_s": 0})
+	s.waitToolStarted(t, rep.RunID)
+	c := s.ok(t, "cancel", map[string]any{"run_id": rep.RunID})
+	if c.Status != event.StatusCancelled || c.Resumable || !strings.Contains(c.Note, "SIGUSR1, to cancel it") {
+		t.Fatalf("cancel = %+v, want the run cancelled for good", c)
+	}
+	if v := e.runsShow(t, rep.RunID); v.Status != event.StatusCancelled {
+		t.Errorf("runs show after cancel: %s", v.Status)
+	}
+	s.toolError(t, "resume", map[string]any{"run_id": rep.RunID}, "cancelled")
+	s.toolError(t, "cancel", map[string]any{"run_id": "x", "mode": "pause"}, `mode "pause": use cancel (for good) or interrupt (resumable)`)
 }
