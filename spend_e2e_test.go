@@ -13,6 +13,8 @@ import (
 	"agent/event"
 	"agent/gateway"
 	"agent/llm/llmtest"
+	"agent/scheduler"
+	"agent/store"
 	"agent/supervisor"
 )
 
@@ -340,5 +342,33 @@ func TestBudgetGivenOnResumeIsKept(t *testing.T) {
 	show := e.run("runs", "show", runID, "--json")
 	if err := json.Unmarshal([]byte(show.stdout), &stored); err != nil || !strings.Contains(string(stored.Config), `"max_tokens":1300`) {
 		t.Errorf("stored options %s (%v), want max_tokens 1300", stored.Config, err)
+	}
+}
+
+// A job's run paused by a rate limit is not a failed attempt: the gateway
+// resumes it, and the job run completes.
+func TestJobRunPausedByRateLimitCompletes(t *testing.T) {
+	t.Parallel()
+	limited := llmtest.Turn{Status: 429, Headers: map[string]string{"Retry-After": "1"}, Body: `{"error":{"message":"slow down"}}`}
+	// Five 429s use up the call's attempts: the run pauses until Retry-After.
+	e := newE2E(t, limited, limited, limited, limited, limited, llmtest.Turn{Text: "Report written."})
+	srv, db := e.jobsGateway(true)
+	addr := srv.Addr()
+	job := jsonLines[scheduler.Job](t, e.mustJobs(addr, "create", "--name", "report", "--cron", "@yearly", "--prompt", "write the report", "--json"))[0]
+	e.mustJobs(addr, "run-now", job.ID)
+	var last store.JobRun
+	waitFor(t, "the job run to end", func() bool {
+		runs := jobRuns(t, db, job.ID)
+		if len(runs) > 0 {
+			last = runs[0]
+		}
+		return last.Status == store.JobRunCompleted || last.Status == store.JobRunFailed
+	})
+	if last.Status != store.JobRunCompleted || len(jobRuns(t, db, job.ID)) != 1 {
+		t.Fatalf("job run %+v (%d in all), want one that completed after the pause", last, len(jobRuns(t, db, job.ID)))
+	}
+	r, err := db.GetRun(context.Background(), last.RunID)
+	if err != nil || r.Status != "completed" || r.Result != "Report written." {
+		t.Errorf("the job's run: %+v %v", r, err)
 	}
 }
