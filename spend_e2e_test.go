@@ -86,8 +86,11 @@ func TestCompactionLongRunSurvivesKill(t *testing.T) {
 	}
 	evs := decodeEvents(t, res.stdout)
 	fin := lastFinished(t, evs)
-	if fin.Status != "completed" || fin.Turns != 61 {
-		t.Errorf("final = %+v, want completed after 61 turns", fin)
+	// 61 turns, or 60 when the kill came while a model reply streamed:
+	// the scripted model has spent that turn, and the repeated request
+	// gets the next one.
+	if fin.Status != "completed" || fin.Result != "Read them all." || fin.Turns < 60 {
+		t.Errorf("final = %+v, want completed after 60 or 61 turns", fin)
 	}
 	var firstAfter string
 	for i, r := range e.srv.Requests() {
