@@ -129,6 +129,7 @@ func (s *Sandbox) prepare() error {
 			return
 		}
 		s.env = append(Environment(s.policy.Env, s.policy.Secrets, s.policy.Pass), "TMPDIR="+tmp)
+		s.env = append(s.env, s.caches()...)
 	})
 	return s.err
 }
@@ -288,6 +289,22 @@ func (s *Sandbox) rules() (int, error) {
 		}
 	}
 	return fd, nil
+}
+
+// caches points the usual build and package caches into the private
+// temporary directory when the user's own cache directory is not
+// writable here, so `go build`, pip and npm work out of the box (with a
+// cold cache; sandbox_writable = ["~/.cache"] keeps the warm one).
+func (s *Sandbox) caches() []string {
+	if dir, err := os.UserCacheDir(); err == nil {
+		for _, w := range s.policy.Writable {
+			if dir == filepath.Clean(w) || within(dir, filepath.Clean(w)) {
+				return nil
+			}
+		}
+	}
+	cache := filepath.Join(s.tmp, "cache")
+	return []string{"XDG_CACHE_HOME=" + cache, "npm_config_cache=" + filepath.Join(cache, "npm")}
 }
 
 // hidden is the policy's hidden paths, resolved.

@@ -259,3 +259,14 @@ func TestWritableDirectories(t *testing.T) {
 		t.Errorf("a sandbox_writable directory refused a write: %q", out)
 	}
 }
+
+// Build caches land in the private TMPDIR when the user's cache is not
+// writable, so a build works out of the box.
+func TestCachesInTmpdir(t *testing.T) {
+	f := newFixture(t)
+	s := f.sandbox(t, WorkspaceWrite, false)
+	out, ok := sh(t, s, f.ws, `mkdir -p "$XDG_CACHE_HOME/go-build" && echo "$XDG_CACHE_HOME"`)
+	if !ok || !strings.HasPrefix(strings.TrimSpace(out), s.TmpDir()) {
+		t.Errorf("XDG_CACHE_HOME = %q (ok %v), want under %s", out, ok, s.TmpDir())
+	}
+}
