@@ -203,3 +203,20 @@ func TestSandboxedEvidenceCommand(t *testing.T) {
 		t.Errorf("the failed check does not say the sandbox may be why: %s", note)
 	}
 }
+
+// A gateway client cannot name MCP servers: they run unsandboxed, and the
+// file could be one it wrote itself.
+func TestGatewayRefusesClientMCPConfig(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, llmtest.Turn{Text: "ok"})
+	srv, _ := e.inProcessGateway(nil)
+	c := gwDial(t, srv.Addr())
+	ctx, cancel := gatewaytest.Timeout(10 * time.Second)
+	defer cancel()
+	sid := gwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
+	err := c.Call(ctx, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "x",
+		Options: gateway.RunOptions{MCPConfig: []string{filepath.Join(e.workspace, ".mcp.json")}}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "options.mcp_config is refused") {
+		t.Errorf("run.start with mcp_config: %v", err)
+	}
+}

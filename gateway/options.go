@@ -40,6 +40,13 @@ func (s *Server) resolve(p RunStartParams) (RunOptions, *tools.Workspace, error)
 	if o.Sandbox == "off" && !s.cfg.AllowUnsandboxed {
 		return o, nil, errorf(CodeInvalidOptions, unsandboxedRefusal, "options.sandbox")
 	}
+	// An MCP server runs outside the sandbox: a client may not name one
+	// (a file it could have written with write_file); the gateway's own
+	// config.toml says which run.
+	if len(o.MCPConfig) > 0 && !s.cfg.AllowUnsandboxed {
+		return o, nil, errorf(CodeInvalidOptions, "options.mcp_config is refused: the MCP servers it names would run unsandboxed on this host; "+
+			"configure them in the gateway's config.toml [mcp_servers], or start the gateway with --allow-unsandboxed")
+	}
 	o.Model = config.Pick(o.Model, d.Name)
 	o.BaseURL = config.Pick(o.BaseURL, d.BaseURL)
 	o.ModelAttempts = config.PickInt(o.ModelAttempts, d.Attempts)
