@@ -43,6 +43,9 @@ func TestSandboxedRunRefusesWhatItMust(t *testing.T) {
 		{"db", "head -c 15 $AGENT_HOME_FOR_TEST/agent.db && echo READ"},
 		{"tcp", fmt.Sprintf("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d; cat <&3'", port)},
 		{"env", "env | grep -c sk-secret-123 || true"},
+		// $PPID is 0 in the sandbox's PID namespace; agent's own pid, as
+		// this machine numbers it, is found through /proc.
+		{"parent fd", "s=$(cut -d' ' -f4 /proc/self/stat); p=$(cut -d' ' -f4 /proc/$s/stat); echo INJECTED > /proc/$p/fd/1 && echo WROTE $p"},
 		{"workspace", "echo fine > inside.txt && cat inside.txt"},
 	}
 	var turns []llmtest.Turn
@@ -94,6 +97,10 @@ func TestSandboxedRunRefusesWhatItMust(t *testing.T) {
 		case "workspace":
 			if !strings.Contains(o, "fine") {
 				t.Errorf("%s: %q", p.name, o)
+			}
+		case "parent fd":
+			if strings.Contains(o, "WROTE") || strings.Contains(string(out), "\nINJECTED") {
+				t.Errorf("%s: agent's stdout was written: %q", p.name, o)
 			}
 		}
 	}
