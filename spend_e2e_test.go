@@ -359,14 +359,20 @@ func TestJobRunPausedByRateLimitCompletes(t *testing.T) {
 	addr := srv.Addr()
 	job := jsonLines[scheduler.Job](t, e.mustJobs(addr, "create", "--name", "report", "--cron", "@yearly", "--prompt", "write the report", "--json"))[0]
 	e.mustJobs(addr, "run-now", job.ID)
+	// Up to about 8 s of retries (backoff raised to Retry-After), then the
+	// pause: waitFor's 15 s is too tight under -race on a busy machine.
 	var last store.JobRun
-	waitFor(t, "the job run to end", func() bool {
-		runs := jobRuns(t, db, job.ID)
-		if len(runs) > 0 {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if runs := jobRuns(t, db, job.ID); len(runs) > 0 {
 			last = runs[0]
 		}
-		return last.Status == store.JobRunCompleted || last.Status == store.JobRunFailed
-	})
+		if last.Status == store.JobRunCompleted || last.Status == store.JobRunFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job run did not end within 60s: %+v", last)
+		}
+	}
 	if last.Status != store.JobRunCompleted || len(jobRuns(t, db, job.ID)) != 1 {
 		t.Fatalf("job run %+v (%d in all), want one that completed after the pause", last, len(jobRuns(t, db, job.ID)))
 	}
