@@ -2,7 +2,9 @@
 # Installs what the tests use beyond Go and gcc, when it is missing:
 # - tmux: the terminal tests drive the console in a real pseudo-terminal;
 # - the reference MCP filesystem server (npm @modelcontextprotocol/server-filesystem,
-#   pinned) under .cache/mcp-servers: a third-party MCP server the MCP tests use.
+#   pinned) under .cache/mcp-servers: a third-party MCP server the MCP tests use;
+# - postgresql (the Debian package's server programs in /usr/lib/postgresql/*/bin):
+#   the store's PostgreSQL tests start throwaway servers of their own (store/pgtest).
 # On a machine without apt-get, root or npm it says what is missing and goes on;
 # the tests that need it then skip and say so.
 set -euo pipefail
@@ -24,6 +26,7 @@ fi
 
 missing=()
 command -v tmux >/dev/null || missing+=(tmux)
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then

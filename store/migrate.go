@@ -16,29 +16,48 @@ import (
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
+// postgresMigrationFS holds the same migrations in PostgreSQL's dialect,
+// under the same names (DESIGN.md §14). Nothing applies them yet but the
+// test that checks they build the schema the SQLite ones build.
+//
+//go:embed migrations/postgres/*.sql
+var postgresMigrationFS embed.FS
+
 type migration struct {
 	version int
 	name    string
 	sql     string
 }
 
-// loadMigrations returns the embedded migrations, checking they are
+// loadMigrations returns the embedded SQLite migrations, checking they are
 // numbered 1, 2, 3… with no gaps.
 func loadMigrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	return readMigrations(migrationFS, "migrations")
+}
+
+// postgresMigrations returns the embedded PostgreSQL migrations, checked
+// the same way.
+func postgresMigrations() ([]migration, error) {
+	return readMigrations(postgresMigrationFS, "migrations/postgres")
+}
+
+// readMigrations reads dir's *.sql files in name order, checking they are
+// numbered 1, 2, 3… with no gaps.
+func readMigrations(fsys fs.FS, dir string) ([]migration, error) {
+	names, err := fs.Glob(fsys, dir+"/*.sql")
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(names)
 	var ms []migration
 	for i, name := range names {
-		base := strings.TrimPrefix(name, "migrations/")
+		base := strings.TrimPrefix(name, dir+"/")
 		num, _, _ := strings.Cut(base, "_")
 		v, err := strconv.Atoi(num)
 		if err != nil || v != i+1 {
 			return nil, fmt.Errorf("migration %s: want number %04d", base, i+1)
 		}
-		body, err := migrationFS.ReadFile(name)
+		body, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, err
 		}
