@@ -17,6 +17,7 @@ import (
 
 	"agent/config"
 	"agent/gateway"
+	"agent/tools"
 )
 
 func gatewayCommand() *cli.Command {
@@ -94,7 +95,7 @@ func gatewayAction(c *cli.Context) error {
 	if workspace, err = filepath.Abs(workspace); err != nil {
 		return usageErrorf("--workspace: %v", err)
 	}
-	if why := missingDir(workspace); why != "" {
+	if why := tools.MissingDir(workspace); why != "" {
 		return usageErrorf("--workspace %s: %s", c.String("workspace"), why)
 	}
 	var roots []string
@@ -103,7 +104,7 @@ func gatewayAction(c *cli.Context) error {
 		if err != nil {
 			return usageErrorf("--workspace-root %s: %v", dir, err)
 		}
-		if why := missingDir(abs); why != "" {
+		if why := tools.MissingDir(abs); why != "" {
 			return usageErrorf("--workspace-root %s: %s", dir, why)
 		}
 		roots = append(roots, abs)

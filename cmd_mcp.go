@@ -2,15 +2,21 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"agent/config"
 	"agent/mcp"
+	"agent/mcpserve"
 )
 
 func mcpCommand() *cli.Command {
@@ -77,7 +83,7 @@ func mcpListAction(c *cli.Context) error {
 		}
 		files = append(files, abs)
 	}
-	servers, err := mcp.Configured(settings.Home, files)
+	_, servers, err := mcp.Configured(settings.Home, files)
 	if err != nil {
 		return err
 	}
@@ -144,4 +150,73 @@ func printServer(out io.Writer, s serverListing) {
 		}
 		fmt.Fprintf(out, "  %s%s  %s\n", t.Name, note, desc)
 	}
+}
+
+func mcpServeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "serve agent itself over MCP on stdio: tools that start, follow, resume and stop durable runs",
+		Description: "An MCP client (Claude Code, Codex, any other) starts this command and speaks MCP on its stdin\n" +
+			"and stdout. Its tools:\n" +
+			"  run      prompt, workspace?, wait_s?          start a run, as 'agent run' does\n" +
+			"  harness  request | plan, workspace?, wait_s?  start a harness run; a plan (a mission.json object)\n" +
+			"                                                runs as --plan-file does, without asking\n" +
+			"  status   run_id                               status, reason, result, turns, usage; a harness's phases\n" +
+			"  events   run_id, after_seq?, limit?           stored events as JSON lines, paged by after_seq\n" +
+			"  resume   run_id, wait_s?                      continue a run, as 'agent resume' does\n" +
+			"  cancel   run_id, mode?                        stop a running run: for good, or with mode interrupt as\n" +
+			"                                                Ctrl-C does (saved, resumable)\n" +
+			"run and harness return the run id at once and, if the run ends within wait_s (default 30, at most\n" +
+			"300, 0: do not wait), how it ended. Keep wait_s under the client's tool timeout (Codex:\n" +
+			"tool_timeout_sec, default 60). A run id may be a unique prefix.\n\n" +
+			"Every run is an 'agent run', 'agent harness' or 'agent resume' process of its own, detached from\n" +
+			"the server: it goes on after the call returns and after the client stops the server. It is an\n" +
+			"ordinary run: 'agent runs list' shows it, 'agent resume' continues it. Its output is kept in\n" +
+			"$AGENT_HOME/mcp-serve/RUN_ID.log. A workspace defaults to the directory the server was started\n" +
+			"in; the model and the other settings come from the environment and config.toml, as for 'agent\n" +
+			"run'. stdout carries only the protocol; the server's own log goes to stderr.\n\n" +
+			"Register it with Claude Code:\n" +
+			"  claude mcp add agent -- agent mcp serve\n" +
+			"or with Codex, in ~/.codex/config.toml:\n" +
+			"  [mcp_servers.agent]\n" +
+			"  command = \"agent\"\n" +
+			"  args = [\"mcp\", \"serve\"]\n\n" +
+			"Examples:\n" +
+			"  agent mcp serve     # serves until the client closes stdin",
+		Action: mcpServeAction,
+	}
+}
+
+func mcpServeAction(c *cli.Context) error {
+	if c.Args().Len() > 0 {
+		return usageErrorf("mcp serve takes no arguments; an MCP client starts it and calls its tools")
+	}
+	settings, err := config.Load()
+	if err != nil {
+		return err
+	}
+	db, err := openStore(settings)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the agent binary: %w", err)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("find the current directory: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = mcpserve.Serve(ctx, mcpserve.Config{
+		DB: db, Home: settings.Home, Exe: exe, Cwd: cwd, Version: version,
+		Log: slog.New(slog.NewTextHandler(c.App.ErrWriter, nil)),
+	})
+	var dir *mcpserve.DirError
+	if errors.As(err, &dir) {
+		return &exitError{code: 5, msg: err.Error()}
+	}
+	return err
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"agent/llm"
 	"agent/store"
 	"agent/supervisor"
+	"agent/tools"
 )
 
 // Flags shared by run, harness and resume.
@@ -187,7 +187,7 @@ func resumeAction(c *cli.Context) error {
 	// A new budget is on top of what the run already spent.
 	opts.MaxTokens, opts.MaxCost = stored.MaxTokens, stored.MaxCost
 	opts = supervisor.Rebudget(opts, r.Usage, c.Int("max-tokens"), c.Float64("max-cost"))
-	if why := missingDir(r.Workspace); why != "" {
+	if why := tools.MissingDir(r.Workspace); why != "" {
 		return &supervisor.NotResumableError{RunID: r.ID, Reason: "its workspace " + r.Workspace + ": " + why}
 	}
 	opts, _, err = sup.Prepare(opts, r.Workspace)
@@ -327,7 +327,7 @@ func flagName(field string) string {
 
 func workspaceDir(c *cli.Context) (string, error) {
 	if dir := c.String("workspace"); dir != "" {
-		if why := missingDir(dir); why != "" {
+		if why := tools.MissingDir(dir); why != "" {
 			return "", &supervisor.OptionError{Field: "workspace", Msg: "{workspace} " + dir + ": " + why}
 		}
 		return dir, nil
@@ -337,21 +337,6 @@ func workspaceDir(c *cli.Context) (string, error) {
 		return "", fmt.Errorf("find the current directory: %w", err)
 	}
 	return dir, nil
-}
-
-// missingDir says why dir cannot be a workspace when it does not exist or
-// is not a directory, in the words a user needs ("no such directory");
-// "" when it is a directory, or when the reason is something else, which
-// supervisor.Prepare then reports.
-func missingDir(dir string) string {
-	fi, err := os.Stat(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return "no such directory"
-	case err == nil && !fi.IsDir():
-		return "not a directory"
-	}
-	return ""
 }
 
 // openSupervisor opens the store and the supervisor of this process.

@@ -133,17 +133,9 @@ type toolCallView struct {
 	Truncated bool            `json:"truncated,omitempty"`
 }
 
-// displayStatus names a harness run stopped after --plan "planned".
-func displayStatus(r store.Run) string {
-	if r.Status == event.StatusInterrupted && r.Reason == event.ReasonPlanned {
-		return event.StatusPlanned
-	}
-	return r.Status
-}
-
 func newRunView(r store.Run) runView {
 	v := runView{
-		ID: r.ID, Kind: r.Kind, SessionID: r.SessionID, Status: displayStatus(r), Prompt: r.Prompt,
+		ID: r.ID, Kind: r.Kind, SessionID: r.SessionID, Status: r.ShownStatus(), Prompt: r.Prompt,
 		Workspace: r.Workspace, Model: r.Model, Result: r.Result, Reason: r.Reason, Detail: r.Detail, ExitCode: r.ExitCode,
 		Turns: r.Turns, Usage: r.Usage, Iteration: r.IterationCount, MaxIterations: r.MaxIterations,
 		CompletionPromise: r.CompletionPromise, CreatedAt: r.CreatedAt,
@@ -194,7 +186,7 @@ func runsListAction(c *cli.Context) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tKIND\tTURNS\tAGE\tPROMPT")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", shortID(r.ID), displayStatus(r), r.Kind, r.Turns, age(r.CreatedAt), oneLine(r.Prompt, 60))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", shortID(r.ID), r.ShownStatus(), r.Kind, r.Turns, age(r.CreatedAt), oneLine(r.Prompt, 60))
 	}
 	return tw.Flush()
 }

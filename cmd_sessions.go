@@ -140,7 +140,7 @@ func sessionsShowAction(c *cli.Context) error {
 		fmt.Fprintln(w, "\nruns:")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, r := range runs {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", shortID(r.ID), displayStatus(r), age(r.CreatedAt), oneLine(r.Prompt, 60))
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", shortID(r.ID), r.ShownStatus(), age(r.CreatedAt), oneLine(r.Prompt, 60))
 		}
 		return tw.Flush()
 	}

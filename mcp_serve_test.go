@@ -17,6 +17,7 @@ import (
 
 	"agent/event"
 	"agent/llm/llmtest"
+	"agent/mcpserve"
 	"agent/store"
 )
 
@@ -108,13 +109,13 @@ func texts(res *sdk.CallToolResult) []string {
 }
 
 // ok calls a tool that returns a run and decodes it.
-func (s *served) ok(t *testing.T, name string, args map[string]any) serveReport {
+func (s *served) ok(t *testing.T, name string, args map[string]any) mcpserve.Report {
 	t.Helper()
 	res := s.call(t, name, args)
 	if res.IsError {
 		t.Fatalf("%s %v: tool error %q", name, args, texts(res))
 	}
-	var rep serveReport
+	var rep mcpserve.Report
 	if err := json.Unmarshal([]byte(texts(res)[0]), &rep); err != nil || rep.RunID == "" {
 		t.Fatalf("%s: not a run: %q (%v)", name, texts(res), err)
 	}
@@ -138,14 +139,14 @@ func (s *served) toolError(t *testing.T, name string, args map[string]any, want 
 }
 
 // events calls events and returns its lines and page.
-func (s *served) events(t *testing.T, args map[string]any) ([]event.Event, eventsPage, string) {
+func (s *served) events(t *testing.T, args map[string]any) ([]event.Event, mcpserve.EventsPage, string) {
 	t.Helper()
 	res := s.call(t, "events", args)
 	parts := texts(res)
 	if res.IsError || len(parts) == 0 {
 		t.Fatalf("events %v: %v %q", args, res.IsError, parts)
 	}
-	var page eventsPage
+	var page mcpserve.EventsPage
 	data, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(data, &page); err != nil {
 		t.Fatal(err)
@@ -164,9 +165,9 @@ func (s *served) events(t *testing.T, args map[string]any) ([]event.Event, event
 }
 
 // waitStatus polls status until the run is finished.
-func (s *served) waitFinished(t *testing.T, runID string) serveReport {
+func (s *served) waitFinished(t *testing.T, runID string) mcpserve.Report {
 	t.Helper()
-	var rep serveReport
+	var rep mcpserve.Report
 	waitFor(t, "run "+runID+" to finish", func() bool {
 		rep = s.ok(t, "status", map[string]any{"run_id": runID})
 		return rep.Finished
@@ -305,7 +306,7 @@ func TestMCPServeStatusAndEvents(t *testing.T) {
 			}
 			all = append(all, ev)
 		}
-		if size > serveEventsMaxBytes || len(evs) == 0 && page.More {
+		if size > mcpserve.EventsMaxBytes || len(evs) == 0 && page.More {
 			t.Fatalf("an answer of %d events, %d bytes, more %v", len(evs), size, page.More)
 		}
 		if !page.More {
@@ -348,7 +349,7 @@ func TestMCPServeHarnessPlan(t *testing.T) {
 	if rep.Kind != "harness" || rep.Status != event.StatusCompleted || *rep.ExitCode != 0 {
 		t.Fatalf("harness = %+v", rep)
 	}
-	want := []servePhase{{ID: "write", Title: "Write", Status: "completed", Attempts: 1}}
+	want := []mcpserve.Phase{{ID: "write", Title: "Write", Status: "completed", Attempts: 1}}
 	if !equalJSON(t, rep.Phases, want) {
 		t.Errorf("phases = %+v, want %+v", rep.Phases, want)
 	}
@@ -522,7 +523,7 @@ func TestMCPServeResumeAfterCrash(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	var st serveReport
+	var st mcpserve.Report
 	waitFor(t, "status to see the process gone", func() bool {
 		st = s.ok(t, "status", map[string]any{"run_id": rep.RunID})
 		return st.HolderGone

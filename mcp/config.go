@@ -48,19 +48,20 @@ func (e *ConfigError) Error() string { return e.Msg }
 
 var serverName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*(_[A-Za-z0-9-]+)*$`)
 
-// Configured returns the servers of home's config.toml and of the
-// --mcp-config files, as Load does.
-func Configured(home string, files []string) ([]Server, error) {
-	var fromConfig map[string]config.MCPServer
+// Configured returns home's config.toml (empty when home is "") and the
+// servers of it and of the --mcp-config files, as Load does: a run
+// process reads its configuration once.
+func Configured(home string, files []string) (config.File, []Server, error) {
+	var f config.File
 	path := "config.toml"
 	if home != "" {
-		f, p, err := config.ReadFile(home)
-		if err != nil {
-			return nil, err
+		var err error
+		if f, path, err = config.ReadFile(home); err != nil {
+			return f, nil, err
 		}
-		fromConfig, path = f.MCPServers, p
 	}
-	return Load(fromConfig, path, files)
+	servers, err := Load(f.MCPServers, path, files)
+	return f, servers, err
 }
 
 // Load returns the servers of config.toml (fromConfig, read from

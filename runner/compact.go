@@ -115,7 +115,7 @@ func (l *loop) compact(ctx context.Context, trigger string, keep int) (bool, err
 	next := make([]llm.Message, 0, 2+len(hist)-cut)
 	next = append(next, hist[0], llm.Message{Role: llm.RoleUser, Content: prompts.SummaryHeading + "\n" + summary})
 	next = append(next, hist[cut:]...)
-	after := int(float64(rawTokens(append([]llm.Message{{Role: llm.RoleSystem, Content: l.system}}, next...))+l.toolTokens()) * l.tokenRatio())
+	after := l.estimateTokens(append([]llm.Message{{Role: llm.RoleSystem, Content: l.system}}, next...))
 	// Recorded first: the conversation changes only once it is on record.
 	if err := l.emit(ctx, event.New(event.ContextCompacted, event.ContextCompactedData{
 		Iteration: l.state.Iteration, From: 1, Count: cut - 1, Prior: len(l.state.Prior) > 0,

@@ -70,6 +70,15 @@ type Run struct {
 	PrunedAt time.Time
 }
 
+// ShownStatus is the status people are shown: a harness stopped after
+// planning (--plan) is "planned", not interrupted.
+func (r *Run) ShownStatus() string {
+	if r.Status == event.StatusInterrupted && r.Reason == event.ReasonPlanned {
+		return event.StatusPlanned
+	}
+	return r.Status
+}
+
 // CreateRun inserts r with status running and, if leaseOwner is not empty,
 // the lease held by leaseOwner for ttl. It sets r's status, lease and times.
 // A key already used in the session gives an error matching ErrDuplicateKey.

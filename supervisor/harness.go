@@ -15,6 +15,7 @@ import (
 	"agent/orchestrator"
 	"agent/plan"
 	"agent/store"
+	"agent/worker"
 )
 
 // RunDir is where a harness run keeps its files for people:
@@ -36,8 +37,12 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 	if t := time.Duration(o.Timeout); t > 0 && t < phaseTimeout {
 		phaseTimeout = t // no attempt outlives the run
 	}
+	f, configured, err := mcp.Configured(s.cfg.Home, o.MCPConfig)
+	if err != nil {
+		return failed(ctx, err)
+	}
 	// Programmatic evidence runs here, confined like the phases' bash.
-	commands, err := s.Sandbox(o, r.Workspace)
+	commands, err := worker.NewSandbox(s.cfg.Home, r.Workspace, o.Sandbox, o.Network, s.cfg.Env, f, configured)
 	if err != nil {
 		return failed(ctx, err)
 	}
@@ -55,7 +60,7 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 		return failed(ctx, err)
 	}
 
-	if err := s.checkServers(ctx, r.Workspace, o); err != nil {
+	if err := s.checkServers(ctx, r.Workspace, o, configured); err != nil {
 		return failed(ctx, err)
 	}
 
@@ -143,11 +148,7 @@ func editedMission(runDir string, stored json.RawMessage) (*plan.Plan, error) {
 // checkServers starts and stops the required MCP servers the phases will
 // use, so that a harness run that cannot have them fails before the
 // planner's first request rather than in every phase attempt.
-func (s *Supervisor) checkServers(ctx context.Context, workspace string, o Options) error {
-	configured, err := mcp.Configured(s.cfg.Home, o.MCPConfig)
-	if err != nil {
-		return err
-	}
+func (s *Supervisor) checkServers(ctx context.Context, workspace string, o Options, configured []mcp.Server) error {
 	var required []mcp.Server
 	for _, srv := range mcp.Used(configured, o.Tools, o.DenyTools) {
 		if srv.Required {

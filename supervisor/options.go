@@ -20,7 +20,6 @@ import (
 	"agent/sandbox"
 	"agent/store"
 	"agent/tools"
-	"agent/worker"
 )
 
 // Options say how a run is driven: the flags of `agent run` and `agent
@@ -165,9 +164,11 @@ func (o Options) Validate() error {
 // and the supervisor's environment, and resolves the tools it offers. Every
 // problem is an *OptionError.
 func (s *Supervisor) Prepare(o Options, dir string) (Options, *tools.Workspace, error) {
-	if err := s.spendDefaults(&o); err != nil {
+	f, servers, err := s.configured(o)
+	if err != nil {
 		return o, nil, err
 	}
+	spendDefaults(&o, f)
 	if err := o.Validate(); err != nil {
 		return o, nil, err
 	}
@@ -175,7 +176,7 @@ func (s *Supervisor) Prepare(o Options, dir string) (Options, *tools.Workspace, 
 	if err != nil {
 		return o, nil, optionErr("workspace", "{workspace} %v", err)
 	}
-	if o.Tools, err = s.OfferedTools(ws, o); err != nil {
+	if o.Tools, err = s.offeredTools(ws, o, servers); err != nil {
 		return o, nil, err
 	}
 	if err := s.checkModel(o); err != nil {
@@ -184,23 +185,26 @@ func (s *Supervisor) Prepare(o Options, dir string) (Options, *tools.Workspace, 
 	return o, ws, nil
 }
 
+// configured reads config.toml and o's MCP servers, once per Prepare; a
+// server configuration that cannot work is an option error.
+func (s *Supervisor) configured(o Options) (config.File, []mcp.Server, error) {
+	f, servers, err := mcp.Configured(s.cfg.Home, o.MCPConfig)
+	var bad *mcp.ConfigError
+	if errors.As(err, &bad) {
+		return f, nil, optionErr("mcp_config", "%v", err)
+	}
+	return f, servers, err
+}
+
 // spendDefaults fills in what config.toml says of the model: its context
 // window and its price.
-func (s *Supervisor) spendDefaults(o *Options) error {
-	if s.cfg.Home == "" {
-		return nil
-	}
-	f, _, err := config.ReadFile(s.cfg.Home)
-	if err != nil {
-		return err
-	}
+func spendDefaults(o *Options, f config.File) {
 	if o.ContextWindow == 0 {
 		o.ContextWindow = f.ContextWindow
 	}
 	if p, ok := f.Prices[o.Model]; ok && o.Price == nil {
 		o.Price = &event.Price{PromptPerMTok: p.PromptPerMTok, CompletionPerMTok: p.CompletionPerMTok}
 	}
-	return nil
 }
 
 // Rebudget gives a stopped run a new budget on top of what it spent
@@ -223,10 +227,14 @@ func Rebudget(o Options, spent event.Usage, maxTokens int, maxCost float64) Opti
 // entries must name a configured server; their tools are resolved when
 // the servers start.
 func (s *Supervisor) OfferedTools(ws *tools.Workspace, o Options) ([]string, error) {
-	servers, err := mcp.Configured(s.cfg.Home, o.MCPConfig)
+	_, servers, err := s.configured(o)
 	if err != nil {
-		return nil, optionErr("mcp_config", "%v", err)
+		return nil, err
 	}
+	return s.offeredTools(ws, o, servers)
+}
+
+func (s *Supervisor) offeredTools(ws *tools.Workspace, o Options, servers []mcp.Server) ([]string, error) {
 	for _, l := range []struct {
 		field string
 		list  []string
@@ -384,10 +392,4 @@ func decodeLegacyHarness(r *store.Run) (Options, error) {
 		Record: h.Model.Record, Replay: h.Model.Replay, MaxTurns: h.MaxTurns, Tools: h.Tools,
 		Harness: true, Parallel: h.Parallel, PhaseTimeout: h.PhaseTimeout, ContextBudget: h.ContextBudget, Timeout: h.Timeout,
 	}, nil
-}
-
-// Sandbox is the sandbox of o's commands that run in this process
-// (programmatic evidence); the loops make their own (worker.Execute).
-func (s *Supervisor) Sandbox(o Options, workspace string) (*sandbox.Sandbox, error) {
-	return worker.NewSandbox(s.cfg.Home, workspace, o.Sandbox, o.Network, s.cfg.Env, o.MCPConfig)
 }

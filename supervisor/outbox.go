@@ -135,7 +135,7 @@ func (s *Supervisor) resendEffect(ctx context.Context, r *store.Run, rc store.Re
 	if err != nil {
 		return fail("%v", err)
 	}
-	configured, err := mcp.Configured(s.cfg.Home, o.MCPConfig)
+	_, configured, err := mcp.Configured(s.cfg.Home, o.MCPConfig)
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -76,6 +76,21 @@ func NewWorkspace(dir string) (*Workspace, error) {
 	return &Workspace{root: root}, nil
 }
 
+// MissingDir says why dir cannot be a workspace when it does not exist or
+// is not a directory, in the words a user needs ("no such directory");
+// "" when it is a directory, or when the reason is something else, which
+// NewWorkspace then reports.
+func MissingDir(dir string) string {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "no such directory"
+	case err == nil && !fi.IsDir():
+		return "not a directory"
+	}
+	return ""
+}
+
 // Root returns the absolute, symlink-free workspace directory.
 func (w *Workspace) Root() string { return w.root }
 

@@ -69,29 +69,26 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 	if cfg.ContextWindow == 0 {
 		cfg.ContextWindow = llm.KnownContextWindow(spec.Model.Name)
 	}
-	// MCP servers start before the first model request, so a run that
-	// cannot have them fails at once; the planner gets none.
+	// MCP servers start, and the sandbox is made, before the first model
+	// request, so a run that cannot have them fails at once (exit 5). The
+	// planner gets neither: it runs no command.
 	var servers *mcp.Servers
+	var box *sandbox.Sandbox
 	if spec.Mode != adapter.ModePlan {
-		var failed *event.RunnerResultData
-		servers, failed, err = startServers(ctx, ws, spec, env, emitWarning)
+		f, configured, err := mcp.Configured(env.Home, spec.MCPConfig)
 		if err != nil {
 			return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: %w", err)}
 		}
-		if failed != nil {
+		var failed *event.RunnerResultData
+		if servers, failed = startServers(ctx, ws, spec, env, configured, emitWarning); failed != nil {
 			return *failed, nil
 		}
 		defer servers.Close()
-	}
-	// The sandbox too is ready before the first model request: a machine
-	// that cannot enforce it ends the run here (exit 5).
-	var box *sandbox.Sandbox
-	if spec.Mode != adapter.ModePlan {
 		environ := env.Environ
 		if environ == nil {
 			environ = os.Environ()
 		}
-		box, err = NewSandbox(env.Home, ws.Root(), spec.Sandbox, spec.Network, environ, spec.MCPConfig)
+		box, err = NewSandbox(env.Home, ws.Root(), spec.Sandbox, spec.Network, environ, f, configured)
 		var unsupported *sandbox.UnsupportedError
 		switch {
 		case errors.As(err, &unsupported):
@@ -192,24 +189,19 @@ func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.
 	return set, nil, err
 }
 
-// startServers starts the MCP servers the spec's tools use. A required
-// server that does not start ends the run before it begins, with reason
-// environment (exit 5): failed says so. err is a configuration that
-// cannot be read.
-func startServers(ctx context.Context, ws *tools.Workspace, spec adapter.PhaseSpec, env Env, warn func(string)) (*mcp.Servers, *event.RunnerResultData, error) {
-	configured, err := mcp.Configured(env.Home, spec.MCPConfig)
-	if err != nil {
-		return nil, nil, err
-	}
+// startServers starts the configured MCP servers the spec's tools use. A
+// required server that does not start ends the run before it begins, with
+// reason environment (exit 5): failed says so.
+func startServers(ctx context.Context, ws *tools.Workspace, spec adapter.PhaseSpec, env Env, configured []mcp.Server, warn func(string)) (*mcp.Servers, *event.RunnerResultData) {
 	used := mcp.Used(configured, spec.Tools, spec.Deny)
 	if len(used) == 0 {
-		return nil, nil, nil
+		return nil, nil
 	}
 	servers, err := mcp.Start(ctx, used, mcp.Options{Getenv: env.Getenv, Dir: ws.Root(), Version: env.UserAgent, Warn: warn})
 	if err != nil {
-		return nil, &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonEnvironment, Detail: err.Error()}, nil
+		return nil, &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonEnvironment, Detail: err.Error()}
 	}
-	return servers, nil, nil
+	return servers, nil
 }
 
 func joinNonEmpty(parts ...string) string {

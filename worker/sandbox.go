@@ -13,21 +13,17 @@ import (
 
 // NewSandbox is a run's sandbox for the commands the model runs (bash,
 // programmatic evidence), in workspace: AGENT_HOME (home) hidden, agent's
-// secrets and the MCP servers' credentials out of env, except the names
-// config.toml's sandbox_env_pass lists. A machine that cannot enforce the
-// mode gives a *sandbox.UnsupportedError.
-func NewSandbox(home, workspace, mode string, network bool, env, mcpConfig []string) (*sandbox.Sandbox, error) {
+// secrets and the credentials of the MCP servers (as mcp.Configured read
+// them with f) out of env, except the names f's sandbox_env_pass lists.
+// A machine that cannot enforce the mode gives a *sandbox.UnsupportedError.
+func NewSandbox(home, workspace, mode string, network bool, env []string, f config.File, servers []mcp.Server) (*sandbox.Sandbox, error) {
 	m, err := sandbox.ParseMode(mode)
 	if err != nil {
 		return nil, err
 	}
-	p := sandbox.Policy{Mode: m, Network: network, Workspace: workspace, Env: env}
+	p := sandbox.Policy{Mode: m, Network: network, Workspace: workspace, Env: env, Secrets: mcp.SecretNames(servers)}
 	if home != "" {
 		p.Hidden = []string{home}
-		f, _, err := config.ReadFile(home)
-		if err != nil {
-			return nil, err
-		}
 		p.Pass = f.SandboxEnvPass
 		for _, dir := range f.SandboxWritable {
 			if rest, ok := strings.CutPrefix(dir, "~/"); ok {
@@ -39,9 +35,6 @@ func NewSandbox(home, workspace, mode string, network bool, env, mcpConfig []str
 			}
 			p.Writable = append(p.Writable, dir)
 		}
-	}
-	if servers, err := mcp.Configured(home, mcpConfig); err == nil {
-		p.Secrets = mcp.SecretNames(servers)
 	}
 	return sandbox.New(p)
 }

@@ -1,4 +1,4 @@
-package main
+package mcpserve
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"reflect"
 	"runtime/debug"
@@ -22,15 +21,16 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/urfave/cli/v2"
 
 	"agent/config"
 	"agent/event"
 	"agent/plan"
 	"agent/store"
+	"agent/tools"
 )
 
-// agent mcp serve: agent itself as an MCP server on stdio (DESIGN.md §11).
+// Package mcpserve is `agent mcp serve`: agent itself as an MCP server on
+// stdio (DESIGN.md §11).
 //
 // Durability. A tool call lasts seconds and an MCP client stops its server
 // when it exits, but a run may take hours. So the server never drives a run
@@ -57,45 +57,11 @@ const (
 
 	serveEventsLimit    = 200      // events without limit
 	serveEventsMaxLimit = 1000     // limit is capped here
-	serveEventsMaxBytes = 64 << 10 // of JSON lines in one answer
+	EventsMaxBytes      = 64 << 10 // of JSON lines in one answer
 )
 
-func mcpServeCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "serve",
-		Usage: "serve agent itself over MCP on stdio: tools that start, follow, resume and stop durable runs",
-		Description: "An MCP client (Claude Code, Codex, any other) starts this command and speaks MCP on its stdin\n" +
-			"and stdout. Its tools:\n" +
-			"  run      prompt, workspace?, wait_s?          start a run, as 'agent run' does\n" +
-			"  harness  request | plan, workspace?, wait_s?  start a harness run; a plan (a mission.json object)\n" +
-			"                                                runs as --plan-file does, without asking\n" +
-			"  status   run_id                               status, reason, result, turns, usage; a harness's phases\n" +
-			"  events   run_id, after_seq?, limit?           stored events as JSON lines, paged by after_seq\n" +
-			"  resume   run_id, wait_s?                      continue a run, as 'agent resume' does\n" +
-			"  cancel   run_id                               stop a running run as Ctrl-C does: saved, resumable\n" +
-			"run and harness return the run id at once and, if the run ends within wait_s (default 30, at most\n" +
-			"300, 0: do not wait), how it ended. Keep wait_s under the client's tool timeout (Codex:\n" +
-			"tool_timeout_sec, default 60). A run id may be a unique prefix.\n\n" +
-			"Every run is an 'agent run', 'agent harness' or 'agent resume' process of its own, detached from\n" +
-			"the server: it goes on after the call returns and after the client stops the server. It is an\n" +
-			"ordinary run: 'agent runs list' shows it, 'agent resume' continues it. Its output is kept in\n" +
-			"$AGENT_HOME/mcp-serve/RUN_ID.log. A workspace defaults to the directory the server was started\n" +
-			"in; the model and the other settings come from the environment and config.toml, as for 'agent\n" +
-			"run'. stdout carries only the protocol; the server's own log goes to stderr.\n\n" +
-			"Register it with Claude Code:\n" +
-			"  claude mcp add agent -- agent mcp serve\n" +
-			"or with Codex, in ~/.codex/config.toml:\n" +
-			"  [mcp_servers.agent]\n" +
-			"  command = \"agent\"\n" +
-			"  args = [\"mcp\", \"serve\"]\n\n" +
-			"Examples:\n" +
-			"  agent mcp serve     # serves until the client closes stdin",
-		Action: mcpServeAction,
-	}
-}
-
-// mcpServe is the state of one agent mcp serve.
-type mcpServe struct {
+// server is the state of one agent mcp serve.
+type server struct {
 	db   *store.DB
 	home string // AGENT_HOME
 	dir  string // $AGENT_HOME/mcp-serve: the runs' logs
@@ -128,49 +94,52 @@ func (ch *serveChild) exited() bool {
 	}
 }
 
-func mcpServeAction(c *cli.Context) error {
-	if c.Args().Len() > 0 {
-		return usageErrorf("mcp serve takes no arguments; an MCP client starts it and calls its tools")
-	}
-	settings, err := config.Load()
-	if err != nil {
-		return err
-	}
-	db, err := openStore(settings)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	dir := filepath.Join(settings.Home, "mcp-serve")
+// Config is what a server needs: the store, AGENT_HOME, the binary its
+// runs are started with, their default workspace, the version it reports
+// and where it logs (stderr: stdout is the protocol).
+type Config struct {
+	DB      *store.DB
+	Home    string
+	Exe     string
+	Cwd     string
+	Version string
+	Log     *slog.Logger
+}
+
+// Serve serves MCP on stdin and stdout until the client closes stdin or
+// ctx ends; the runs it started go on.
+func Serve(ctx context.Context, cfg Config) error {
+	dir := filepath.Join(cfg.Home, "mcp-serve")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return &exitError{code: 5, msg: fmt.Sprintf("create %s for the runs' logs: %v; fix its permissions or set AGENT_HOME", dir, err)}
+		return &DirError{Path: dir, Err: err}
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the agent binary: %w", err)
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return fmt.Errorf("find the current directory: %w", err)
-	}
-	s := &mcpServe{
-		db: db, home: settings.Home, dir: dir, exe: exe, cwd: cwd,
-		log:      slog.New(slog.NewTextHandler(c.App.ErrWriter, nil)).With("component", "mcp-serve"),
+	s := &server{
+		db: cfg.DB, home: cfg.Home, dir: dir, exe: cfg.Exe, cwd: cfg.Cwd,
+		log:      cfg.Log.With("component", "mcp-serve"),
 		children: map[string]*serveChild{},
 	}
-	server := sdk.NewServer(&sdk.Implementation{Name: "agent", Title: "agent: durable LLM agent runs", Version: version},
+	srv := sdk.NewServer(&sdk.Implementation{Name: "agent", Title: "agent: durable LLM agent runs", Version: cfg.Version},
 		&sdk.ServerOptions{Instructions: serveInstructions})
-	s.addTools(server)
-
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	s.log.Info("serving MCP on stdio", "agent_home", settings.Home, "workspace", cwd)
-	err = server.Run(ctx, &sdk.StdioTransport{})
+	s.addTools(srv)
+	s.log.Info("serving MCP on stdio", "agent_home", cfg.Home, "workspace", cfg.Cwd)
+	err := srv.Run(ctx, &sdk.StdioTransport{})
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		err = nil // stopped, or the client closed stdin: the runs go on
 	}
 	return err
 }
+
+// DirError is a directory for the runs' logs that cannot be made.
+type DirError struct {
+	Path string
+	Err  error
+}
+
+func (e *DirError) Error() string {
+	return fmt.Sprintf("create %s for the runs' logs: %v; fix its permissions or set AGENT_HOME", e.Path, e.Err)
+}
+
+func (e *DirError) Unwrap() error { return e.Err }
 
 const serveInstructions = "Runs LLM agents durably with agent. run (or harness, for long tasks split into verified phases) " +
 	"starts a run in a workspace and returns its run_id, and its result if it ends within wait_s. The run goes on " +
@@ -205,28 +174,28 @@ var (
 		`},"required":["run_id"],"additionalProperties":false}`)
 )
 
-func (s *mcpServe) addTools(server *sdk.Server) {
+func (s *server) addTools(srv *sdk.Server) {
 	no := false
-	s.add(server, &sdk.Tool{Name: "run", Title: "Start an agent run", InputSchema: runSchema,
+	s.add(srv, &sdk.Tool{Name: "run", Title: "Start an agent run", InputSchema: runSchema,
 		Description: "Start a durable agent run: the model works on prompt in workspace with file tools and bash. " +
 			"Returns its run_id, and, if it ends within wait_s, its status, result, reason and exit code. " +
 			"The run goes on after the call returns; follow it with status or events."}, s.runTool)
-	s.add(server, &sdk.Tool{Name: "harness", Title: "Start a harness run", InputSchema: harnessSchema,
+	s.add(srv, &sdk.Tool{Name: "harness", Title: "Start a harness run", InputSchema: harnessSchema,
 		Description: "Start a durable harness run for a long task: a planner splits request into phases (or plan gives them), " +
 			"each runs in a fresh process and passes only when its evidence verifies. Returns the run_id and, if it ends " +
 			"within wait_s, how it ended; status shows the phases."}, s.harnessTool)
-	s.add(server, &sdk.Tool{Name: "status", Title: "A run's status", InputSchema: statusSchema,
+	s.add(srv, &sdk.Tool{Name: "status", Title: "A run's status", InputSchema: statusSchema,
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
 		Description: "A run's status (running, completed, failed, interrupted, cancelled), reason, result, turns and token usage, " +
 			"whether it can be resumed, and a harness run's phases."}, s.statusTool)
-	s.add(server, &sdk.Tool{Name: "events", Title: "A run's events", InputSchema: eventsSchema,
+	s.add(srv, &sdk.Tool{Name: "events", Title: "A run's events", InputSchema: eventsSchema,
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &no},
 		Description: "A run's stored events after after_seq, one JSON object per line (messages, tool calls, phases, the end), " +
 			"at most limit of them and 64 KB; the last line says the after_seq to page on with."}, s.eventsTool)
-	s.add(server, &sdk.Tool{Name: "resume", Title: "Resume a run", InputSchema: resumeSchema,
+	s.add(srv, &sdk.Tool{Name: "resume", Title: "Resume a run", InputSchema: resumeSchema,
 		Description: "Continue a run that stopped (interrupted, failed, out of turns, or its process died), as 'agent resume' does: " +
 			"finished tool calls are not repeated. Returns at once, or when it ends within wait_s (default 0)."}, s.resumeTool)
-	s.add(server, &sdk.Tool{Name: "cancel", Title: "Stop a running run", InputSchema: cancelSchema,
+	s.add(srv, &sdk.Tool{Name: "cancel", Title: "Stop a running run", InputSchema: cancelSchema,
 		Annotations: &sdk.ToolAnnotations{IdempotentHint: true, OpenWorldHint: &no},
 		Description: "Stop a running run. mode cancel (the default) ends it for good, cancelled; mode interrupt stops it " +
 			"as Ctrl-C does, interrupted, and resume continues it later. Answers once it stopped (or after 20 s)."}, s.cancelTool)
@@ -236,8 +205,8 @@ func (s *mcpServe) addTools(server *sdk.Server) {
 // tool error result, never as a protocol error.
 type toolFunc func(ctx context.Context, args json.RawMessage) (*sdk.CallToolResult, error)
 
-func (s *mcpServe) add(server *sdk.Server, t *sdk.Tool, h toolFunc) {
-	server.AddTool(t, func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, _ error) {
+func (s *server) add(srv *sdk.Server, t *sdk.Tool, h toolFunc) {
+	srv.AddTool(t, func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, _ error) {
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.Error("tool panicked", "tool", t.Name, "panic", p, "stack", string(debug.Stack()))
@@ -253,8 +222,14 @@ func (s *mcpServe) add(server *sdk.Server, t *sdk.Tool, h toolFunc) {
 	})
 }
 
+// firstLine is an error as one line: a tool result names one problem.
+func firstLine(err error) string {
+	msg, _, _ := strings.Cut(strings.TrimSpace(err.Error()), "\n")
+	return msg
+}
+
 func toolError(err error) *sdk.CallToolResult {
-	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: errorLine(err)}}}
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: firstLine(err)}}}
 }
 
 // jsonResult is v as the call's text (one JSON object) and structured content.
@@ -315,14 +290,14 @@ func waitArg(w *float64, def time.Duration) (time.Duration, error) {
 
 // workspace resolves a workspace argument as 'agent run --workspace' does,
 // against the directory the server was started in.
-func (s *mcpServe) workspace(dir string) (string, error) {
+func (s *server) workspace(dir string) (string, error) {
 	if dir == "" {
 		return s.cwd, nil
 	}
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(s.cwd, dir)
 	}
-	if why := missingDir(dir); why != "" {
+	if why := tools.MissingDir(dir); why != "" {
 		return "", fmt.Errorf("workspace %s: %s; give an existing directory, or none for %s", dir, why, s.cwd)
 	}
 	return filepath.Clean(dir), nil
@@ -334,7 +309,7 @@ type runArgs struct {
 	WaitS     *float64 `json:"wait_s"`
 }
 
-func (s *mcpServe) runTool(ctx context.Context, raw json.RawMessage) (*sdk.CallToolResult, error) {
+func (s *server) runTool(ctx context.Context, raw json.RawMessage) (*sdk.CallToolResult, error) {
 	var a runArgs
 	if err := decodeArgs("run", raw, &a, "prompt, workspace, wait_s"); err != nil {
 		return nil, err
@@ -361,7 +336,7 @@ type harnessArgs struct {
 	WaitS     *float64        `json:"wait_s"`
 }
 
-func (s *mcpServe) harnessTool(ctx context.Context, raw json.RawMessage) (*sdk.CallToolResult, error) {
+func (s *server) harnessTool(ctx context.Context, raw json.RawMessage) (*sdk.CallToolResult, error) {
 	var a harnessArgs
 	if err := decodeArgs("harness", raw, &a, "request or plan, workspace, wait_s"); err != nil {
 		return nil, err
@@ -412,7 +387,7 @@ func (s *mcpServe) harnessTool(ctx context.Context, raw json.RawMessage) (*sdk.C
 
 // start starts a new run's process, learns its id, and answers as wait
 // says.
-func (s *mcpServe) start(ctx context.Context, args []string, dir string, wait time.Duration) (*sdk.CallToolResult, error) {
+func (s *server) start(ctx context.Context, args []string, dir string, wait time.Duration) (*sdk.CallToolResult, error) {
 	pending := filepath.Join(s.dir, fmt.Sprintf("start-%d-%d.log", os.Getpid(), s.seq.Add(1)))
 	id, ch, err := s.spawn(ctx, args, dir, pending, "")
 	if err != nil {
@@ -429,14 +404,14 @@ func (s *mcpServe) start(ctx context.Context, args []string, dir string, wait ti
 	return s.answer(ctx, id, ch, wait, logPath)
 }
 
-func (s *mcpServe) logPath(runID string) string { return filepath.Join(s.dir, runID+".log") }
+func (s *server) logPath(runID string) string { return filepath.Join(s.dir, runID+".log") }
 
 // spawn starts agent with args as a detached process whose output is
 // appended to logPath, and returns the run id of its run.started (which
 // must be want, if given). A process that ends or says nothing within
 // serveStartTimeout is an error quoting what it said; the process is
 // returned with any error once it was started.
-func (s *mcpServe) spawn(ctx context.Context, args []string, dir, logPath, want string) (string, *serveChild, error) {
+func (s *server) spawn(ctx context.Context, args []string, dir, logPath, want string) (string, *serveChild, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return "", nil, fmt.Errorf("open the run's log: %w", err)
@@ -474,7 +449,7 @@ func (s *mcpServe) spawn(ctx context.Context, args []string, dir, logPath, want 
 }
 
 // awaitStarted reads a child's log from offset until its run.started.
-func (s *mcpServe) awaitStarted(ctx context.Context, command, logPath string, offset int64, ch *serveChild, want string) (string, error) {
+func (s *server) awaitStarted(ctx context.Context, command, logPath string, offset int64, ch *serveChild, want string) (string, error) {
 	rf, err := os.Open(logPath)
 	if err != nil {
 		return "", fmt.Errorf("read the run's log: %w", err)
@@ -560,7 +535,7 @@ func startFailure(command string, ch *serveChild, said []string) error {
 }
 
 // answer waits up to wait for the run to end, then says where it is.
-func (s *mcpServe) answer(ctx context.Context, id string, ch *serveChild, wait time.Duration, logPath string) (*sdk.CallToolResult, error) {
+func (s *server) answer(ctx context.Context, id string, ch *serveChild, wait time.Duration, logPath string) (*sdk.CallToolResult, error) {
 	r, err := s.waitEnd(ctx, id, ch, wait)
 	if err != nil {
 		return nil, err
@@ -575,7 +550,7 @@ func (s *mcpServe) answer(ctx context.Context, id string, ch *serveChild, wait t
 
 // waitEnd polls the store until the run is no longer running, its process
 // (if this server started it) exited, wait passed or the call ended.
-func (s *mcpServe) waitEnd(ctx context.Context, id string, ch *serveChild, wait time.Duration) (*store.Run, error) {
+func (s *server) waitEnd(ctx context.Context, id string, ch *serveChild, wait time.Duration) (*store.Run, error) {
 	deadline := time.Now().Add(wait)
 	var done <-chan struct{}
 	if ch != nil {
@@ -600,21 +575,21 @@ func (s *mcpServe) waitEnd(ctx context.Context, id string, ch *serveChild, wait 
 	}
 }
 
-// serveReport is a run as the tools return it.
-type serveReport struct {
-	RunID     string       `json:"run_id"`
-	Kind      string       `json:"kind"`
-	Status    string       `json:"status"`
-	Finished  bool         `json:"finished"`
-	Reason    string       `json:"reason,omitempty"`
-	Detail    string       `json:"detail,omitempty"`
-	Result    string       `json:"result,omitempty"`
-	ExitCode  *int         `json:"exit_code,omitempty"` // once finished
-	Turns     int          `json:"turns"`
-	Usage     event.Usage  `json:"usage"`
-	Workspace string       `json:"workspace"`
-	Phases    []servePhase `json:"phases,omitempty"`
-	Resumable bool         `json:"resumable"`
+// Report is a run as the tools return it.
+type Report struct {
+	RunID     string      `json:"run_id"`
+	Kind      string      `json:"kind"`
+	Status    string      `json:"status"`
+	Finished  bool        `json:"finished"`
+	Reason    string      `json:"reason,omitempty"`
+	Detail    string      `json:"detail,omitempty"`
+	Result    string      `json:"result,omitempty"`
+	ExitCode  *int        `json:"exit_code,omitempty"` // once finished
+	Turns     int         `json:"turns"`
+	Usage     event.Usage `json:"usage"`
+	Workspace string      `json:"workspace"`
+	Phases    []Phase     `json:"phases,omitempty"`
+	Resumable bool        `json:"resumable"`
 	// HolderGone is a running run whose process is gone (killed or
 	// crashed): resume takes it over at once.
 	HolderGone bool   `json:"lease_holder_gone,omitempty"`
@@ -623,7 +598,7 @@ type serveReport struct {
 	Next       string `json:"next,omitempty"` // what the client can do now
 }
 
-type servePhase struct {
+type Phase struct {
 	ID       string `json:"id"`
 	Title    string `json:"title,omitempty"`
 	Status   string `json:"status"`
@@ -631,26 +606,27 @@ type servePhase struct {
 }
 
 // report reads what 'agent runs show' shows of a run, without its transcript.
-func (s *mcpServe) report(ctx context.Context, r *store.Run) (serveReport, error) {
-	v := newRunView(*r)
-	rep := serveReport{
-		RunID: r.ID, Kind: v.Kind, Status: v.Status, Reason: v.Reason, Detail: v.Detail, Result: v.Result,
-		Turns: v.Turns, Usage: v.Usage, Workspace: v.Workspace, Log: s.logIfAny(r.ID),
+func (s *server) report(ctx context.Context, r *store.Run) (Report, error) {
+	rep := Report{
+		RunID: r.ID, Kind: r.Kind, Status: r.ShownStatus(), Reason: r.Reason, Detail: r.Detail, Result: r.Result,
+		Turns: r.Turns, Usage: r.Usage, Workspace: r.Workspace, Log: s.logIfAny(r.ID),
 	}
 	running := r.Status == event.StatusRunning
 	if !running {
-		code := v.ExitCode
+		code := r.ExitCode
 		rep.Finished, rep.ExitCode = true, &code
 	}
 	rep.HolderGone = running && s.holderGone(r)
 	rep.Resumable = (!running || rep.HolderGone) && r.Status != event.StatusCompleted && r.Status != event.StatusCancelled
 	if r.Kind == store.KindHarness {
-		phases, _, err := harnessView(ctx, s.db, r.ID)
+		st, err := s.db.PlanState(ctx, r.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return rep, err
 		}
-		for _, p := range phases {
-			rep.Phases = append(rep.Phases, servePhase{ID: p.ID, Title: p.Title, Status: p.Status, Attempts: len(p.Attempts)})
+		if st != nil {
+			for _, p := range st.Phases {
+				rep.Phases = append(rep.Phases, Phase{ID: p.ID, Title: p.Title, Status: p.Status, Attempts: p.Attempts})
+			}
 		}
 	}
 	switch {
@@ -664,7 +640,7 @@ func (s *mcpServe) report(ctx context.Context, r *store.Run) (serveReport, error
 	return rep, nil
 }
 
-func (s *mcpServe) logIfAny(runID string) string {
+func (s *server) logIfAny(runID string) string {
 	if _, err := os.Stat(s.logPath(runID)); err == nil {
 		return s.logPath(runID)
 	}
@@ -673,7 +649,7 @@ func (s *mcpServe) logIfAny(runID string) string {
 
 // holderGone reports whether a running run's lease holder is provably
 // gone or its lease expired: nothing drives it any more.
-func (s *mcpServe) holderGone(r *store.Run) bool {
+func (s *server) holderGone(r *store.Run) bool {
 	if r.LeaseOwner == "" {
 		return false // not taken yet: a gateway's queue
 	}
@@ -685,7 +661,7 @@ type runIDArgs struct {
 }
 
 // getRun finds the run a run_id argument names.
-func (s *mcpServe) getRun(ctx context.Context, id string) (*store.Run, error) {
+func (s *server) getRun(ctx context.Context, id string) (*store.Run, error) {
 	id = strings.TrimSpace(id)
 	if id == "" {
 		return nil, errors.New("run_id is empty: give the id run or harness returned, or a unique prefix of it")
@@ -701,7 +677,7 @@ func (s *mcpServe) getRun(ctx context.Context, id string) (*store.Run, error) {
 	return r, err
 }
 
-func (s *mcpServe) statusTool(ctx context.Context, raw json.RawMessage) (*sdk.CallToolResult, error) {
+func (s *server) statusTool(ctx context.Context, raw json.RawMessage) (*sdk.CallToolResult, error) {
 	var a runIDArgs
 	if err := decodeArgs("status", raw, &a, "run_id"); err != nil {
 		return nil, err
@@ -723,8 +699,8 @@ type eventsArgs struct {
 	Limit    *int   `json:"limit"`
 }
 
-// eventsPage is the structured part of an events answer.
-type eventsPage struct {
+// EventsPage is the structured part of an events answer.
+type EventsPage struct {
 	RunID        string `json:"run_id"`
 	Count        int    `json:"count"`
 	NextAfterSeq int64  `json:"next_after_seq"`
@@ -732,7 +708,7 @@ type eventsPage struct {
 	Status       string `json:"status"`
 }
 
-func (s *mcpServe) eventsTool(ctx context.Context, raw json.RawMessage) (*sdk.CallToolResult, error) {
+func (s *server) eventsTool(ctx context.Context, raw json.RawMessage) (*sdk.CallToolResult, error) {
 	var a eventsArgs
 	if err := decodeArgs("events", raw, &a, "run_id, after_seq, limit"); err != nil {
 		return nil, err
@@ -755,7 +731,7 @@ func (s *mcpServe) eventsTool(ctx context.Context, raw json.RawMessage) (*sdk.Ca
 	if err != nil {
 		return nil, err
 	}
-	page := eventsPage{RunID: r.ID, NextAfterSeq: a.AfterSeq, More: len(evs) > limit, Status: displayStatus(*r)}
+	page := EventsPage{RunID: r.ID, NextAfterSeq: a.AfterSeq, More: len(evs) > limit, Status: r.ShownStatus()}
 	if page.More {
 		evs = evs[:limit]
 	}
@@ -765,7 +741,7 @@ func (s *mcpServe) eventsTool(ctx context.Context, raw json.RawMessage) (*sdk.Ca
 		if err != nil {
 			return nil, err
 		}
-		if lines.Len()+len(line)+1 > serveEventsMaxBytes {
+		if lines.Len()+len(line)+1 > EventsMaxBytes {
 			if page.Count > 0 {
 				page.More = true
 				break
@@ -805,7 +781,7 @@ type resumeArgs struct {
 	WaitS *float64 `json:"wait_s"`
 }
 
-func (s *mcpServe) resumeTool(ctx context.Context, raw json.RawMessage) (*sdk.CallToolResult, error) {
+func (s *server) resumeTool(ctx context.Context, raw json.RawMessage) (*sdk.CallToolResult, error) {
 	var a resumeArgs
 	if err := decodeArgs("resume", raw, &a, "run_id, wait_s"); err != nil {
 		return nil, err
@@ -828,7 +804,7 @@ func (s *mcpServe) resumeTool(ctx context.Context, raw json.RawMessage) (*sdk.Ca
 	return s.answer(ctx, id, ch, wait, logPath)
 }
 
-func (s *mcpServe) cancelTool(ctx context.Context, raw json.RawMessage) (*sdk.CallToolResult, error) {
+func (s *server) cancelTool(ctx context.Context, raw json.RawMessage) (*sdk.CallToolResult, error) {
 	var a struct {
 		RunID string `json:"run_id"`
 		Mode  string `json:"mode"`
@@ -891,9 +867,9 @@ func (s *mcpServe) cancelTool(ctx context.Context, raw json.RawMessage) (*sdk.Ca
 // holder is the pid of the process on this machine that drives a running
 // run, 0 if that process is gone, or an error saying why this server may
 // not stop it.
-func (s *mcpServe) holder(r *store.Run) (int, error) {
+func (s *server) holder(r *store.Run) (int, error) {
 	if r.Status != event.StatusRunning {
-		return 0, fmt.Errorf("run %s is not running: it is %s; there is nothing to cancel", r.ID, displayStatus(*r))
+		return 0, fmt.Errorf("run %s is not running: it is %s; there is nothing to cancel", r.ID, r.ShownStatus())
 	}
 	if r.SessionID != "" {
 		return 0, fmt.Errorf("run %s belongs to gateway session %s: stop it through the gateway (run.cancel), not here", r.ID, r.SessionID)
