@@ -18,7 +18,7 @@ go vet ./...
 echo "test.sh: go test -race ./... (a cold cache compiles SQLite again with the race detector, about 3 more minutes; then the suite runs for several minutes; packages print as they finish)" >&2
 go test -race -count=1 -timeout 15m ./...
 echo "test.sh: fuzzing (scripts/fuzz.sh)" >&2
-# Then each fuzz target for a few seconds (FUZZ_TIME, default 3s; FUZZ=0
-# skips this): about 40 s for 8 targets once built; fuzzing builds its own
+# Then each fuzz target briefly (FUZZ_TIME, default 30000x executions; FUZZ=0
+# skips this): about 30 s for 8 targets once built; fuzzing builds its own
 # instrumented copies, so a cold cache adds a few minutes of compiling.
 scripts/fuzz.sh
