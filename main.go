@@ -69,6 +69,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		Suggest:      true,
 		OnUsageError: onUsageError,
 		Flags: []cli.Flag{
+			databaseFlag(),
 			&cli.BoolFlag{Name: "version", Aliases: []string{"v"}, Usage: "print the version, as 'agent version' does", DisableDefaultText: true},
 		},
 		Commands: []*cli.Command{
@@ -207,9 +208,24 @@ func exitCode(err error) int {
 	return 1
 }
 
-// openStore opens the store under AGENT_HOME.
+// databaseFlag is --database, which sets AGENT_DATABASE_URL for this
+// process and the agent processes it starts. It is global (before the
+// command) and also on the commands that serve many machines.
+func databaseFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name: "database", Usage: "keep the store in this PostgreSQL database (postgres://…) instead of AGENT_HOME's SQLite file; as " + config.DatabaseEnv,
+		Action: func(_ *cli.Context, url string) error {
+			if !store.IsURL(url) {
+				return usageErrorf("--database %q: want a PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DATABASE", store.Redact(url))
+			}
+			return os.Setenv(config.DatabaseEnv, url)
+		},
+	}
+}
+
+// openStore opens the store: AGENT_DATABASE_URL's, or AGENT_HOME's.
 func openStore(settings config.Settings) (*store.DB, error) {
-	return store.Open(config.DBPath(settings.Home))
+	return store.Open(settings.Database)
 }
 
 // leaseTTL is how long a lease outlives its last renewal. AGENT_LEASE_TTL

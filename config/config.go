@@ -98,7 +98,10 @@ type MCPEffect struct {
 
 // Settings are the resolved values before command-line flags apply.
 type Settings struct {
-	Home          string
+	Home string
+	// Database is where the store is: AGENT_DATABASE_URL (a PostgreSQL
+	// URL, set by --database too), else the SQLite file under Home.
+	Database      string
 	Model         string
 	BaseURL       string
 	APIKey        string
@@ -132,6 +135,10 @@ func Home() (string, error) {
 	}
 	return filepath.Join(home, ".local", "share", "agent"), nil
 }
+
+// DatabaseEnv names the PostgreSQL database many machines share
+// (DESIGN.md §14); unset, the store is the SQLite file under AGENT_HOME.
+const DatabaseEnv = "AGENT_DATABASE_URL"
 
 // DBPath is where the store lives under home.
 func DBPath(home string) string { return filepath.Join(home, "agent.db") }
@@ -168,6 +175,7 @@ func Load() (Settings, error) {
 	}
 	s := Settings{
 		Home:          home,
+		Database:      Pick(os.Getenv(DatabaseEnv), DBPath(home)),
 		Model:         Pick(os.Getenv("AGENT_MODEL"), f.Model, DefaultModel),
 		BaseURL:       Pick(os.Getenv("OPENAI_BASE_URL"), f.BaseURL, DefaultBaseURL),
 		APIKey:        os.Getenv("OPENAI_API_KEY"),
@@ -182,6 +190,9 @@ func Load() (Settings, error) {
 		SchedulerRecoveryPolicy:      f.SchedulerRecoveryPolicy,
 
 		RetentionDays: f.RetentionDays,
+	}
+	if u := os.Getenv(DatabaseEnv); u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+		return Settings{}, &Error{Msg: DatabaseEnv + " must be a PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DATABASE; unset it to use the SQLite file under AGENT_HOME"}
 	}
 	if s.ContextWindow < 0 {
 		return Settings{}, &Error{Msg: fmt.Sprintf("config %s: context_window must be positive, got %d", path, s.ContextWindow)}

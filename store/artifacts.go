@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -36,7 +35,7 @@ func (db *DB) Artifacts(ctx context.Context, runID, phaseID string) ([]Artifact,
 }
 
 // insertArtifact projects artifact.created.
-func insertArtifact(ctx context.Context, tx *sql.Tx, e event.Event, d event.ArtifactData) error {
+func insertArtifact(ctx context.Context, tx *txn, e event.Event, d event.ArtifactData) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO artifacts (run_id, phase_id, attempt, path, sha256, bytes, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -44,7 +43,7 @@ func insertArtifact(ctx context.Context, tx *sql.Tx, e event.Event, d event.Arti
 	return err
 }
 
-func listArtifacts(ctx context.Context, tx *sql.Tx, runID, phaseID string) ([]Artifact, error) {
+func listArtifacts(ctx context.Context, tx *txn, runID, phaseID string) ([]Artifact, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT run_id, phase_id, attempt, path, sha256, bytes, created_at
 		FROM artifacts WHERE run_id = ? AND (? = '' OR phase_id = ?) ORDER BY id`,

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -83,7 +82,7 @@ func (db *DB) InterruptAttempts(ctx context.Context, runID string) ([]Attempt, e
 	return as, nil
 }
 
-func interruptAttempts(ctx context.Context, tx *sql.Tx, runID string, now time.Time) ([]Attempt, error) {
+func interruptAttempts(ctx context.Context, tx *txn, runID string, now time.Time) ([]Attempt, error) {
 	as, err := listAttempts(ctx, tx, runID, true)
 	if err != nil || len(as) == 0 {
 		return nil, err
@@ -108,7 +107,7 @@ func interruptAttempts(ctx context.Context, tx *sql.Tx, runID string, now time.T
 
 // startAttempt records an attempt as running. An attempt number started
 // again starts over.
-func startAttempt(ctx context.Context, tx *sql.Tx, e event.Event) error {
+func startAttempt(ctx context.Context, tx *txn, e event.Event) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO phase_attempts (run_id, phase_id, attempt, status, started_at)
 		VALUES (?, ?, ?, 'running', ?)
@@ -122,7 +121,7 @@ func startAttempt(ctx context.Context, tx *sql.Tx, e event.Event) error {
 
 // finishAttempt records how an attempt ended, inserting the row if its
 // phase.started was never seen.
-func finishAttempt(ctx context.Context, tx *sql.Tx, e event.Event, status string, d event.PhaseData) error {
+func finishAttempt(ctx context.Context, tx *txn, e event.Event, status string, d event.PhaseData) error {
 	var reasons any
 	if len(d.Reasons) > 0 {
 		raw, err := json.Marshal(d.Reasons)
@@ -151,13 +150,13 @@ func finishAttempt(ctx context.Context, tx *sql.Tx, e event.Event, status string
 
 // listAttempts returns the run's attempts in plan order, only the running
 // ones if runningOnly. Attempts of a phase not in the plan come last.
-func listAttempts(ctx context.Context, tx *sql.Tx, runID string, runningOnly bool) ([]Attempt, error) {
+func listAttempts(ctx context.Context, tx *txn, runID string, runningOnly bool) ([]Attempt, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT a.run_id, a.phase_id, a.attempt, a.status, a.reason, COALESCE(a.reasons_json, ''),
 			a.output, a.prompt_tokens, a.completion_tokens, a.duration_ms, a.started_at, a.finished_at
 		FROM phase_attempts a
 		LEFT JOIN phases p ON p.run_id = a.run_id AND p.id = a.phase_id
-		WHERE a.run_id = ? AND (NOT ? OR a.status = 'running')
+		WHERE a.run_id = ? AND (? = 0 OR a.status = 'running')
 		ORDER BY p.idx IS NULL, p.idx, a.phase_id, a.attempt`, runID, runningOnly)
 	if err != nil {
 		return nil, err

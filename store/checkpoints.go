@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -73,7 +72,7 @@ func (db *DB) LastWrites(ctx context.Context, runID string) (map[string]string, 
 
 // insertCheckpoint projects checkpoint.created, numbering it after the
 // run's previous checkpoints.
-func insertCheckpoint(ctx context.Context, tx *sql.Tx, e event.Event) error {
+func insertCheckpoint(ctx context.Context, tx *txn, e event.Event) error {
 	var d event.CheckpointData
 	if e.Decode(&d) != nil || d.Path == "" {
 		return nil
@@ -88,7 +87,7 @@ func insertCheckpoint(ctx context.Context, tx *sql.Tx, e event.Event) error {
 	return err
 }
 
-func listCheckpoints(ctx context.Context, tx *sql.Tx, runID string) ([]Checkpoint, error) {
+func listCheckpoints(ctx context.Context, tx *txn, runID string) ([]Checkpoint, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT run_id, number, seq, phase_id, attempt, call_id, tool,
 			path, blob, existed, mode, bytes, created_at

@@ -1,5 +1,6 @@
-// Package store holds all SQL of agent: the SQLite database, its migrations,
-// run leases, and the event journal with the projections built from it.
+// Package store holds all SQL of agent: the database (a SQLite file, or
+// PostgreSQL for many machines), its migrations, run leases, and the event
+// journal with the projections built from it.
 package store
 
 import (
@@ -7,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,10 +28,12 @@ type DB struct {
 	// BEGIN IMMEDIATE, so writers in this process queue in Go rather than
 	// sleeping in SQLite's busy handler; other processes wait up to the
 	// busy timeout.
-	rw *sql.DB
+	// On PostgreSQL every write transaction takes one advisory lock
+	// first (dialect.go), to the same effect.
+	rw *pool
 	// Reads use deferred transactions: in WAL mode they see a snapshot
 	// and never take the write lock, so a reader never stalls a run.
-	ro *sql.DB
+	ro *pool
 
 	// Now is the clock. Tests replace it to move leases through time.
 	Now func() time.Time
@@ -37,17 +41,28 @@ type DB struct {
 	// lease can be taken before it expires. Tests replace it.
 	OwnerDead func(owner string) bool
 
-	file   string // the database file
-	marker string // this handle's open marker (health.go), removed by Close
+	file string // the database file, or the PostgreSQL URL without its password
+	pg   bool   // the store is on PostgreSQL
+	// location is what Open was given, for another handle on the store.
+	location string
+	marker   string // this handle's open marker (health.go), removed by Close
 }
 
 // busyTimeout is how long a write waits for another process's write.
 const busyTimeout = 5 * time.Second
 
-// Open opens (creating if needed) the database at path and brings its
-// schema up to date. It is cheap on an up-to-date database: connections
-// are opened lazily and only user_version is read.
-func Open(path string) (*DB, error) {
+// Open opens the store at location and brings its schema up to date: a
+// PostgreSQL URL (postgres://…), or else the path of a SQLite file,
+// created if needed. It is cheap on an up-to-date database: connections
+// are opened lazily and only the schema version is read.
+func Open(location string) (*DB, error) {
+	if IsURL(location) {
+		return openPostgres(location)
+	}
+	return openSQLite(location)
+}
+
+func openSQLite(path string) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("open store: empty path")
 	}
@@ -78,7 +93,7 @@ func Open(path string) (*DB, error) {
 		rw.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	db := &DB{rw: rw, ro: ro, Now: time.Now, OwnerDead: ownerDead, file: path}
+	db := &DB{rw: &pool{db: rw, write: true}, ro: &pool{db: ro}, Now: time.Now, OwnerDead: ownerDead, file: path, location: path}
 	var dead []string
 	db.marker, dead = claimMarker(path)
 	if err := db.migrate(context.Background()); err != nil {
@@ -199,12 +214,12 @@ func (v timeValue) Scan(src any) error {
 // git's short hashes: any length will do as long as one id has it. No
 // match is ErrNotFound; several are ErrAmbiguous, saying how many and
 // naming a few. Callers try the exact id first.
-func prefixMatch(ctx context.Context, tx *sql.Tx, noun, table, prefix string) (string, error) {
+func prefixMatch(ctx context.Context, tx *txn, noun, table, prefix string) (string, error) {
 	if prefix == "" {
 		return "", fmt.Errorf("%s %q: %w", noun, prefix, ErrNotFound)
 	}
 	// substr, not LIKE: ids are matched literally and case-sensitively.
-	const where = ` WHERE substr(id, 1, length(?)) = ?`
+	const where = ` WHERE substr(id, 1, length(CAST(? AS TEXT))) = ?`
 	var n int
 	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table+where, prefix, prefix).Scan(&n); err != nil {
 		return "", fmt.Errorf("get %s %s: %w", noun, prefix, err)
@@ -239,6 +254,10 @@ func prefixMatch(ctx context.Context, tx *sql.Tx, noun, table, prefix string) (s
 		noun, prefix, ErrAmbiguous, n, noun, strings.Join(ids, ", "))
 }
 
+// noLimit is a LIMIT that keeps every row, in both dialects (SQLite's -1
+// is an error to PostgreSQL).
+const noLimit = math.MaxInt64
+
 // ambiguousShown is how many matches an ambiguous prefix's error names.
 const ambiguousShown = 5
 
@@ -246,7 +265,7 @@ const ambiguousShown = 5
 type scanner interface{ Scan(...any) error }
 
 // scanAll runs query in tx and scans every row with scan.
-func scanAll[T any](ctx context.Context, tx *sql.Tx, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+func scanAll[T any](ctx context.Context, tx *txn, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err

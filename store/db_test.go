@@ -14,17 +14,6 @@ import (
 	"agent/event"
 )
 
-// openTest opens a fresh database in a temporary directory.
-func openTest(t *testing.T) *DB {
-	t.Helper()
-	db, err := Open(filepath.Join(t.TempDir(), "agent.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 // fakeClock is a settable clock, safe for concurrent use.
 type fakeClock struct {
 	mu sync.Mutex
@@ -60,7 +49,7 @@ func createRun(t *testing.T, db *DB, id string) *Run {
 func schemaVersion(t *testing.T, db *DB) int {
 	t.Helper()
 	var v int
-	if err := db.rw.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
+	if err := db.rw.db.QueryRow("PRAGMA user_version").Scan(&v); err != nil {
 		t.Fatal(err)
 	}
 	return v
@@ -89,7 +78,7 @@ func TestOpenMigrates(t *testing.T) {
 	pragmas := map[string]string{"journal_mode": "wal", "synchronous": "2", "foreign_keys": "1", "busy_timeout": "5000"}
 	for name, want := range pragmas {
 		var got string
-		if err := db.rw.QueryRow("PRAGMA " + name).Scan(&got); err != nil {
+		if err := db.rw.db.QueryRow("PRAGMA " + name).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
 		if got != want {
@@ -122,7 +111,7 @@ func TestOpenNewerSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.rw.Exec("PRAGMA user_version = 999"); err != nil {
+	if _, err := db.rw.db.Exec("PRAGMA user_version = 999"); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -225,6 +214,7 @@ func BenchmarkOpen(b *testing.B) {
 // test to fill with old rows and close before Open migrates the rest.
 func oldDatabase(t *testing.T, next string) (old *DB, path string) {
 	t.Helper()
+	sqliteOnly(t)
 	path = filepath.Join(t.TempDir(), "agent.db")
 	ms, err := loadMigrations()
 	if err != nil {
@@ -234,7 +224,7 @@ func oldDatabase(t *testing.T, next string) (old *DB, path string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old = &DB{rw: rw}
+	old = &DB{rw: &pool{db: rw, write: true}}
 	for _, m := range ms {
 		if m.name == next {
 			return old, path
@@ -263,7 +253,7 @@ func migratedFrom(t *testing.T, next string, rows ...string) *DB {
 	t.Helper()
 	old, path := oldDatabase(t, next)
 	for _, q := range rows {
-		if _, err := old.rw.Exec(q); err != nil {
+		if _, err := old.rw.db.Exec(q); err != nil {
 			t.Fatalf("%v\n%s", err, q)
 		}
 	}

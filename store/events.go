@@ -63,7 +63,7 @@ func (db *DB) appendJournal(ctx context.Context, table, id string, evs []event.E
 	if err := appendEvents(ctx, tx, evs, now); err != nil {
 		return fmt.Errorf("append events of %s %s: %w", table, id, unusable(db.file, err))
 	}
-	set := `seq_reserved = MAX(seq_reserved, ?)`
+	set := `seq_reserved = ` + tx.greatest(`seq_reserved`, `?`)
 	if release {
 		set = `seq_reserved = ?`
 	}
@@ -97,7 +97,7 @@ func (db *DB) ListEvents(ctx context.Context, runID string, afterSeq int64, limi
 	return evs, tx.Commit()
 }
 
-func nextSeq(ctx context.Context, tx *sql.Tx, runID string) (int64, error) {
+func nextSeq(ctx context.Context, tx *txn, runID string) (int64, error) {
 	var next int64
 	err := tx.QueryRowContext(ctx,
 		`SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE run_id = ?`, runID).Scan(&next)
@@ -106,7 +106,7 @@ func nextSeq(ctx context.Context, tx *sql.Tx, runID string) (int64, error) {
 
 // appendEvents stores evs and projects them; an event the store completes
 // (a context.compacted's seqs) is completed in evs too.
-func appendEvents(ctx context.Context, tx *sql.Tx, evs []event.Event, now time.Time) error {
+func appendEvents(ctx context.Context, tx *txn, evs []event.Event, now time.Time) error {
 	for i := range evs {
 		e := &evs[i]
 		if e.RunID == "" || e.Seq <= 0 || e.Type == "" {
@@ -132,7 +132,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, evs []event.Event, now time.T
 	return nil
 }
 
-func insertEvent(ctx context.Context, tx *sql.Tx, e event.Event) error {
+func insertEvent(ctx context.Context, tx *txn, e event.Event) error {
 	var data, attempt any
 	if len(e.Data) > 0 {
 		data = string(e.Data)
@@ -148,9 +148,9 @@ func insertEvent(ctx context.Context, tx *sql.Tx, e event.Event) error {
 	return err
 }
 
-func listEvents(ctx context.Context, tx *sql.Tx, runID string, afterSeq int64, limit int) ([]event.Event, error) {
+func listEvents(ctx context.Context, tx *txn, runID string, afterSeq int64, limit int) ([]event.Event, error) {
 	if limit <= 0 {
-		limit = -1 // SQLite: no limit
+		limit = noLimit
 	}
 	rows, err := tx.QueryContext(ctx, `
 		SELECT seq, ts, run_id, COALESCE(session_id, ''), COALESCE(phase_id, ''),
@@ -185,7 +185,7 @@ func scanEvents(rows *sql.Rows) ([]event.Event, error) {
 // project applies one event to the tables built from the journal. Data
 // that does not decode is skipped rather than failing: the event itself is
 // already stored, and losing it would be worse than a missing projection.
-func project(ctx context.Context, tx *sql.Tx, e event.Event, now time.Time) error {
+func project(ctx context.Context, tx *txn, e event.Event, now time.Time) error {
 	switch e.Type {
 	case event.RunStarted:
 		err := setRunStatus(ctx, tx, e.RunID, event.StatusRunning, now)

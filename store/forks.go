@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -70,7 +69,7 @@ func (e *SeqPastEndError) Error() string {
 // any missing id (exit 2, not_found).
 func (e *SeqPastEndError) Is(target error) bool { return target == ErrNotFound }
 
-func (db *DB) forkSession(ctx context.Context, tx *sql.Tx, srcID, newID, title string, upToSeq int64) (*Session, error) {
+func (db *DB) forkSession(ctx context.Context, tx *txn, srcID, newID, title string, upToSeq int64) (*Session, error) {
 	src, err := getSession(ctx, tx, srcID)
 	if err != nil {
 		return nil, err
@@ -150,7 +149,7 @@ func (db *DB) forkSession(ctx context.Context, tx *sql.Tx, srcID, newID, title s
 // messagesAtSeq returns a run's conversation as it stood at seq cut: the
 // messages up to cut of the iteration current then, without a tool round
 // the cut splits.
-func messagesAtSeq(ctx context.Context, tx *sql.Tx, runID string, cut int64) ([]Message, error) {
+func messagesAtSeq(ctx context.Context, tx *txn, runID string, cut int64) ([]Message, error) {
 	iteration, err := iterationAtSeq(ctx, tx, runID, cut)
 	if err != nil {
 		return nil, err
@@ -187,7 +186,7 @@ func messagesAtSeq(ctx context.Context, tx *sql.Tx, runID string, cut int64) ([]
 
 // iterationAtSeq replays the run's iteration.started events up to cut the
 // way project does, giving the iteration_count the run had then.
-func iterationAtSeq(ctx context.Context, tx *sql.Tx, runID string, cut int64) (int, error) {
+func iterationAtSeq(ctx context.Context, tx *txn, runID string, cut int64) (int, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT COALESCE(data, '') FROM events
 		WHERE run_id = ? AND type = ? AND seq <= ? ORDER BY seq`, runID, event.IterationStarted, cut)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -93,7 +92,7 @@ func verificationText(d event.VerificationData) string {
 
 // insertGuardrail adds a guardrail for the event's phase and attempt;
 // empty text is nothing to tell anyone, so it is skipped.
-func insertGuardrail(ctx context.Context, tx *sql.Tx, e event.Event, kind, text string) error {
+func insertGuardrail(ctx context.Context, tx *txn, e event.Event, kind, text string) error {
 	if text == "" {
 		return nil
 	}
@@ -105,7 +104,7 @@ func insertGuardrail(ctx context.Context, tx *sql.Tx, e event.Event, kind, text 
 }
 
 // insertLearning projects learning.recorded; an empty one is skipped.
-func insertLearning(ctx context.Context, tx *sql.Tx, e event.Event, d event.LearningData) error {
+func insertLearning(ctx context.Context, tx *txn, e event.Event, d event.LearningData) error {
 	text := strings.TrimSpace(d.Text)
 	if text == "" {
 		return nil
@@ -116,7 +115,7 @@ func insertLearning(ctx context.Context, tx *sql.Tx, e event.Event, d event.Lear
 	return err
 }
 
-func listGuardrails(ctx context.Context, tx *sql.Tx, runID, phaseID string) ([]Guardrail, error) {
+func listGuardrails(ctx context.Context, tx *txn, runID, phaseID string) ([]Guardrail, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT phase_id, attempt, kind, text, created_at
 		FROM guardrails WHERE run_id = ? AND (? = '' OR phase_id = ?) ORDER BY id`,
@@ -136,7 +135,7 @@ func listGuardrails(ctx context.Context, tx *sql.Tx, runID, phaseID string) ([]G
 	return gs, rows.Err()
 }
 
-func listLearnings(ctx context.Context, tx *sql.Tx, runID string) ([]Learning, error) {
+func listLearnings(ctx context.Context, tx *txn, runID string) ([]Learning, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT phase_id, attempt, text, created_at FROM learnings WHERE run_id = ? ORDER BY id`, runID)
 	if err != nil {

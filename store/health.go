@@ -48,10 +48,18 @@ func claimMarker(path string) (own string, dead []string) {
 	return own, dead
 }
 
-// Check runs SQLite's check of the whole database: quick_check, or with
+// Check runs SQLite's check of the whole database (on PostgreSQL, that it answers): quick_check, or with
 // full the slower integrity_check, which also checks that indexes match
 // their tables. A damaged database is an *UnusableError.
 func (db *DB) Check(ctx context.Context, full bool) error {
+	if db.pg {
+		// PostgreSQL keeps its own files whole; reaching it is the check.
+		if err := db.ro.db.PingContext(ctx); err != nil {
+			return &UnusableError{Path: db.file, Problem: "cannot reach it (" + pgProblem(err) + ")",
+				Fix: "start the server, or correct AGENT_DATABASE_URL (or --database)"}
+		}
+		return nil
+	}
 	pragma := "PRAGMA quick_check"
 	if full {
 		pragma = "PRAGMA integrity_check"

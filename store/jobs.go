@@ -350,7 +350,7 @@ func (db *DB) UpdateJobRun(ctx context.Context, r JobRun) error {
 	if r.Status == JobRunRunning && !r.StartedAt.IsZero() {
 		// MAX: parallel runs may report their starts out of order.
 		if _, err := tx.ExecContext(ctx,
-			`UPDATE scheduled_jobs SET last_run_at = MAX(COALESCE(last_run_at, ''), ?) WHERE id = ?`,
+			`UPDATE scheduled_jobs SET last_run_at = `+tx.greatest(`COALESCE(last_run_at, '')`, `?`)+` WHERE id = ?`,
 			formatTime(r.StartedAt), r.JobID); err != nil {
 			return fmt.Errorf("update job run %s: %w", r.ID, err)
 		}
@@ -365,7 +365,7 @@ func (db *DB) UpdateJobRun(ctx context.Context, r JobRun) error {
 // a tick, the latest attempt first; limit <= 0 means all.
 func (db *DB) JobRuns(ctx context.Context, jobID string, limit int) ([]JobRun, error) {
 	if limit <= 0 {
-		limit = -1 // SQLite: no limit
+		limit = noLimit
 	}
 	return db.queryJobRuns(ctx, "runs of job "+jobID, `SELECT `+jobRunColumns+` FROM job_runs
 		WHERE job_id = ? ORDER BY scheduled_for DESC, attempt DESC LIMIT ?`, jobID, limit)
@@ -395,7 +395,7 @@ func policyText(p json.RawMessage) string {
 }
 
 // checkJobName fails with ErrNameTaken if another job has this name.
-func checkJobName(ctx context.Context, tx *sql.Tx, name, id string) error {
+func checkJobName(ctx context.Context, tx *txn, name, id string) error {
 	var other string
 	err := tx.QueryRowContext(ctx, `SELECT id FROM scheduled_jobs WHERE name = ? AND id != ?`, name, id).Scan(&other)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -407,14 +407,14 @@ func checkJobName(ctx context.Context, tx *sql.Tx, name, id string) error {
 	return fmt.Errorf("%q is used by job %s: %w", name, other, ErrNameTaken)
 }
 
-// execer is a *sql.Tx or a statement prepared on one.
+// execer is a *txn or a statement prepared on one.
 type execer interface {
 	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
 }
 
 // txExec runs query on tx as an execer.
 type txExec struct {
-	tx    *sql.Tx
+	tx    *txn
 	query string
 }
 
@@ -490,7 +490,7 @@ func scanJobRun(row scanner) (JobRun, error) {
 }
 
 // getJob resolves idOrName as an id, then a name, then an id prefix.
-func getJob(ctx context.Context, tx *sql.Tx, idOrName string) (*Job, error) {
+func getJob(ctx context.Context, tx *txn, idOrName string) (*Job, error) {
 	for _, where := range []string{`id = ?`, `name = ?`} {
 		j, err := scanJob(tx.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM scheduled_jobs WHERE `+where, idOrName))
 		if err == nil {

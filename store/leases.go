@@ -168,7 +168,7 @@ func (db *DB) NoteReclaim(ctx context.Context, runID string) (int, error) {
 	return n, nil
 }
 
-func (db *DB) acquireLease(ctx context.Context, tx *sql.Tx, runID, owner string, ttl time.Duration) error {
+func (db *DB) acquireLease(ctx context.Context, tx *txn, runID, owner string, ttl time.Duration) error {
 	var holder string
 	var expires time.Time
 	err := tx.QueryRowContext(ctx,
@@ -192,7 +192,7 @@ func (db *DB) acquireLease(ctx context.Context, tx *sql.Tx, runID, owner string,
 	return err
 }
 
-func (db *DB) renewLease(ctx context.Context, tx *sql.Tx, runID, owner string, ttl time.Duration) error {
+func (db *DB) renewLease(ctx context.Context, tx *txn, runID, owner string, ttl time.Duration) error {
 	now := db.now()
 	res, err := tx.ExecContext(ctx, `
 		UPDATE runs SET lease_expires_at = ?, lease_heartbeat_at = ?

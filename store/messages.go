@@ -58,7 +58,7 @@ func (db *DB) Conversation(ctx context.Context, runID string) ([]llm.Message, er
 }
 
 // conversation returns the messages of the run's current iteration.
-func conversation(ctx context.Context, tx *sql.Tx, runID string) ([]llm.Message, error) {
+func conversation(ctx context.Context, tx *txn, runID string) ([]llm.Message, error) {
 	var iteration int
 	err := tx.QueryRowContext(ctx, `SELECT iteration_count FROM runs WHERE id = ?`, runID).Scan(&iteration)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -88,7 +88,7 @@ func toLLMMessages(ms []Message) []llm.Message {
 	return conv
 }
 
-func insertMessage(ctx context.Context, tx *sql.Tx, m Message) error {
+func insertMessage(ctx context.Context, tx *txn, m Message) error {
 	var toolCalls any
 	if len(m.ToolCalls) > 0 {
 		raw, err := json.Marshal(m.ToolCalls)
@@ -106,7 +106,7 @@ func insertMessage(ctx context.Context, tx *sql.Tx, m Message) error {
 
 // insertToolMessage adds a tool result to the run's current iteration;
 // tool.completed carries no iteration of its own.
-func insertToolMessage(ctx context.Context, tx *sql.Tx, runID string, seq int64, callID, content string, at time.Time) error {
+func insertToolMessage(ctx context.Context, tx *txn, runID string, seq int64, callID, content string, at time.Time) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO messages (run_id, seq, iteration, role, content, tool_call_id, created_at)
 		SELECT id, ?, iteration_count, 'tool', ?, ?, ? FROM runs WHERE id = ?`,
@@ -119,7 +119,7 @@ func insertToolMessage(ctx context.Context, tx *sql.Tx, runID string, seq int64,
 //
 // The messages of one iteration leave out those a compaction had
 // replaced by seq asOf (0: now); the caller leaves out what came after.
-func listMessages(ctx context.Context, tx *sql.Tx, runID string, iteration int, asOf int64) ([]Message, error) {
+func listMessages(ctx context.Context, tx *txn, runID string, iteration int, asOf int64) ([]Message, error) {
 	if asOf <= 0 {
 		asOf = math.MaxInt64
 	}
@@ -172,7 +172,7 @@ const (
 
 // liveSpan returns the seqs of messages [from, from+count) of the run's
 // conversation in iteration, as the model saw it.
-func liveSpan(ctx context.Context, tx *sql.Tx, runID string, iteration, from, count int) ([]int64, error) {
+func liveSpan(ctx context.Context, tx *txn, runID string, iteration, from, count int) ([]int64, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT id FROM messages WHERE run_id = ? AND iteration = ? AND replaced_by IS NULL
 		ORDER BY COALESCE(position, seq), summary, id LIMIT ? OFFSET ?`, runID, iteration, count, from)
@@ -193,7 +193,7 @@ func liveSpan(ctx context.Context, tx *sql.Tx, runID string, iteration, from, co
 
 // fillCompactedSeqs sets a context.compacted's replaced_seq_from and _to
 // from the messages it replaces.
-func fillCompactedSeqs(ctx context.Context, tx *sql.Tx, e *event.Event) error {
+func fillCompactedSeqs(ctx context.Context, tx *txn, e *event.Event) error {
 	var d event.ContextCompactedData
 	if e.Decode(&d) != nil || d.Count <= 0 {
 		return nil
@@ -219,7 +219,7 @@ func fillCompactedSeqs(ctx context.Context, tx *sql.Tx, e *event.Event) error {
 // compactMessages applies a context.compacted: the span leaves the
 // conversation, and the summary takes the place of its first message
 // (after the first user message when only earlier runs were replaced).
-func compactMessages(ctx context.Context, tx *sql.Tx, e event.Event, d event.ContextCompactedData, now time.Time) error {
+func compactMessages(ctx context.Context, tx *txn, e event.Event, d event.ContextCompactedData, now time.Time) error {
 	ids, err := liveSpan(ctx, tx, e.RunID, d.Iteration, d.From, d.Count)
 	if err != nil {
 		return err
@@ -265,7 +265,7 @@ func compactMessages(ctx context.Context, tx *sql.Tx, e event.Event, d event.Con
 
 // coversPrior reports whether the run's conversation holds a summary of
 // the session's earlier runs, at seq asOf (0: now).
-func coversPrior(ctx context.Context, tx *sql.Tx, runID string, asOf int64) (bool, error) {
+func coversPrior(ctx context.Context, tx *txn, runID string, asOf int64) (bool, error) {
 	if asOf <= 0 {
 		asOf = math.MaxInt64
 	}

@@ -60,7 +60,7 @@ func (db *DB) ResetBudget(ctx context.Context, runID, phaseID string) error {
 	return nil
 }
 
-func resetBudget(ctx context.Context, tx *sql.Tx, runID, phaseID string, now time.Time) error {
+func resetBudget(ctx context.Context, tx *txn, runID, phaseID string, now time.Time) error {
 	res, err := tx.ExecContext(ctx, `
 		UPDATE phases SET status = 'pending', budget_base = attempts, updated_at = ?
 		WHERE run_id = ? AND id = ? AND status = 'failed'`, formatTime(now), runID, phaseID)
@@ -82,7 +82,7 @@ func resetBudget(ctx context.Context, tx *sql.Tx, runID, phaseID string, now tim
 	return fmt.Errorf("phase is %s, not failed", status)
 }
 
-func insertPhase(ctx context.Context, tx *sql.Tx, runID string, idx int, ph missionPhase, spec json.RawMessage, now time.Time) error {
+func insertPhase(ctx context.Context, tx *txn, runID string, idx int, ph missionPhase, spec json.RawMessage, now time.Time) error {
 	maxAttempts := ph.MaxAttempts
 	if maxAttempts <= 0 {
 		maxAttempts = defaultMaxAttempts
@@ -102,7 +102,7 @@ func insertPhase(ctx context.Context, tx *sql.Tx, runID string, idx int, ph miss
 	return err
 }
 
-func listPhases(ctx context.Context, tx *sql.Tx, runID string) ([]Phase, error) {
+func listPhases(ctx context.Context, tx *txn, runID string) ([]Phase, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT run_id, id, idx, title, status, attempts, budget_base, max_attempts,
 			depends_on_json, spec_json, output, started_at, completed_at, updated_at
@@ -134,9 +134,9 @@ func listPhases(ctx context.Context, tx *sql.Tx, runID string) ([]Phase, error) 
 
 // startPhase projects phase.started: the phase runs attempt e.Attempt. A
 // phase run again after completing (a rewind) loses its old output.
-func startPhase(ctx context.Context, tx *sql.Tx, e event.Event, now time.Time) error {
+func startPhase(ctx context.Context, tx *txn, e event.Event, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, `
-		UPDATE phases SET status = 'running', attempts = MAX(attempts, ?),
+		UPDATE phases SET status = 'running', attempts = `+tx.greatest(`attempts`, `?`)+`,
 			started_at = COALESCE(started_at, ?), output = '', completed_at = NULL, updated_at = ?
 		WHERE run_id = ? AND id = ?`,
 		e.Attempt, formatTime(e.TS), formatTime(now), e.RunID, e.PhaseID); err != nil {
@@ -146,7 +146,7 @@ func startPhase(ctx context.Context, tx *sql.Tx, e event.Event, now time.Time) e
 }
 
 // completePhase projects phase.completed.
-func completePhase(ctx context.Context, tx *sql.Tx, e event.Event, d event.PhaseData, now time.Time) error {
+func completePhase(ctx context.Context, tx *txn, e event.Event, d event.PhaseData, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, `
 		UPDATE phases SET status = 'completed', output = ?, completed_at = ?, updated_at = ?
 		WHERE run_id = ? AND id = ?`,
@@ -163,7 +163,7 @@ func completePhase(ctx context.Context, tx *sql.Tx, e event.Event, d event.Phase
 // failPhase projects phase.failed. The phase is pending again if it will
 // be retried, or if the attempt was interrupted or cancelled rather than
 // failing on its own; otherwise it has failed for good.
-func failPhase(ctx context.Context, tx *sql.Tx, e event.Event, d event.PhaseData, now time.Time) error {
+func failPhase(ctx context.Context, tx *txn, e event.Event, d event.PhaseData, now time.Time) error {
 	status := AttemptFailed
 	if d.Status != "" && d.Status != AttemptPassed && finishedAttemptStatus(d.Status) {
 		status = d.Status

@@ -53,7 +53,7 @@ func (db *DB) PlanState(ctx context.Context, runID string) (*PlanState, error) {
 	return p, tx.Commit()
 }
 
-func getPlan(ctx context.Context, tx *sql.Tx, runID string) (*PlanState, error) {
+func getPlan(ctx context.Context, tx *txn, runID string) (*PlanState, error) {
 	p := PlanState{RunID: runID}
 	var mission string
 	err := tx.QueryRowContext(ctx, `
@@ -83,7 +83,7 @@ type missionPhase struct {
 // or has a phase without an id or two with the same id, is skipped whole.
 // So is any plan after a phase has started: re-planning then would orphan
 // attempts, and the orchestrator refuses it before emitting the event.
-func createPlan(ctx context.Context, tx *sql.Tx, runID string, mission json.RawMessage, at, now time.Time) error {
+func createPlan(ctx context.Context, tx *txn, runID string, mission json.RawMessage, at, now time.Time) error {
 	var m struct {
 		Objective string            `json:"objective"`
 		Phases    []json.RawMessage `json:"phases"`

@@ -361,7 +361,7 @@ func TestPlanMalformedDataStillStored(t *testing.T) {
 	}
 	for _, table := range []string{"phase_attempts", "artifacts", "learnings", "guardrails", "verifications", "receipts"} {
 		var n int
-		if err := db.rw.QueryRow(`SELECT COUNT(*) FROM ` + table).Scan(&n); err != nil {
+		if err := db.rw.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM `+table).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n != 0 {
@@ -376,7 +376,7 @@ func TestMigratePlanStateFromVersion1(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	old, path := oldDatabase(t, "0002_plan_state.sql")
-	rw := old.rw
+	rw := old.rw.db
 	if _, err := rw.Exec(`INSERT INTO runs (id, kind, status, created_at, updated_at)
 		VALUES ('run-old', 'harness', 'running', '2026-11-22T08:00:00.000000Z', '2026-11-22T08:00:00.000000Z')`); err != nil {
 		t.Fatal(err)

@@ -212,10 +212,10 @@ type deltaSpan struct {
 
 // pruneDeltas deletes the run's message.delta events, recording their
 // seqs in pruned_deltas when the run is in a session.
-func pruneDeltas(ctx context.Context, tx *sql.Tx, c pruneCandidate, dry bool, rep *PruneReport) error {
+func pruneDeltas(ctx context.Context, tx *txn, c pruneCandidate, dry bool, rep *PruneReport) error {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT seq, ts, COALESCE(phase_id, ''), COALESCE(attempt, 0),
-			length(CAST(COALESCE(data, '') AS BLOB)) + length(run_id) + length(ts) + length(type)
+			octet_length(COALESCE(data, '')) + length(run_id) + length(ts) + length(type)
 				+ COALESCE(length(session_id), 0) + COALESCE(length(phase_id), 0) + 24
 		FROM events WHERE run_id = ? AND type = ? ORDER BY seq`, c.id, event.MessageDelta)
 	if err != nil {
@@ -269,13 +269,19 @@ func pruneDeltas(ctx context.Context, tx *sql.Tx, c pruneCandidate, dry bool, re
 // pruneToolOutputs replaces the outputs of the run's tool calls with
 // PrunedOutput: in tool.completed events, in tool_calls, and in tool
 // messages where no model will be sent the conversation again.
-func pruneToolOutputs(ctx context.Context, tx *sql.Tx, c pruneCandidate, dry bool, rep *PruneReport) error {
+func pruneToolOutputs(ctx context.Context, tx *txn, c pruneCandidate, dry bool, rep *PruneReport) error {
 	// json_set keeps every other field of the event as it was.
-	const events = ` WHERE run_id = ? AND type = ? AND json_valid(data)
+	events := ` WHERE run_id = ? AND type = ? AND json_valid(data)
 		AND json_type(data, '$.output') = 'text'
-		AND length(CAST(json_extract(data, '$.output') AS BLOB)) > length(CAST(? AS BLOB))`
+		AND octet_length(json_extract(data, '$.output')) > octet_length(?)`
+	replaced := `json_set(data, '$.output', ?)`
+	if tx.pg {
+		events = ` WHERE run_id = ? AND type = ? AND jsonb_typeof(data::jsonb -> 'output') = 'string'
+		AND octet_length(data::jsonb ->> 'output') > octet_length(CAST(? AS TEXT))`
+		replaced = `jsonb_set(data::jsonb, '{output}', to_jsonb(CAST(? AS TEXT)))::text`
+	}
 	n, size, err := countReplaced(ctx, tx,
-		`SELECT COUNT(*), COALESCE(SUM(length(CAST(data AS BLOB)) - length(CAST(json_set(data, '$.output', ?) AS BLOB))), 0) FROM events`+events,
+		`SELECT COUNT(*), COALESCE(SUM(octet_length(data) - octet_length(`+replaced+`)), 0) FROM events`+events,
 		PrunedOutput, c.id, event.ToolCompleted, PrunedOutput)
 	if err != nil {
 		return err
@@ -283,15 +289,15 @@ func pruneToolOutputs(ctx context.Context, tx *sql.Tx, c pruneCandidate, dry boo
 	rep.ToolOutputs += n
 	rep.Bytes += size
 	if !dry && n > 0 {
-		if _, err := tx.ExecContext(ctx, `UPDATE events SET data = json_set(data, '$.output', ?)`+events,
+		if _, err := tx.ExecContext(ctx, `UPDATE events SET data = `+replaced+events,
 			PrunedOutput, c.id, event.ToolCompleted, PrunedOutput); err != nil {
 			return err
 		}
 	}
 
-	const calls = ` WHERE run_id = ? AND length(CAST(output AS BLOB)) > length(CAST(? AS BLOB))`
+	const calls = ` WHERE run_id = ? AND octet_length(output) > octet_length(CAST(? AS TEXT))`
 	n, size, err = countReplaced(ctx, tx,
-		`SELECT COUNT(*), COALESCE(SUM(length(CAST(output AS BLOB)) - length(CAST(? AS BLOB))), 0) FROM tool_calls`+calls,
+		`SELECT COUNT(*), COALESCE(SUM(octet_length(output) - octet_length(CAST(? AS TEXT))), 0) FROM tool_calls`+calls,
 		PrunedOutput, c.id, PrunedOutput)
 	if err != nil {
 		return err
@@ -306,9 +312,9 @@ func pruneToolOutputs(ctx context.Context, tx *sql.Tx, c pruneCandidate, dry boo
 	if keepsConversation(c) {
 		return nil
 	}
-	const msgs = ` WHERE run_id = ? AND role = 'tool' AND length(CAST(content AS BLOB)) > length(CAST(? AS BLOB))`
+	const msgs = ` WHERE run_id = ? AND role = 'tool' AND octet_length(content) > octet_length(CAST(? AS TEXT))`
 	n, size, err = countReplaced(ctx, tx,
-		`SELECT COUNT(*), COALESCE(SUM(length(CAST(content AS BLOB)) - length(CAST(? AS BLOB))), 0) FROM messages`+msgs,
+		`SELECT COUNT(*), COALESCE(SUM(octet_length(content) - octet_length(CAST(? AS TEXT))), 0) FROM messages`+msgs,
 		PrunedOutput, c.id, PrunedOutput)
 	if err != nil {
 		return err
@@ -330,7 +336,7 @@ func keepsConversation(c pruneCandidate) bool {
 	return c.kind == KindRun && (c.status == event.StatusFailed || c.sessionID != "")
 }
 
-func countReplaced(ctx context.Context, tx *sql.Tx, query string, args ...any) (n, size int64, err error) {
+func countReplaced(ctx context.Context, tx *txn, query string, args ...any) (n, size int64, err error) {
 	err = tx.QueryRowContext(ctx, query, args...).Scan(&n, &size)
 	return n, size, err
 }
@@ -392,7 +398,7 @@ func (db *DB) RunsInProgress(ctx context.Context) (int, error) {
 	return n, tx.Commit()
 }
 
-func runsInProgress(ctx context.Context, tx *sql.Tx, now time.Time) (int, error) {
+func runsInProgress(ctx context.Context, tx *txn, now time.Time) (int, error) {
 	var n int
 	err := tx.QueryRowContext(ctx,
 		`SELECT COUNT(*) FROM runs WHERE lease_owner IS NOT NULL AND lease_expires_at >= ?`, formatTime(now)).Scan(&n)
@@ -409,22 +415,32 @@ func plural(n int, one, many string) string {
 // Vacuum rewrites the database so that the space of deleted rows goes
 // back to the file system, and returns the size of the database and its
 // WAL before and after. It holds the write lock throughout, for as long
-// as copying the whole database takes, and needs that much free disk.
+// as copying the whole database takes, and needs that much free disk. On
+// PostgreSQL it is a plain VACUUM, which makes the space reusable without
+// locking anyone out (VACUUM FULL would, to give it back).
 func (db *DB) Vacuum(ctx context.Context) (before, after int64, err error) {
-	before = db.fileSize()
+	before = db.size(ctx)
 	if _, err := db.rw.ExecContext(ctx, `VACUUM`); err != nil {
 		return before, before, fmt.Errorf("vacuum: %w", unusable(db.file, err))
 	}
+	if db.pg {
+		return before, db.size(ctx), nil
+	}
 	// The rewrite went through the WAL; move it into the database file.
 	if _, err := db.rw.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
-		return before, db.fileSize(), fmt.Errorf("vacuum: %w", unusable(db.file, err))
+		return before, db.size(ctx), fmt.Errorf("vacuum: %w", unusable(db.file, err))
 	}
-	return before, db.fileSize(), nil
+	return before, db.size(ctx), nil
 }
 
-// fileSize is the size of the database file and its WAL.
-func (db *DB) fileSize() int64 {
+// size is the size of the database: its file and WAL, or what PostgreSQL
+// says it takes on disk.
+func (db *DB) size(ctx context.Context) int64 {
 	var n int64
+	if db.pg {
+		_ = db.ro.QueryRowContext(ctx, `SELECT pg_database_size(current_database())`).Scan(&n)
+		return n
+	}
 	for _, f := range []string{db.file, db.file + "-wal"} {
 		if fi, err := os.Stat(f); err == nil {
 			n += fi.Size()
@@ -437,7 +453,7 @@ func (db *DB) fileSize() int64 {
 // afterSeq (at most limit of them; limit <= 0: all), a placeholder
 // message.delta for each seq that Prune deleted there, so the replay has
 // no gap. The page stays in seq order and at most limit long.
-func withPrunedDeltas(ctx context.Context, tx *sql.Tx, sessionID string, afterSeq int64, limit int, evs []event.Event) ([]event.Event, error) {
+func withPrunedDeltas(ctx context.Context, tx *txn, sessionID string, afterSeq int64, limit int, evs []event.Event) ([]event.Event, error) {
 	upTo := int64(math.MaxInt64)
 	if limit > 0 && len(evs) >= limit {
 		upTo = evs[len(evs)-1].Seq // the next page starts after it

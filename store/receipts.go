@@ -114,7 +114,7 @@ func (db *DB) MarkReceiptUnknown(ctx context.Context, key string) error {
 	return nil
 }
 
-func addIntent(ctx context.Context, tx *sql.Tx, r Receipt, now time.Time) (*Receipt, error) {
+func addIntent(ctx context.Context, tx *txn, r Receipt, now time.Time) (*Receipt, error) {
 	res, err := tx.ExecContext(ctx, `
 		INSERT INTO receipts (key, run_id, phase_id, attempt, tool, type, state, details_json, args_json, acked, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)
@@ -130,7 +130,7 @@ func addIntent(ctx context.Context, tx *sql.Tx, r Receipt, now time.Time) (*Rece
 	return getReceipt(ctx, tx, r.Key)
 }
 
-func markReceiptUnknown(ctx context.Context, tx *sql.Tx, key string, now time.Time) error {
+func markReceiptUnknown(ctx context.Context, tx *txn, key string, now time.Time) error {
 	res, err := tx.ExecContext(ctx, `
 		UPDATE receipts SET state = 'unknown', updated_at = ? WHERE key = ? AND state = 'pending'`,
 		formatTime(now), key)
@@ -146,7 +146,7 @@ func markReceiptUnknown(ctx context.Context, tx *sql.Tx, key string, now time.Ti
 
 // recordReceipt projects receipt.recorded: the effect is done, whether or
 // not its intent was seen. The tool and the first-written time are kept.
-func recordReceipt(ctx context.Context, tx *sql.Tx, e event.Event, d event.ReceiptData, now time.Time) error {
+func recordReceipt(ctx context.Context, tx *txn, e event.Event, d event.ReceiptData, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO receipts (key, run_id, phase_id, attempt, type, state, details_json, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, 'done', ?, ?, ?)
@@ -179,7 +179,7 @@ func scanReceipt(row interface{ Scan(...any) error }) (*Receipt, error) {
 	return &r, nil
 }
 
-func getReceipt(ctx context.Context, tx *sql.Tx, key string) (*Receipt, error) {
+func getReceipt(ctx context.Context, tx *txn, key string) (*Receipt, error) {
 	r, err := scanReceipt(tx.QueryRowContext(ctx, `SELECT `+receiptColumns+` FROM receipts WHERE key = ?`, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
@@ -187,7 +187,7 @@ func getReceipt(ctx context.Context, tx *sql.Tx, key string) (*Receipt, error) {
 	return r, err
 }
 
-func listReceipts(ctx context.Context, tx *sql.Tx, runID, phaseID string) ([]Receipt, error) {
+func listReceipts(ctx context.Context, tx *txn, runID, phaseID string) ([]Receipt, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT `+receiptColumns+` FROM receipts
 		WHERE run_id = ? AND (? = '' OR phase_id = ?) ORDER BY rowid`, runID, phaseID, phaseID)
@@ -335,7 +335,7 @@ func (db *DB) MarkPendingUnknown(ctx context.Context, runID, phaseID string) (in
 
 // forgetIntent projects effect.failed: the effect certainly did not
 // happen, so its pending intent is removed and may be tried again.
-func forgetIntent(ctx context.Context, tx *sql.Tx, key string) error {
+func forgetIntent(ctx context.Context, tx *txn, key string) error {
 	_, err := tx.ExecContext(ctx, `DELETE FROM receipts WHERE key = ? AND state = 'pending'`, key)
 	return err
 }

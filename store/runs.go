@@ -224,7 +224,7 @@ func validStatus(s string) bool {
 	return false
 }
 
-func insertRun(ctx context.Context, tx *sql.Tx, r *Run) error {
+func insertRun(ctx context.Context, tx *txn, r *Run) error {
 	var config any
 	if len(r.Config) > 0 {
 		config = string(r.Config)
@@ -274,7 +274,7 @@ func scanRun(row scanner) (*Run, error) {
 }
 
 // getRun resolves id exactly, then as a prefix.
-func getRun(ctx context.Context, tx *sql.Tx, id string) (*Run, error) {
+func getRun(ctx context.Context, tx *txn, id string) (*Run, error) {
 	r, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
 	if err == nil {
 		return r, nil
@@ -293,9 +293,9 @@ func getRun(ctx context.Context, tx *sql.Tx, id string) (*Run, error) {
 	return r, nil
 }
 
-func listRuns(ctx context.Context, tx *sql.Tx, limit int) ([]Run, error) {
+func listRuns(ctx context.Context, tx *txn, limit int) ([]Run, error) {
 	if limit <= 0 {
-		limit = -1 // SQLite: no limit
+		limit = noLimit
 	}
 	return queryRuns(ctx, tx,
 		`SELECT `+runColumns+` FROM runs WHERE fork = 0 ORDER BY created_at DESC, id DESC LIMIT ?`, limit)
@@ -303,20 +303,20 @@ func listRuns(ctx context.Context, tx *sql.Tx, limit int) ([]Run, error) {
 
 // listSessionRuns orders by rowid after created_at: runs created in the
 // same microsecond keep their insertion order.
-func listSessionRuns(ctx context.Context, tx *sql.Tx, sessionID string) ([]Run, error) {
+func listSessionRuns(ctx context.Context, tx *txn, sessionID string) ([]Run, error) {
 	return queryRuns(ctx, tx,
 		`SELECT `+runColumns+` FROM runs WHERE session_id = ? ORDER BY created_at, rowid`, sessionID)
 }
 
 // runByIdempotencyKey repeats the partial index's condition so SQLite
-// can use it; "session_id IS ?" matches a NULL session for sessionID "".
-func runByIdempotencyKey(ctx context.Context, tx *sql.Tx, sessionID, key string) (*Run, error) {
+// can use it; "IS NOT DISTINCT FROM ?" matches a NULL session for sessionID "".
+func runByIdempotencyKey(ctx context.Context, tx *txn, sessionID, key string) (*Run, error) {
 	if key == "" {
 		return nil, ErrNotFound
 	}
 	r, err := scanRun(tx.QueryRowContext(ctx, `
 		SELECT `+runColumns+` FROM runs
-		WHERE session_id IS ? AND idempotency_key = ? AND idempotency_key != ''`,
+		WHERE session_id IS NOT DISTINCT FROM ? AND idempotency_key = ? AND idempotency_key != ''`,
 		nullString(sessionID), key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
@@ -324,7 +324,7 @@ func runByIdempotencyKey(ctx context.Context, tx *sql.Tx, sessionID, key string)
 	return r, err
 }
 
-func queryRuns(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]Run, error) {
+func queryRuns(ctx context.Context, tx *txn, query string, args ...any) ([]Run, error) {
 	return scanAll(ctx, tx, func(r scanner) (Run, error) {
 		run, err := scanRun(r)
 		if err != nil {
@@ -334,7 +334,7 @@ func queryRuns(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]Ru
 	}, query, args...)
 }
 
-func setRunStatus(ctx context.Context, tx *sql.Tx, id, status string, now time.Time) error {
+func setRunStatus(ctx context.Context, tx *txn, id, status string, now time.Time) error {
 	if !validStatus(status) {
 		return fmt.Errorf("invalid run status %q", status)
 	}

@@ -69,7 +69,7 @@ func (db *DB) GetSession(ctx context.Context, id string) (*Session, error) {
 // withJobs: a job firing every minute would bury the rest.
 func (db *DB) ListSessions(ctx context.Context, limit int, withJobs bool) ([]Session, error) {
 	if limit <= 0 {
-		limit = -1 // SQLite: no limit
+		limit = noLimit
 	}
 	tx, err := db.ro.BeginTx(ctx, nil)
 	if err != nil {
@@ -77,7 +77,7 @@ func (db *DB) ListSessions(ctx context.Context, limit int, withJobs bool) ([]Ses
 	}
 	defer tx.Rollback()
 	rows, err := tx.QueryContext(ctx,
-		`SELECT `+sessionColumns+` FROM sessions WHERE ? OR job_id IS NULL
+		`SELECT `+sessionColumns+` FROM sessions WHERE (? = 1 OR job_id IS NULL)
 		ORDER BY updated_at DESC, id DESC LIMIT ?`, withJobs, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
@@ -102,7 +102,7 @@ func (db *DB) ListSessions(ctx context.Context, limit int, withJobs bool) ([]Ses
 // means all. It is how a client catches up after a reconnect.
 func (db *DB) ListSessionEvents(ctx context.Context, sessionID string, afterSeq int64, limit int) ([]event.Event, error) {
 	if limit <= 0 {
-		limit = -1 // SQLite: no limit
+		limit = noLimit
 	}
 	tx, err := db.ro.BeginTx(ctx, nil)
 	if err != nil {
@@ -146,7 +146,7 @@ func (db *DB) SessionPrior(ctx context.Context, sessionID, beforeRunID string) (
 	return conv, tx.Commit()
 }
 
-func sessionPrior(ctx context.Context, tx *sql.Tx, sessionID, beforeRunID string) ([]llm.Message, error) {
+func sessionPrior(ctx context.Context, tx *txn, sessionID, beforeRunID string) ([]llm.Message, error) {
 	if err := sessionExists(ctx, tx, sessionID); err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func hasCall(calls []llm.ToolCall, id string) bool {
 	return false
 }
 
-func insertSession(ctx context.Context, tx *sql.Tx, s *Session) error {
+func insertSession(ctx context.Context, tx *txn, s *Session) error {
 	// forked_from_seq is NULL for a session that was not forked.
 	var forkedFrom any
 	if s.ParentID != "" {
@@ -289,7 +289,7 @@ func scanSession(row scanner) (*Session, error) {
 }
 
 // getSession resolves id exactly, then as a prefix.
-func getSession(ctx context.Context, tx *sql.Tx, id string) (*Session, error) {
+func getSession(ctx context.Context, tx *txn, id string) (*Session, error) {
 	s, err := scanSession(tx.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
 	if err == nil {
 		return s, nil
@@ -309,7 +309,7 @@ func getSession(ctx context.Context, tx *sql.Tx, id string) (*Session, error) {
 }
 
 // sessionExists checks an exact id.
-func sessionExists(ctx context.Context, tx *sql.Tx, id string) error {
+func sessionExists(ctx context.Context, tx *txn, id string) error {
 	var one int
 	err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -318,7 +318,7 @@ func sessionExists(ctx context.Context, tx *sql.Tx, id string) error {
 	return err
 }
 
-func lastSessionSeq(ctx context.Context, tx *sql.Tx, sessionID string) (int64, error) {
+func lastSessionSeq(ctx context.Context, tx *txn, sessionID string) (int64, error) {
 	var last int64
 	err := tx.QueryRowContext(ctx,
 		`SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?`, sessionID).Scan(&last)

@@ -327,7 +327,7 @@ func TestIdempotencyKey(t *testing.T) {
 		}
 	}
 	// The index holds even for a writer that skips CreateRun's check.
-	if _, err := db.rw.Exec(`INSERT INTO runs (id, kind, session_id, status, idempotency_key, created_at, updated_at)
+	if _, err := db.rw.ExecContext(context.Background(), `INSERT INTO runs (id, kind, session_id, status, idempotency_key, created_at, updated_at)
 		VALUES ('run-raw', 'run', 'sess-1', 'running', 'k1', '', '')`); err == nil {
 		t.Error("unique index let a duplicate key in")
 	}
@@ -512,7 +512,7 @@ func TestMigrateSessionsFromVersion2(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	old, path := oldDatabase(t, "0003_sessions.sql")
-	rw := old.rw
+	rw := old.rw.db
 	const ts = "2026-11-22T08:00:00.000000Z"
 	for _, q := range []string{
 		`INSERT INTO sessions (id, title, created_at, updated_at) VALUES ('sess-old', 'old', '` + ts + `', '` + ts + `')`,
@@ -554,8 +554,8 @@ func TestMigrateSessionsFromVersion2(t *testing.T) {
 	if e.Seq != 3 {
 		t.Errorf("journal after migration starts at seq %d, want 3", e.Seq)
 	}
-	if _, err := db.rw.Exec(`INSERT INTO events (run_id, session_id, seq, ts, type)
-		VALUES ('run-old', 'sess-old', 3, '` + ts + `', 'heartbeat')`); err == nil {
+	if _, err := db.rw.ExecContext(context.Background(), `INSERT INTO events (run_id, session_id, seq, ts, type)
+		VALUES ('run-old', 'sess-old', 3, '`+ts+`', 'heartbeat')`); err == nil {
 		t.Error("events accepted a second seq 3 in a session")
 	}
 	if n, err := db.NoteReclaim(ctx, "run-old"); err != nil || n != 1 {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -48,7 +47,7 @@ func (db *DB) ToolCalls(ctx context.Context, runID string) ([]ToolCall, error) {
 
 // startToolCall records a call before it runs. A call run again after a
 // resume overwrites its row back to started.
-func startToolCall(ctx context.Context, tx *sql.Tx, runID string, d event.ToolStartedData, at time.Time) error {
+func startToolCall(ctx context.Context, tx *txn, runID string, d event.ToolStartedData, at time.Time) error {
 	var args any
 	if len(d.Args) > 0 {
 		args = string(d.Args)
@@ -66,7 +65,7 @@ func startToolCall(ctx context.Context, tx *sql.Tx, runID string, d event.ToolSt
 
 // completeToolCall records a call's result, inserting the row if its
 // tool.started was never seen.
-func completeToolCall(ctx context.Context, tx *sql.Tx, runID string, d event.ToolCompletedData, at time.Time) error {
+func completeToolCall(ctx context.Context, tx *txn, runID string, d event.ToolCompletedData, at time.Time) error {
 	status := ToolCompleted
 	if !d.OK {
 		status = ToolFailed
@@ -82,7 +81,7 @@ func completeToolCall(ctx context.Context, tx *sql.Tx, runID string, d event.Too
 	return err
 }
 
-func listToolCalls(ctx context.Context, tx *sql.Tx, runID string) ([]ToolCall, error) {
+func listToolCalls(ctx context.Context, tx *txn, runID string) ([]ToolCall, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT run_id, call_id, name, COALESCE(args_json, ''), status, output, error, truncated,
 			started_at, completed_at

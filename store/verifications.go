@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -38,7 +37,7 @@ func (db *DB) Verifications(ctx context.Context, runID string) ([]Verification, 
 
 // insertVerification projects verification.completed. A failed one also
 // becomes a guardrail, so the next attempt is told what was missing.
-func insertVerification(ctx context.Context, tx *sql.Tx, e event.Event, d event.VerificationData) error {
+func insertVerification(ctx context.Context, tx *txn, e event.Event, d event.VerificationData) error {
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO verifications (run_id, phase_id, attempt, status, evidence_type, findings_json, path, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -52,7 +51,7 @@ func insertVerification(ctx context.Context, tx *sql.Tx, e event.Event, d event.
 	return insertGuardrail(ctx, tx, e, GuardrailVerification, verificationText(d))
 }
 
-func listVerifications(ctx context.Context, tx *sql.Tx, runID string) ([]Verification, error) {
+func listVerifications(ctx context.Context, tx *txn, runID string) ([]Verification, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT phase_id, attempt, status, evidence_type, findings_json, path, created_at
 		FROM verifications WHERE run_id = ? ORDER BY id`, runID)
