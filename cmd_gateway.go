@@ -17,6 +17,7 @@ import (
 
 	"agent/config"
 	"agent/gateway"
+	"agent/store"
 	"agent/tools"
 )
 
@@ -51,6 +52,7 @@ func gatewayCommand() *cli.Command {
 			"  agent gateway --scheduler\n" +
 			"  curl -H \"Authorization: Bearer $(cat ~/.local/share/agent/gateway.token)\" http://127.0.0.1:7420/v1/sessions",
 		Flags: []cli.Flag{
+			databaseFlag(),
 			&cli.StringFlag{Name: "listen", Value: gateway.DefaultListen, Usage: "`ADDR` to listen on (host:port; port 0 picks one)"},
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address (the token is still required)"},
 			&cli.IntFlag{Name: "max-concurrent-runs", Value: gateway.DefaultMaxConcurrentRuns, Usage: "runs executing at once; more wait in a queue"},
@@ -135,6 +137,8 @@ func gatewayAction(c *cli.Context) error {
 		MaxConcurrentRuns: c.Int("max-concurrent-runs"), RunTimeout: c.Duration("run-timeout"),
 		DrainGrace: c.Duration("drain-grace"), ReclaimPolicy: c.String("reclaim"), LeaseTTL: leaseTTL(),
 		Logger: logger, RetentionDays: settings.RetentionDays,
+		// On a shared database, `agent worker` processes drive the runs.
+		Workers: store.IsURL(settings.Database),
 		Scheduler: &gateway.SchedulerConfig{
 			Enabled:           scheduling,
 			PollInterval:      time.Duration(settings.SchedulerPollIntervalSeconds) * time.Second,
@@ -158,6 +162,7 @@ func gatewayAction(c *cli.Context) error {
 		out := map[string]any{
 			"listen": addr, "url": "http://" + addr, "ws": "ws://" + addr + "/ws",
 			"version": version, "pid": os.Getpid(), "token_from": tokenFrom, "scheduler": scheduling,
+			"workers": store.IsURL(settings.Database),
 		}
 		_ = json.NewEncoder(c.App.Writer).Encode(out)
 	} else {
@@ -166,6 +171,9 @@ func gatewayAction(c *cli.Context) error {
 			state = "on"
 		}
 		fmt.Fprintf(c.App.ErrWriter, "agent gateway listening on http://%s (token: %s), scheduler %s\n", addr, tokenFrom, state)
+		if store.IsURL(settings.Database) {
+			fmt.Fprintf(c.App.ErrWriter, "store %s: runs are queued for 'agent worker' processes\n", store.Redact(settings.Database))
+		}
 	}
 
 	<-sigs

@@ -317,8 +317,17 @@ type gatewayProc struct {
 
 func (e *e2e) startGateway(args ...string) *gatewayProc {
 	e.t.Helper()
+	return e.startGatewayWith(nil, args...)
+}
+
+// startGatewayWith is startGateway with the command adjusted by change.
+func (e *e2e) startGatewayWith(change func(*exec.Cmd), args ...string) *gatewayProc {
+	e.t.Helper()
 	cmd := e.command(append([]string{"gateway", "--listen", "127.0.0.1:0", "--json"}, args...)...)
 	cmd.Env = append(cmd.Env, "AGENT_GATEWAY_TOKEN="+gwToken)
+	if change != nil {
+		change(cmd)
+	}
 	g := &gatewayProc{cmd: cmd, stderr: filepath.Join(e.t.TempDir(), "gateway.stderr"), done: make(chan struct{})}
 	errf, err := os.Create(g.stderr)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"agent/llm/llmtest"
+	"agent/store/pgtest"
 )
 
 // TestHelpExamples runs every example in every command's --help (the
@@ -208,7 +209,12 @@ type exampleEnv struct {
 	forked                   string // the session the last `sessions fork` printed
 	rewindRun                string
 	richSession              string
+	postgres                 string // a PostgreSQL server's DSN, once an example needs one
 }
+
+// examplePostgres is an example's database URL, which becomes a fresh
+// database on a real server the test starts.
+var examplePostgres = regexp.MustCompile(`postgres://\S+`)
 
 const (
 	exampleToken = "example-gateway-token-0123456789"
@@ -516,6 +522,12 @@ func (e *exampleEnv) prepare(t *testing.T, line string) (cmdline string, withGat
 		return ""
 	}
 	withGateway = strings.Contains(cmdline, "--gateway") || sub(1) == "attach" || sub(1) == "jobs"
+	if examplePostgres.MatchString(cmdline) {
+		if e.postgres == "" {
+			e.postgres = pgtest.Start(t)
+		}
+		cmdline = examplePostgres.ReplaceAllString(cmdline, pgtest.Database(t, e.postgres, ""))
+	}
 	if withGateway || strings.Contains(cmdline, defaultAddress) {
 		e.startGateway(t)
 		cmdline = strings.ReplaceAll(cmdline, defaultAddress, e.gateway)
@@ -569,6 +581,9 @@ func (e *exampleEnv) run(t *testing.T, ex example) {
 			cmdline += " --listen 127.0.0.1:0"
 		}
 		res = e.untilStopped(t, cmdline, withGateway, "listening on", syscall.SIGTERM)
+	case strings.Contains(cmdline, "agent worker"):
+		// A daemon too: it claims runs until SIGTERM.
+		res = e.untilStopped(t, cmdline, withGateway, "driving up to", syscall.SIGTERM)
 	case len(fields) >= 2 && fields[0] == "agent" && fields[1] == "attach":
 		// Follows until Ctrl-C.
 		res = e.untilStopped(t, cmdline, withGateway, "", syscall.SIGINT)

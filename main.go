@@ -82,6 +82,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			runsCommand(),
 			pruneCommand(),
 			gatewayCommand(),
+			workerCommand(),
 			jobsCommand(),
 			mcpCommand(),
 			sandboxCommand(),

@@ -82,6 +82,11 @@ type Config struct {
 	// only for crash reasons.
 	LogDir string
 
+	// Workers queues runs in the store for `agent worker` processes
+	// instead of driving them here (workers.go): on a store many
+	// machines share, so that any gateway serves any session.
+	Workers bool
+
 	MaxConcurrentRuns int           // runs executing at once; more wait in a FIFO queue
 	RunTimeout        time.Duration // per run, unless options.timeout says otherwise
 	DrainGrace        time.Duration // how long Stop lets running runs finish

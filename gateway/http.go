@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"agent/event"
+	"agent/store"
 )
 
 // sseKeepalive is how often an idle event stream gets a comment line, so
@@ -257,9 +258,15 @@ func (s *Server) httpEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A run this gateway is not running has all its events in the store
-	// by now, the last ones perhaps written since the first read.
-	live, _, ok := s.queue.get(row.ID)
-	if !ok || sub == nil {
+	// by now, the last ones perhaps written since the first read; unless
+	// a worker drives it.
+	var done <-chan struct{}
+	if live, _, ok := s.queue.get(row.ID); ok {
+		done = live.done
+	} else if row.Status == event.StatusRunning || row.Queue == store.QueueWaiting {
+		done = s.ended(ctx, row.ID)
+	}
+	if done == nil || sub == nil {
 		replay()
 		return
 	}
@@ -274,7 +281,7 @@ func (s *Server) httpEvents(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			flusher.Flush()
-		case <-live.done:
+		case <-done:
 			replay() // its last events, if the live stream had not brought them yet
 			return
 		case it, ok := <-sub.ch:

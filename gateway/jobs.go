@@ -449,6 +449,8 @@ func (d *jobDispatcher) watch(runID string) <-chan scheduler.Result {
 		for {
 			if live {
 				<-r.done
+			} else if ended := d.s.ended(context.Background(), runID); ended != nil {
+				<-ended // a worker drives it
 			}
 			row, err := d.s.db.GetRun(context.Background(), runID)
 			if err != nil {

@@ -99,6 +99,7 @@ func (s *Server) startRun(ctx context.Context, p RunStartParams, holder uint64) 
 	}
 	row, err := s.sup.Create(ctx, supervisor.NewRun{
 		Prompt: p.Input, Workspace: ws.Root(), SessionID: sess.id, IdempotencyKey: p.IdempotencyKey, Options: opts,
+		Queue: s.cfg.Workers,
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrDuplicateKey) { // another process was first
@@ -107,6 +108,10 @@ func (s *Server) startRun(ctx context.Context, p RunStartParams, holder uint64) 
 			}
 		}
 		return nil, err
+	}
+	if s.cfg.Workers {
+		s.log.Info("run queued for a worker", "run_id", row.ID, "session_id", sess.id, "kind", row.Kind)
+		return &RunStartResult{RunID: row.ID, SessionID: sess.id, Status: RunQueued}, nil
 	}
 	return s.enqueue(ctx, &run{id: row.ID, sessionID: sess.id}, row.Kind)
 }
@@ -140,6 +145,9 @@ func (s *Server) resumeRun(ctx context.Context, p RunResumeParams, holder uint64
 	if err := s.sessions.checkWrite(row.SessionID, holder); err != nil {
 		return nil, err
 	}
+	if s.cfg.Workers {
+		return s.queueResume(ctx, row)
+	}
 	if err := s.sup.Acquire(ctx, row.ID); err != nil {
 		return nil, err
 	}
@@ -162,8 +170,12 @@ func (s *Server) enqueue(ctx context.Context, r *run, kind string) (*RunStartRes
 	return &RunStartResult{RunID: r.id, SessionID: r.sessionID, Status: status}, nil
 }
 
-// runStatus is a stored run's status, or queued while it waits here.
+// runStatus is a stored run's status, or queued while it waits here or
+// for a worker.
 func (s *Server) runStatus(r *store.Run) string {
+	if r.Queue == store.QueueWaiting {
+		return RunQueued
+	}
 	if _, running, ok := s.queue.get(r.ID); ok && !running {
 		return RunQueued
 	}
@@ -202,6 +214,13 @@ func (s *Server) cancelRun(ctx context.Context, p RunCancelParams) (*RunInfo, er
 	row, err := s.db.GetRun(ctx, p.RunID)
 	if err != nil {
 		return nil, err
+	}
+	if s.cfg.Workers {
+		kind := store.StopCancel
+		if p.Mode == CancelModeInterrupt {
+			kind = store.StopInterrupt
+		}
+		return s.stopQueued(ctx, row, kind)
 	}
 	waiting, found := s.queue.stop(row.ID, cause)
 	switch {

@@ -116,7 +116,14 @@ func (s *Server) Start(ctx context.Context) error {
 		return &ListenError{Addr: s.cfg.Listen, Err: err}
 	}
 	s.ln = newConnLimiter(ln, s.cfg.MaxConnections, s.log)
-	if err := s.reclaim(ctx); err != nil {
+	if s.cfg.Workers {
+		// Workers take over the runs of a worker that died.
+		s.background.Add(1)
+		go func() {
+			defer s.background.Done()
+			s.follow()
+		}()
+	} else if err := s.reclaim(ctx); err != nil {
 		ln.Close()
 		return fmt.Errorf("gateway: reclaim runs: %w", err)
 	}

@@ -81,6 +81,17 @@ func (r *sessions) open(ctx context.Context, id string) (*session, *store.Sessio
 	return s, row, nil
 }
 
+// all returns the live state of every session this gateway has loaded.
+func (r *sessions) all() []*session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*session, 0, len(r.byID))
+	for _, s := range r.byID {
+		out = append(out, s)
+	}
+	return out
+}
+
 // create makes a new session; jobID names the job whose tick it is for,
 // "" for a client's.
 func (r *sessions) create(ctx context.Context, title, jobID string) (*store.Session, error) {

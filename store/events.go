@@ -53,12 +53,23 @@ func (db *DB) AppendEvents(ctx context.Context, evs []event.Event) error {
 // the seqs reserved for the run or session (table "runs" or "sessions")
 // in the same transaction: raised to reserve, or set to it on release. A
 // session's write also marks the session active.
-func (db *DB) appendJournal(ctx context.Context, table, id string, evs []event.Event, reserve int64, release bool) error {
+func (db *DB) appendJournal(ctx context.Context, table, id, owner string, evs []event.Event, reserve int64, release bool) error {
 	tx, err := db.rw.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("append events of %s %s: %w", table, id, unusable(db.file, err))
 	}
 	defer tx.Rollback()
+	if owner != "" {
+		fenced := map[string]bool{}
+		for _, e := range evs {
+			if !fenced[e.RunID] {
+				if err := fence(ctx, tx, e.RunID, owner); err != nil {
+					return fmt.Errorf("append events of %s %s: %w", table, id, err)
+				}
+				fenced[e.RunID] = true
+			}
+		}
+	}
 	now := db.now()
 	if err := appendEvents(ctx, tx, evs, now); err != nil {
 		return fmt.Errorf("append events of %s %s: %w", table, id, unusable(db.file, err))
@@ -75,6 +86,11 @@ func (db *DB) appendJournal(ctx context.Context, table, id string, evs []event.E
 	}
 	if _, err := tx.ExecContext(ctx, query, args...); err != nil {
 		return fmt.Errorf("append events of %s %s: %w", table, id, unusable(db.file, err))
+	}
+	if table == "sessions" && len(evs) > 0 {
+		if err := notify(ctx, tx, ChannelEvents, id); err != nil {
+			return fmt.Errorf("append events of %s %s: %w", table, id, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("append events of %s %s: %w", table, id, unusable(db.file, err))

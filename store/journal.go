@@ -30,6 +30,10 @@ type Journal struct {
 	// event, and every write also touches the session.
 	session bool
 
+	// owner, if set, must hold the lease of every run the journal writes
+	// for (Fence).
+	owner string
+
 	mu       sync.Mutex
 	next     int64           // seq of the next event
 	reserved int64           // the highest seq reserved in the store
@@ -91,6 +95,15 @@ func (db *DB) SessionJournal(ctx context.Context, sessionID string) (*Journal, e
 		db: db, sessionID: sessionID, session: true, next: max(last, reserved) + 1, reserved: reserved,
 		members: make(map[string]bool),
 	}, nil
+}
+
+// Fence makes every later write check, in its transaction, that owner
+// holds the lease of the runs it writes for, and fail with ErrLeaseLost
+// otherwise: a process that lost a run writes nothing more for it.
+func (j *Journal) Fence(owner string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.owner = owner
 }
 
 // Append fills in e's run and session (if empty), version and time (if
@@ -190,7 +203,7 @@ func (j *Journal) persist(ctx context.Context, evs []event.Event, reserve int64,
 	if j.session {
 		table, id = "sessions", j.sessionID
 	}
-	return j.db.appendJournal(ctx, table, id, evs, reserve, release)
+	return j.db.appendJournal(ctx, table, id, j.owner, evs, reserve, release)
 }
 
 // checkMember refuses, before a seq is spent on it, an event of another

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"agent/event"
+	"agent/store/pgtest"
 )
 
 func TestJournalBuffersDeltas(t *testing.T) {
@@ -128,14 +129,30 @@ func assertSeqs(t *testing.T, db *DB, runID string, types []string) {
 	}
 }
 
-// BenchmarkJournalAppend measures one durable (fsynced) event.
+// BenchmarkJournalAppend measures one persisted event: on SQLite
+// fsynced; on PostgreSQL (pgtest's server runs with fsync off) the round
+// trips, the write lock and the transaction.
 func BenchmarkJournalAppend(b *testing.B) {
+	b.Run("sqlite", func(b *testing.B) {
+		db, err := Open(b.TempDir() + "/agent.db")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		benchmarkAppend(b, db)
+	})
+	b.Run("postgres", func(b *testing.B) {
+		db, err := Open(pgtest.Database(b, pgtest.Start(b), ""))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		benchmarkAppend(b, db)
+	})
+}
+
+func benchmarkAppend(b *testing.B, db *DB) {
 	ctx := context.Background()
-	db, err := Open(b.TempDir() + "/agent.db")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
 	if err := db.CreateRun(ctx, &Run{ID: "run-1"}, "", 0); err != nil {
 		b.Fatal(err)
 	}

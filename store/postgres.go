@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
 )
@@ -152,4 +153,51 @@ func (db *DB) postgresVersion(ctx context.Context, q querier) (int, error) {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil
+}
+
+// ErrNoNotifications is Listen's answer on SQLite, which has none:
+// callers poll the store instead.
+var ErrNoNotifications = errors.New("the store sends no notifications")
+
+// Listen calls fn with each PostgreSQL notification on channels until ctx
+// ends, on a connection of its own, reconnecting when it is lost. After
+// each (re)connection it calls fn("", ""), since notifications sent while
+// no connection listened are lost: the caller then catches up.
+func (db *DB) Listen(ctx context.Context, channels []string, fn func(channel, payload string)) error {
+	if !db.pg {
+		return ErrNoNotifications
+	}
+	for {
+		err := db.listenOnce(ctx, channels, fn)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		_ = err // the server went away; the caller polls meanwhile
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (db *DB) listenOnce(ctx context.Context, channels []string, fn func(channel, payload string)) error {
+	conn, err := pgx.Connect(ctx, db.location)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, ch := range channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	fn("", "")
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		fn(n.Channel, n.Payload)
+	}
 }

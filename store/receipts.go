@@ -38,9 +38,13 @@ type Receipt struct {
 	// Acked says the go-ahead may have reached the process that acts on
 	// the intent. A pending intent that was never acked cannot have
 	// happened: recovery forgets it instead of marking it unknown.
-	Acked     bool
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Acked bool
+	// LeaseOwner, when set, is the lease the intent is made under: it is
+	// refused (ErrLeaseLost) unless LeaseOwner still holds the run.
+	// Not stored.
+	LeaseOwner string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // Receipts returns the receipts of one phase of a run, or of the whole run
@@ -115,6 +119,11 @@ func (db *DB) MarkReceiptUnknown(ctx context.Context, key string) error {
 }
 
 func addIntent(ctx context.Context, tx *txn, r Receipt, now time.Time) (*Receipt, error) {
+	if r.LeaseOwner != "" {
+		if err := fence(ctx, tx, r.RunID, r.LeaseOwner); err != nil {
+			return nil, err
+		}
+	}
 	res, err := tx.ExecContext(ctx, `
 		INSERT INTO receipts (key, run_id, phase_id, attempt, tool, type, state, details_json, args_json, acked, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?)

@@ -68,11 +68,23 @@ type Run struct {
 	// PrunedAt is when `agent prune` last removed the run's message
 	// deltas and tool outputs (prune.go); zero if never.
 	PrunedAt time.Time
+
+	// Queue is "" for a run no worker drives, else QueueWaiting or
+	// QueueClaimed (queue.go); QueuedAt is when it was queued.
+	Queue    string
+	QueuedAt time.Time
+	// StopRequest is a gateway asking the run's worker to stop it:
+	// StopCancel or StopInterrupt; "" if none.
+	StopRequest string
 }
 
 // ShownStatus is the status people are shown: a harness stopped after
-// planning (--plan) is "planned", not interrupted.
+// planning (--plan) is "planned", not interrupted; one waiting for a
+// worker is "queued".
 func (r *Run) ShownStatus() string {
+	if r.Queue == QueueWaiting {
+		return StatusQueued
+	}
 	if r.Status == event.StatusInterrupted && r.Reason == event.ReasonPlanned {
 		return event.StatusPlanned
 	}
@@ -81,6 +93,7 @@ func (r *Run) ShownStatus() string {
 
 // CreateRun inserts r with status running and, if leaseOwner is not empty,
 // the lease held by leaseOwner for ttl. It sets r's status, lease and times.
+// With r.Queue QueueWaiting (and no owner), the run waits for a worker.
 // A key already used in the session gives an error matching ErrDuplicateKey.
 func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time.Duration) error {
 	if r.ID == "" {
@@ -96,6 +109,13 @@ func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time
 	r.LeaseOwner, r.LeaseExpiresAt, r.LeaseHeartbeatAt = "", time.Time{}, time.Time{}
 	if leaseOwner != "" {
 		r.LeaseOwner, r.LeaseExpiresAt, r.LeaseHeartbeatAt = leaseOwner, now.Add(ttl), now
+	}
+	r.QueuedAt = time.Time{}
+	if r.Queue == QueueWaiting {
+		if leaseOwner != "" {
+			return fmt.Errorf("create run %s: a queued run has no lease yet", r.ID)
+		}
+		r.QueuedAt = now
 	}
 
 	tx, err := db.rw.BeginTx(ctx, nil)
@@ -118,6 +138,11 @@ func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time
 	}
 	if err := insertRun(ctx, tx, r); err != nil {
 		return fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	if r.Queue == QueueWaiting {
+		if err := notify(ctx, tx, ChannelRuns, r.ID); err != nil {
+			return fmt.Errorf("create run %s: %w", r.ID, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("create run %s: %w", r.ID, err)
@@ -235,13 +260,14 @@ func insertRun(ctx context.Context, tx *txn, r *Run) error {
 			result, reason, detail, exit_code, turns, prompt_tokens, completion_tokens,
 			iteration_count, max_iterations, completion_promise,
 			lease_owner, lease_expires_at, lease_heartbeat_at,
-			created_at, updated_at, finished_at, idempotency_key, reclaims, fork
-		) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			created_at, updated_at, finished_at, idempotency_key, reclaims, fork, queue, queued_at
+		) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.Kind, nullString(r.SessionID), r.Status, r.Prompt, r.Workspace, r.Model, config,
 		r.Result, r.Reason, r.Detail, r.ExitCode, r.Turns, r.Usage.PromptTokens, r.Usage.CompletionTokens,
 		r.IterationCount, r.MaxIterations, r.CompletionPromise,
 		nullString(r.LeaseOwner), nullTime(r.LeaseExpiresAt), nullTime(r.LeaseHeartbeatAt),
 		formatTime(r.CreatedAt), formatTime(r.UpdatedAt), nullTime(r.FinishedAt), r.IdempotencyKey, r.Reclaims, r.Fork,
+		nullString(r.Queue), nullTime(r.QueuedAt),
 	)
 	return err
 }
@@ -251,7 +277,8 @@ const runColumns = `
 	result, reason, detail, exit_code, turns, prompt_tokens, completion_tokens,
 	iteration_count, max_iterations, completion_promise,
 	COALESCE(lease_owner, ''), lease_expires_at, lease_heartbeat_at,
-	created_at, updated_at, finished_at, idempotency_key, reclaims, fork != 0, pruned_at`
+	created_at, updated_at, finished_at, idempotency_key, reclaims, fork != 0, pruned_at,
+	COALESCE(queue, ''), queued_at, COALESCE(stop_request, '')`
 
 func scanRun(row scanner) (*Run, error) {
 	var r Run
@@ -262,7 +289,7 @@ func scanRun(row scanner) (*Run, error) {
 		&r.IterationCount, &r.MaxIterations, &r.CompletionPromise,
 		&r.LeaseOwner, timeValue{&r.LeaseExpiresAt}, timeValue{&r.LeaseHeartbeatAt},
 		timeValue{&r.CreatedAt}, timeValue{&r.UpdatedAt}, timeValue{&r.FinishedAt}, &r.IdempotencyKey, &r.Reclaims, &r.Fork,
-		timeValue{&r.PrunedAt},
+		timeValue{&r.PrunedAt}, &r.Queue, timeValue{&r.QueuedAt}, &r.StopRequest,
 	)
 	if err != nil {
 		return nil, err

@@ -148,7 +148,7 @@ func (s *Supervisor) driveHere(ctx context.Context, r *store.Run, d Drive, sink 
 		return failed(ctx, err)
 	}
 	report, err := worker.Execute(ctx, spec, worker.Env{
-		Sink: sink, Outbox: &storeOutbox{db: s.db, runID: r.ID}, APIKey: s.apiKey, Home: s.cfg.Home,
+		Sink: sink, Outbox: &storeOutbox{db: s.db, runID: r.ID, owner: s.cfg.Owner}, APIKey: s.apiKey, Home: s.cfg.Home,
 		Getenv: s.Getenv, Environ: s.cfg.Env, UserAgent: "agent/" + s.cfg.Version,
 	})
 	if err != nil {

@@ -22,11 +22,12 @@ import (
 type storeOutbox struct {
 	db    *store.DB
 	runID string
+	owner string // the lease the intents are made under
 }
 
 func (o *storeOutbox) Begin(ctx context.Context, in tools.Intent) (*event.ReceiptData, error) {
 	r, err := o.db.BeginEffect(ctx, store.Receipt{
-		Key: in.Key, RunID: o.runID, Tool: in.Tool, Type: in.ReceiptType, Args: in.Args, Acked: true,
+		Key: in.Key, RunID: o.runID, Tool: in.Tool, Type: in.ReceiptType, Args: in.Args, Acked: true, LeaseOwner: o.owner,
 	}, false)
 	switch {
 	case errors.Is(err, store.ErrOutcomeUnknown):
@@ -51,7 +52,7 @@ func receiptData(r *store.Receipt) event.ReceiptData {
 // before the go-ahead is sent. An intent that never got that far cannot
 // have happened, and recovery forgets it instead of blocking on it.
 func (s *Supervisor) intent(ctx context.Context, in store.Receipt) adapter.Control {
-	in.Acked = false
+	in.Acked, in.LeaseOwner = false, s.cfg.Owner
 	r, err := s.db.BeginEffect(ctx, in, false)
 	switch {
 	case errors.Is(err, store.ErrOutcomeUnknown):
@@ -106,6 +107,7 @@ func (s *Supervisor) resend(ctx context.Context, r *store.Run, rc store.Receipt,
 	}
 	if _, err := s.db.BeginEffect(ctx, store.Receipt{
 		Key: rc.Key, RunID: r.ID, PhaseID: rc.PhaseID, Attempt: rc.Attempt, Tool: rc.Tool, Type: rc.Type, Args: rc.Args, Acked: true,
+		LeaseOwner: s.cfg.Owner,
 	}, true); err != nil {
 		return err
 	}

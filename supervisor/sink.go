@@ -61,12 +61,15 @@ func (s *Supervisor) openJournal(ctx context.Context, r *store.Run, show func(ev
 		if err != nil {
 			return nil, err
 		}
+		j.Fence(s.cfg.Owner)
 		return &journalSink{runID: r.ID, journal: j, show: show}, nil
 	}
 	j, err := s.db.Journal(ctx, r.ID, "")
 	if err != nil {
 		return nil, err
 	}
+	// Only the lease holder writes: a process that lost the run stops.
+	j.Fence(s.cfg.Owner)
 	return &journalSink{runID: r.ID, journal: j, show: show}, nil
 }
 

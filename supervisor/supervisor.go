@@ -116,9 +116,13 @@ type NewRun struct {
 	// create with it fails with store.ErrDuplicateKey.
 	IdempotencyKey string
 	Options        Options // as Prepare resolved them
+	// Queue leaves the run waiting for a worker (`agent worker`) instead
+	// of leasing it to this supervisor.
+	Queue bool
 }
 
-// Create records a new run, running and leased to this supervisor.
+// Create records a new run, running and leased to this supervisor, or
+// queued for a worker.
 func (s *Supervisor) Create(ctx context.Context, n NewRun) (*store.Run, error) {
 	kind := store.KindRun
 	if n.Options.Harness {
@@ -129,7 +133,11 @@ func (s *Supervisor) Create(ctx context.Context, n NewRun) (*store.Run, error) {
 		Model: n.Options.Model, Config: n.Options.encode(), MaxIterations: n.Options.MaxIterations,
 		CompletionPromise: n.Options.Until, IdempotencyKey: n.IdempotencyKey,
 	}
-	if err := s.db.CreateRun(ctx, r, s.cfg.Owner, s.cfg.LeaseTTL); err != nil {
+	owner := s.cfg.Owner
+	if n.Queue {
+		r.Queue, owner = store.QueueWaiting, ""
+	}
+	if err := s.db.CreateRun(ctx, r, owner, s.cfg.LeaseTTL); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -1,0 +1,269 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"agent/config"
+	"agent/event"
+	"agent/gateway"
+	"agent/gateway/gatewaytest"
+	"agent/llm/llmtest"
+	"agent/store"
+	"agent/store/pgtest"
+)
+
+// TestCluster is DESIGN.md §14 on a real PostgreSQL server: two gateways
+// and three workers on one database; 30 runs in 10 sessions, started
+// through both gateways; one worker kill -9'd while it runs a tool, and
+// one gateway kill -9'd while clients are attached to it. Every run
+// completes once, no completed tool call runs again, every email is sent
+// once (a real SMTP server), and the streams clients of either gateway
+// receive are the store's, in seq order, with nothing missing.
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	const sessions, perSession = 10, 3
+	runs := sessions * perSession
+	var turns []llmtest.Turn
+	for i := range runs {
+		task := fmt.Sprintf("task-%02d", i)
+		email, _ := json.Marshal(map[string]string{"to": task + "@example.com", "subject": task, "body": "report " + task})
+		turns = append(turns,
+			llmtest.Turn{When: task, ToolCalls: []llmtest.Call{
+				{Name: "send_email", Arguments: email},
+				call("bash", `{"command":"echo ran >> count-`+task+`.txt; sleep 1"}`),
+			}},
+			llmtest.Turn{When: task, Text: "done " + task},
+		)
+	}
+	e := newE2E(t, turns...)
+	mail := newMailbox(t)
+	dsn := pgtest.Database(t, pgtest.Start(t), "")
+	env := func(cmd *exec.Cmd) {
+		cmd.Env = append(e.withMail(cmd.Env, mail), config.DatabaseEnv+"="+dsn, "AGENT_LEASE_TTL=2s")
+	}
+
+	gwA, gwB := e.startGatewayWith(env), e.startGatewayWith(env)
+	var workers []*exec.Cmd
+	for i := range 3 {
+		concurrency := "3"
+		if i == 0 {
+			concurrency = "1" // the victim: one run, killed while its tool runs
+		}
+		cmd := e.command("worker", "--concurrency", concurrency, "--poll", "200ms")
+		env(cmd)
+		cmd.Stderr = logFile(t, fmt.Sprintf("worker%d.stderr", i))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		workers = append(workers, cmd)
+	}
+
+	db, err := store.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+
+	// Ten sessions, made through either gateway; clients of both attach
+	// to every one of them from its start.
+	gws := []*gatewayProc{gwA, gwB}
+	ids := make([]string, sessions)
+	runIDs := make([]string, 0, runs)
+	for s := range sessions {
+		var first gateway.RunStartResult
+		task := fmt.Sprintf("task-%02d", s*perSession)
+		if code := httpJSON(t, "POST", "http://"+gws[s%2].addr+"/v1/runs", `{"input":"do `+task+`"}`, &first); code != 202 {
+			t.Fatalf("POST /v1/runs: %d", code)
+		}
+		ids[s] = first.SessionID
+		runIDs = append(runIDs, first.RunID)
+	}
+	clients := map[string][2]*gatewaytest.Client{}
+	for _, id := range ids {
+		var pair [2]*gatewaytest.Client
+		for g, gw := range gws {
+			c := gwDial(t, gw.addr)
+			gwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: id})
+			pair[g] = c
+		}
+		clients[id] = pair
+	}
+	for s := range sessions {
+		for k := 1; k < perSession; k++ {
+			var r gateway.RunStartResult
+			task := fmt.Sprintf("task-%02d", s*perSession+k)
+			body := fmt.Sprintf(`{"session_id":%q,"input":"do %s"}`, ids[s], task)
+			if code := httpJSON(t, "POST", "http://"+gws[(s+k)%2].addr+"/v1/runs", body, &r); code != 202 || r.Status != "queued" {
+				t.Fatalf("POST /v1/runs: %d %+v", code, r)
+			}
+			runIDs = append(runIDs, r.RunID)
+		}
+	}
+
+	// kill -9 the victim worker while its run's bash call sleeps.
+	victim := workers[0].Process.Pid
+	var victimRun string
+	waitFor(t, "the victim worker to run a tool", func() bool {
+		for _, id := range runIDs {
+			r, err := db.GetRun(context.Background(), id)
+			if err != nil || r.Status != event.StatusRunning {
+				continue
+			}
+			if _, pid, ok := store.OwnerProcess(r.LeaseOwner); ok && pid == victim {
+				task := strings.TrimPrefix(r.Prompt, "do ")
+				if _, err := os.Stat(filepath.Join(e.workspace, "count-"+task+".txt")); err == nil {
+					victimRun = id
+					return true
+				}
+			}
+		}
+		return false
+	})
+	if err := workers[0].Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = workers[0].Wait()
+	// Gateway B dies once its clients have seen each session live.
+	waitFor(t, "gateway B's clients to see every session", func() bool {
+		for _, pair := range clients {
+			if len(pair[1].Events()) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	gwB.signal(t, syscall.SIGKILL)
+	gwB.wait(t)
+
+	// Every run completes, the victim's on another worker.
+	waitForLong(t, 120*time.Second, "every run to complete", func() bool {
+		for _, id := range runIDs {
+			r, err := db.GetRun(context.Background(), id)
+			if err != nil || r.Status == event.StatusRunning || r.Queue == store.QueueWaiting {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range runIDs {
+		r, _ := db.GetRun(context.Background(), id)
+		task := strings.TrimPrefix(r.Prompt, "do ")
+		if r.Status != event.StatusCompleted || r.Result != "done "+task {
+			t.Errorf("run %s (%s): %s %q %s", id, task, r.Status, r.Result, r.Detail)
+		}
+		if n := countLines(t, filepath.Join(e.workspace, "count-"+task+".txt")); n != 1 {
+			t.Errorf("%s: its bash call ran %d times", task, n)
+		}
+		if id == victimRun && r.Reclaims != 1 {
+			t.Errorf("the victim's run %s was taken over %d times, want 1", id, r.Reclaims)
+		}
+	}
+	if n := mail.count(); n != runs {
+		t.Errorf("%d emails sent, want %d (one per run)", n, runs)
+	}
+	mail.mu.Lock()
+	for i := range runs {
+		task := fmt.Sprintf("task-%02d", i)
+		if n := strings.Count(strings.Join(mail.msgs, "\n"), "Subject: "+task+"\r\n"); n != 1 {
+			t.Errorf("%s: %d emails", task, n)
+		}
+	}
+	mail.mu.Unlock()
+
+	// The streams: gateway A's clients got each session's stored events,
+	// once each and in seq order, ending with its last run's end; gateway
+	// B's clients got a prefix of the same, until B died.
+	for _, id := range ids {
+		want, err := db.ListSessionEvents(context.Background(), id, 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair := clients[id]
+		ctx, cancel := gatewaytest.Timeout(30 * time.Second)
+		_, err = pair[0].WaitEvent(ctx, func(f gateway.EventFrame) bool { return f.Seq == want[len(want)-1].Seq })
+		cancel()
+		if err != nil {
+			t.Fatalf("session %s on gateway A: %v", id, err)
+		}
+		gotA, gotB := frameKeys(pair[0].Events()), frameKeys(pair[1].Events())
+		if !slices.Equal(gotA, eventKeys(want)) {
+			t.Errorf("session %s: gateway A sent\n%v\nthe store has\n%v", id, gotA, eventKeys(want))
+		}
+		if len(gotB) == 0 || !slices.Equal(gotB, gotA[:min(len(gotB), len(gotA))]) {
+			t.Errorf("session %s: gateway B sent\n%v\nnot a prefix of A's\n%v", id, gotB, gotA)
+		}
+		terminals := 0
+		for _, ev := range want {
+			if gatewaytest.IsTerminal(ev.Type) {
+				terminals++
+			}
+		}
+		if terminals != perSession {
+			t.Errorf("session %s has %d terminal events for %d runs", id, terminals, perSession)
+		}
+	}
+}
+
+// frameKeys and eventKeys say what a stream holds, to compare two.
+func frameKeys(fs []gateway.EventFrame) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, fmt.Sprintf("%d %s %s", f.Seq, f.Event, f.RunID))
+	}
+	return out
+}
+
+func eventKeys(evs []event.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, fmt.Sprintf("%d %s %s", e.Seq, e.Type, e.RunID))
+	}
+	return out
+}
+
+// logFile is a file for a process's output, kept with the test's files.
+func logFile(t *testing.T, name string) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			data, _ := os.ReadFile(f.Name())
+			t.Logf("%s:\n%s", name, tail(string(data), 4000))
+		}
+		f.Close()
+	})
+	return f
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// waitForLong is waitFor with a deadline of its own.
+func waitForLong(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

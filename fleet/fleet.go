@@ -1,0 +1,226 @@
+// Package fleet is `agent worker` (DESIGN.md §14): a process that claims
+// queued runs from the shared store and drives them, up to a number at
+// once, each in an `agent runner` child, exactly as a gateway drives its
+// own. Any number of workers on any number of machines share one store; a
+// run's lease says which one drives it, and a worker that dies has its runs
+// taken over by another once their leases expire.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"agent/store"
+	"agent/supervisor"
+)
+
+// Config configures a worker.
+type Config struct {
+	DB  *store.DB
+	Sup *supervisor.Supervisor // its owner holds every run this worker drives
+	// Concurrency is how many runs it drives at once (default 1).
+	Concurrency int
+	// Poll is how often it looks for work when nothing told it of any
+	// (default 1s); on PostgreSQL a queued run wakes it at once.
+	Poll time.Duration
+	// RunTimeout bounds each run whose options set no timeout; 0: none.
+	RunTimeout time.Duration
+	Logger     *slog.Logger
+}
+
+// reasonStopped is the detail of a run a worker interrupted when it
+// stopped; the run goes back to the queue for another worker.
+const reasonStopped = "worker stopped; requeued"
+
+// stopPoll is how often a worker reads the stop requests of its runs.
+const stopPoll = 250 * time.Millisecond
+
+// Worker claims and drives runs until its context ends.
+type Worker struct {
+	cfg Config
+	log *slog.Logger
+
+	mu   sync.Mutex
+	live map[string]context.CancelCauseFunc // runs being driven, by id
+	wg   sync.WaitGroup
+	// freed wakes the claim loop when a run ends, and work when a run
+	// is queued.
+	freed chan struct{}
+	work  chan struct{}
+}
+
+// New checks cfg and fills in its defaults.
+func New(cfg Config) (*Worker, error) {
+	if cfg.DB == nil || cfg.Sup == nil {
+		return nil, errors.New("worker: a store and a supervisor are required")
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 1
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Worker{
+		cfg: cfg, log: cfg.Logger, live: map[string]context.CancelCauseFunc{},
+		freed: make(chan struct{}, 1), work: make(chan struct{}, 1),
+	}, nil
+}
+
+// Run claims and drives runs until ctx ends. Then it interrupts the runs
+// it drives, puts them back in the queue for another worker, and returns
+// once their children have exited.
+func (w *Worker) Run(ctx context.Context) error {
+	listen, stopListen := context.WithCancel(context.Background())
+	defer stopListen()
+	go func() {
+		_ = w.cfg.DB.Listen(listen, []string{store.ChannelRuns}, func(string, string) { wake(w.work) })
+	}()
+	go w.watchStops(listen)
+
+	poll := time.NewTicker(w.cfg.Poll)
+	defer poll.Stop()
+	for ctx.Err() == nil {
+		if w.claimAll(ctx) {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-poll.C:
+		case <-w.freed:
+		case <-w.work:
+		}
+	}
+	w.mu.Lock()
+	for _, stop := range w.live {
+		stop(supervisor.Interrupt(reasonStopped))
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+	return nil
+}
+
+// claimAll claims runs while it has free slots and there are runs; it
+// reports whether it should look again at once.
+func (w *Worker) claimAll(ctx context.Context) bool {
+	for {
+		w.mu.Lock()
+		full := len(w.live) >= w.cfg.Concurrency
+		w.mu.Unlock()
+		if full {
+			return false
+		}
+		claim, err := w.cfg.DB.ClaimRun(ctx, w.cfg.Sup.Owner(), w.cfg.Sup.LeaseTTL())
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Error("claim a run", "err", err)
+			}
+			return false
+		}
+		if claim == nil {
+			return false
+		}
+		w.start(claim)
+	}
+}
+
+// start drives a claimed run on a goroutine of its own.
+func (w *Worker) start(c *store.Claim) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	w.mu.Lock()
+	w.live[c.Run.ID] = cancel
+	w.mu.Unlock()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer func() {
+			cancel(nil)
+			w.mu.Lock()
+			delete(w.live, c.Run.ID)
+			w.mu.Unlock()
+			wake(w.freed)
+		}()
+		w.drive(ctx, c)
+	}()
+}
+
+// drive drives one claimed run from run.started to its terminal event.
+func (w *Worker) drive(ctx context.Context, c *store.Claim) {
+	r := c.Run
+	persist := context.WithoutCancel(ctx)
+	log := w.log.With("run_id", r.ID, "session_id", r.SessionID)
+	opts, err := supervisor.DecodeOptions(r)
+	if err != nil {
+		log.Error("run has unreadable options; leaving it to expire", "err", err)
+		return
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = supervisor.Duration(w.cfg.RunTimeout)
+	}
+	if stop := stopCause(r.StopRequest); stop != nil {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		cancel(stop) // asked to stop while it waited: it ends at once
+	}
+	log.Info("run claimed", "kind", r.Kind, "resume", c.Resume, "taken_over", c.TakenOver)
+	end, err := w.cfg.Sup.Drive(ctx, r, supervisor.Drive{Options: opts, Resume: c.Resume, Child: true})
+	if err != nil {
+		log.Error("the end of the run was not recorded; another worker takes it over", "err", err)
+		return
+	}
+	log.Info("run ended", "status", end.Data.Status, "exit_code", end.Data.ExitCode, "reason", end.Data.Reason)
+	if end.Data.Detail == reasonStopped {
+		if err := w.cfg.DB.QueueRun(persist, r.ID); err != nil {
+			log.Error("requeue the run", "err", err)
+		}
+	}
+}
+
+// watchStops stops the runs a gateway asked to stop (run.cancel).
+func (w *Worker) watchStops(ctx context.Context) {
+	t := time.NewTicker(stopPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		reqs, err := w.cfg.DB.StopRequests(ctx, w.cfg.Sup.Owner())
+		if err != nil || len(reqs) == 0 {
+			continue
+		}
+		w.mu.Lock()
+		for id, kind := range reqs {
+			if stop, ok := w.live[id]; ok {
+				stop(stopCause(kind))
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
+// stopCause is the cause a stop request stops a run with, as the gateway's
+// run.cancel stops its own runs; nil for no request.
+func stopCause(kind string) error {
+	switch kind {
+	case store.StopCancel:
+		return supervisor.Cancel("cancelled by a client")
+	case store.StopInterrupt:
+		return supervisor.Interrupt("")
+	}
+	return nil
+}
+
+// wake signals ch without blocking; one pending signal is enough.
+func wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,145 @@
+package gateway
+
+import (
+	"context"
+	"time"
+
+	"agent/event"
+	"agent/store"
+)
+
+// A gateway with Config.Workers drives no run itself (DESIGN.md §14):
+// run.start queues the run in the store, `agent worker` processes claim
+// and drive it, and run.cancel asks the run's worker to stop it. Every
+// gateway on the store serves every session: what workers persist reaches
+// the session's subscribers through follow, which reads the store when
+// PostgreSQL notifies it of new events (and every followPoll besides), so
+// clients of any gateway get the same events, in seq order, live and on
+// replay.
+
+// followPoll is how often a gateway reads the store for new events of
+// its followed sessions without a notification.
+const followPoll = 500 * time.Millisecond
+
+// endPoll is how often a gateway looks whether a worker's run has ended.
+const endPoll = 100 * time.Millisecond
+
+// follow publishes, to each session's subscribers, the events workers
+// persisted since the last it published, until the gateway stops.
+func (s *Server) follow() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	notified := make(chan string, 256)
+	go func() {
+		_ = s.db.Listen(ctx, []string{store.ChannelEvents}, func(_, sessionID string) {
+			select {
+			case notified <- sessionID:
+			default: // full: the next poll catches up
+			}
+		})
+	}()
+	t := time.NewTicker(followPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.quit:
+			return
+		case id := <-notified:
+			if id == "" {
+				s.catchUpAll(ctx)
+			} else if sess, ok := s.sessions.loaded(id); ok {
+				s.catchUp(ctx, sess)
+			}
+		case <-t.C:
+			s.catchUpAll(ctx)
+		}
+	}
+}
+
+func (s *Server) catchUpAll(ctx context.Context) {
+	for _, sess := range s.sessions.all() {
+		if sess.hub.size() > 0 {
+			s.catchUp(ctx, sess)
+		}
+	}
+}
+
+// catchUp publishes the session's stored events after the last one its
+// hub published.
+func (s *Server) catchUp(ctx context.Context, sess *session) {
+	sess.appendMu.Lock()
+	defer sess.appendMu.Unlock()
+	for {
+		evs, err := s.db.ListSessionEvents(ctx, sess.id, sess.hub.lastSeq(), replayPage)
+		if err != nil {
+			s.log.Error("read a session's new events", "session_id", sess.id, "err", err)
+			return
+		}
+		for _, e := range evs {
+			sess.hub.publish(newItem(e))
+		}
+		if len(evs) < replayPage {
+			return
+		}
+	}
+}
+
+// queueResume queues a run of a session for a worker to resume.
+func (s *Server) queueResume(ctx context.Context, row *store.Run) (*RunStartResult, error) {
+	if err := s.db.QueueRun(ctx, row.ID); err != nil {
+		return nil, err
+	}
+	s.log.Info("run queued for a worker", "run_id", row.ID, "session_id", row.SessionID, "resumed", true)
+	return &RunStartResult{RunID: row.ID, SessionID: row.SessionID, Status: RunQueued}, nil
+}
+
+// stopQueued asks the worker of a run to stop it, and waits a little for
+// the run to end, so the answer can show how it ended.
+func (s *Server) stopQueued(ctx context.Context, row *store.Run, kind string) (*RunInfo, error) {
+	ok, err := s.db.RequestStop(ctx, row.ID, kind)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errorf(CodeConflict, "run %s is not queued or running (status %s)", row.ID, row.ShownStatus())
+	}
+	select {
+	case <-s.ended(ctx, row.ID):
+	case <-time.After(10 * time.Second):
+	case <-ctx.Done():
+	}
+	if row, err = s.db.GetRun(context.WithoutCancel(ctx), row.ID); err != nil {
+		return nil, err
+	}
+	info := s.runInfo(row)
+	return &info, nil
+}
+
+// ended returns a channel closed once the run has ended: its status is
+// no longer running and it waits for no worker. It is nil for a run this
+// gateway would drive itself (the local queue says when those end).
+func (s *Server) ended(ctx context.Context, runID string) <-chan struct{} {
+	if !s.cfg.Workers {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(endPoll)
+		defer t.Stop()
+		for {
+			row, err := s.db.GetRun(ctx, runID)
+			if err != nil || (row.Status != event.StatusRunning && row.Queue != store.QueueWaiting) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.quit:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return done
+}

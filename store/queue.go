@@ -1,0 +1,275 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The run queue of `agent worker` (migration 0013, DESIGN.md §14): a
+// gateway queues a run; a worker claims it by taking its lease, drives it,
+// and renews the lease while it does; another worker takes over a claimed
+// run whose lease expired. A lease is a fencing token: writes made for a
+// run under a lease (Journal.Fence, Receipt.LeaseOwner) fail once another
+// process holds it.
+
+// Queue states of a run (Run.Queue).
+const (
+	QueueWaiting = "waiting" // queued; no worker holds it yet
+	QueueClaimed = "claimed" // a worker took it; taken over if that worker dies
+)
+
+// StatusQueued is the status shown for a run waiting for a worker.
+const StatusQueued = "queued"
+
+// Stop requests (Run.StopRequest).
+const (
+	StopCancel    = "cancel"    // end the run for good
+	StopInterrupt = "interrupt" // stop it resumably
+)
+
+// Channels of PostgreSQL's LISTEN/NOTIFY: a run was queued (payload: its
+// id) and a session has new events (payload: the session id).
+const (
+	ChannelRuns   = "agent_runs"
+	ChannelEvents = "agent_events"
+)
+
+// QueueRun queues a run that no process holds, for a worker to start or
+// resume it. A pending stop request is dropped: queueing is a new ask.
+func (db *DB) QueueRun(ctx context.Context, runID string) error {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("queue run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	now := formatTime(db.now())
+	res, err := tx.ExecContext(ctx, `
+		UPDATE runs SET queue = 'waiting', queued_at = ?, stop_request = NULL, updated_at = ?
+		WHERE id = ? AND lease_owner IS NULL`, now, now, runID)
+	if err != nil {
+		return fmt.Errorf("queue run %s: %w", runID, err)
+	}
+	if err := oneRow(res); err != nil {
+		var owner string
+		if tx.QueryRowContext(ctx, `SELECT COALESCE(lease_owner, '') FROM runs WHERE id = ?`, runID).Scan(&owner) == nil && owner != "" {
+			return fmt.Errorf("queue run %s: %w", runID, &LeaseHeldError{RunID: runID, Owner: owner})
+		}
+		return fmt.Errorf("queue run %s: %w", runID, err)
+	}
+	if err := notify(ctx, tx, ChannelRuns, runID); err != nil {
+		return fmt.Errorf("queue run %s: %w", runID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("queue run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// Claim is a run a worker claimed.
+type Claim struct {
+	Run *Run
+	// Resume says the run has started before (its events are stored):
+	// drive it as a resume.
+	Resume bool
+	// TakenOver says a dead worker held it.
+	TakenOver bool
+}
+
+// ClaimRun gives owner the lease of one queued run for ttl, or nil when
+// there is none: first a claimed run whose worker is gone (its lease
+// expired, or its process provably dead), then the longest waiting run
+// whose session has no run held by anyone, since a session's runs go one
+// at a time.
+func (db *DB) ClaimRun(ctx context.Context, owner string, ttl time.Duration) (*Claim, error) {
+	if owner == "" {
+		return nil, errors.New("claim run: empty owner")
+	}
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("claim run: %w", err)
+	}
+	defer tx.Rollback()
+	now := db.now()
+	claim, err := db.takeOver(ctx, tx, owner, ttl, now)
+	if err == nil && claim == nil {
+		claim, err = db.claimWaiting(ctx, tx, owner, ttl, now)
+	}
+	if err != nil || claim == nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("claim run %s: %w", claim.Run.ID, err)
+	}
+	return claim, nil
+}
+
+// takeOver takes the lease of a claimed run whose worker is gone.
+func (db *DB) takeOver(ctx context.Context, tx *txn, owner string, ttl time.Duration, now time.Time) (*Claim, error) {
+	runs, err := queryRuns(ctx, tx, `SELECT `+runColumns+` FROM runs
+		WHERE status = 'running' AND queue = 'claimed' AND lease_owner IS NOT NULL AND lease_owner != ?
+		ORDER BY lease_expires_at, rowid`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("claim run: %w", err)
+	}
+	for _, r := range runs {
+		// Expired means expires_at < now, as in acquireLease.
+		if !r.LeaseExpiresAt.Before(now) && !db.OwnerDead(r.LeaseOwner) {
+			continue
+		}
+		if err := db.acquireLease(ctx, tx, r.ID, owner, ttl); err != nil {
+			return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET reclaims = reclaims + 1 WHERE id = ?`, r.ID); err != nil {
+			return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
+		}
+		got, err := getRun(ctx, tx, r.ID)
+		if err != nil {
+			return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
+		}
+		return &Claim{Run: got, Resume: true, TakenOver: true}, nil
+	}
+	return nil, nil
+}
+
+// claimWaiting takes the lease of the longest waiting run that can start.
+func (db *DB) claimWaiting(ctx context.Context, tx *txn, owner string, ttl time.Duration, now time.Time) (*Claim, error) {
+	lock := ""
+	if tx.pg {
+		// Writers are serialised already; this keeps a future finer lock
+		// from handing one row to two workers.
+		lock = " FOR UPDATE SKIP LOCKED"
+	}
+	var id string
+	err := tx.QueryRowContext(ctx, `
+		SELECT id FROM runs r
+		WHERE queue = 'waiting' AND lease_owner IS NULL
+			AND NOT EXISTS (SELECT 1 FROM runs o
+				WHERE o.session_id = r.session_id AND o.id != r.id AND o.lease_owner IS NOT NULL)
+		ORDER BY queued_at, rowid LIMIT 1`+lock).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim run: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `
+		UPDATE runs SET queue = 'claimed', lease_owner = ?, lease_expires_at = ?, lease_heartbeat_at = ?
+		WHERE id = ?`, owner, formatTime(now.Add(ttl)), formatTime(now), id); err != nil {
+		return nil, fmt.Errorf("claim run %s: %w", id, err)
+	}
+	r, err := getRun(ctx, tx, id)
+	if err != nil {
+		return nil, fmt.Errorf("claim run %s: %w", id, err)
+	}
+	var started int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM events WHERE run_id = ?`, id).Scan(&started); err != nil {
+		return nil, fmt.Errorf("claim run %s: %w", id, err)
+	}
+	return &Claim{Run: r, Resume: started > 0}, nil
+}
+
+// Requeue gives a claimed run back to the queue, for another worker to
+// resume: owner stops driving it (the worker is shutting down).
+func (db *DB) Requeue(ctx context.Context, runID, owner string) error {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("requeue run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	now := formatTime(db.now())
+	res, err := tx.ExecContext(ctx, `
+		UPDATE runs SET queue = 'waiting', queued_at = ?, updated_at = ?,
+			lease_owner = NULL, lease_expires_at = NULL, lease_heartbeat_at = NULL
+		WHERE id = ? AND lease_owner = ?`, now, now, runID, owner)
+	if err != nil {
+		return fmt.Errorf("requeue run %s: %w", runID, err)
+	}
+	if err := oneRow(res); err != nil {
+		return fmt.Errorf("requeue run %s: %w", runID, ErrLeaseLost)
+	}
+	if err := notify(ctx, tx, ChannelRuns, runID); err != nil {
+		return fmt.Errorf("requeue run %s: %w", runID, err)
+	}
+	return tx.Commit()
+}
+
+// RequestStop asks the worker of a queued or running run to stop it
+// (StopCancel or StopInterrupt). It reports false if the run is not
+// queued for workers or has ended.
+func (db *DB) RequestStop(ctx context.Context, runID, kind string) (bool, error) {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("stop run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `
+		UPDATE runs SET stop_request = ?, updated_at = ?
+		WHERE id = ? AND queue IS NOT NULL AND (queue = 'waiting' OR status = 'running')`,
+		kind, formatTime(db.now()), runID)
+	if err != nil {
+		return false, fmt.Errorf("stop run %s: %w", runID, err)
+	}
+	if oneRow(res) != nil {
+		return false, nil
+	}
+	if err := notify(ctx, tx, ChannelRuns, runID); err != nil {
+		return false, fmt.Errorf("stop run %s: %w", runID, err)
+	}
+	return true, tx.Commit()
+}
+
+// StopRequests returns the stop requests of the runs owner holds, by run.
+func (db *DB) StopRequests(ctx context.Context, owner string) (map[string]string, error) {
+	rows, err := db.ro.QueryContext(ctx,
+		`SELECT id, stop_request FROM runs WHERE lease_owner = ? AND stop_request IS NOT NULL`, owner)
+	if err != nil {
+		return nil, fmt.Errorf("stop requests: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, kind string
+		if err := rows.Scan(&id, &kind); err != nil {
+			return nil, fmt.Errorf("stop requests: %w", err)
+		}
+		out[id] = kind
+	}
+	return out, rows.Err()
+}
+
+// QueueDepth counts the runs waiting for a worker.
+func (db *DB) QueueDepth(ctx context.Context) (int, error) {
+	var n int
+	err := db.ro.QueryRowContext(ctx, `SELECT COUNT(*) FROM runs WHERE queue = 'waiting'`).Scan(&n)
+	return n, err
+}
+
+// fence fails with ErrLeaseLost unless owner holds the run's lease: a
+// process that lost it writes nothing more for the run.
+func fence(ctx context.Context, tx *txn, runID, owner string) error {
+	var holder string
+	err := tx.QueryRowContext(ctx, `SELECT COALESCE(lease_owner, '') FROM runs WHERE id = ?`, runID).Scan(&holder)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	if holder != owner {
+		return fmt.Errorf("run %s is held by %q, not %q: %w", runID, holder, owner, ErrLeaseLost)
+	}
+	return nil
+}
+
+// notify sends payload on a PostgreSQL channel when tx commits; SQLite's
+// readers poll instead.
+func notify(ctx context.Context, tx *txn, channel, payload string) error {
+	if !tx.pg {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `SELECT pg_notify(?, ?)`, channel, payload)
+	return err
+}
