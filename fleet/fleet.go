@@ -210,7 +210,7 @@ func (w *Worker) watchStops(ctx context.Context) {
 func stopCause(kind string) error {
 	switch kind {
 	case store.StopCancel:
-		return supervisor.Cancel("cancelled by a client")
+		return supervisor.CancelledByClient
 	case store.StopInterrupt:
 		return supervisor.Interrupt("")
 	}

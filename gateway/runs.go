@@ -20,7 +20,7 @@ const reasonDrained = "gateway stopped; resumable"
 var (
 	errDrained     = supervisor.Interrupt(reasonDrained)
 	errInterrupted = supervisor.Interrupt("") // as Ctrl-C says it locally
-	errCancelled   = supervisor.Cancel("cancelled by a client")
+	errCancelled   = supervisor.CancelledByClient
 )
 
 // Modes of run.cancel (DESIGN.md §9).

@@ -137,12 +137,18 @@ func (db *DB) ReclaimableRuns(ctx context.Context) ([]Run, error) {
 	now := db.now()
 	var out []Run
 	for _, r := range runs {
-		// Expired means expires_at < now, as in acquireLease.
-		if r.LeaseExpiresAt.Before(now) || db.OwnerDead(r.LeaseOwner) {
+		if db.abandoned(r, now) {
 			out = append(out, r)
 		}
 	}
 	return out, nil
+}
+
+// abandoned reports whether a leased run's holder is gone: its lease
+// expired (expires_at < now, as in acquireLease) or its process is
+// provably dead.
+func (db *DB) abandoned(r Run, now time.Time) bool {
+	return r.LeaseExpiresAt.Before(now) || db.OwnerDead(r.LeaseOwner)
 }
 
 // NoteReclaim counts one more takeover of the run and returns the count.
@@ -152,10 +158,7 @@ func (db *DB) NoteReclaim(ctx context.Context, runID string) (int, error) {
 		return 0, fmt.Errorf("note reclaim of run %s: %w", runID, err)
 	}
 	defer tx.Rollback()
-	var n int
-	err = tx.QueryRowContext(ctx, `
-		UPDATE runs SET reclaims = reclaims + 1, updated_at = ? WHERE id = ? RETURNING reclaims`,
-		formatTime(db.now()), runID).Scan(&n)
+	n, err := noteReclaim(ctx, tx, runID, db.now())
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("note reclaim of run %s: %w", runID, ErrNotFound)
 	}
@@ -166,6 +169,15 @@ func (db *DB) NoteReclaim(ctx context.Context, runID string) (int, error) {
 		return 0, fmt.Errorf("note reclaim of run %s: %w", runID, err)
 	}
 	return n, nil
+}
+
+// noteReclaim counts one more takeover of the run and returns the count.
+func noteReclaim(ctx context.Context, tx *txn, runID string, now time.Time) (int, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, `
+		UPDATE runs SET reclaims = reclaims + 1, updated_at = ? WHERE id = ? RETURNING reclaims`,
+		formatTime(now), runID).Scan(&n)
+	return n, err
 }
 
 func (db *DB) acquireLease(ctx context.Context, tx *txn, runID, owner string, ttl time.Duration) error {

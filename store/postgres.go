@@ -109,36 +109,30 @@ func (db *DB) migratePostgres(ctx context.Context) error {
 		return &UnusableError{Problem: fmt.Sprintf("its schema version %d is newer than this agent supports (%d)", current, len(ms)),
 			Fix: "upgrade agent, or point AGENT_DATABASE_URL at another database"}
 	}
-	for current < len(ms) {
-		tx, err := db.rw.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		// Another process may have applied some while we waited.
-		if current, err = db.postgresVersion(ctx, tx); err != nil || current >= len(ms) {
-			tx.Rollback()
-			return err
-		}
-		for _, m := range ms[current:] {
-			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-				tx.Rollback()
-				return fmt.Errorf("migration %s: %w", m.name, err)
-			}
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM agent_schema`); err != nil {
-			tx.Rollback()
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO agent_schema (version) VALUES (?)`, len(ms)); err != nil {
-			tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return err
-		}
-		current = len(ms)
+	if current == len(ms) {
+		return nil
 	}
-	return nil
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	// Another process may have applied some while we waited for the lock.
+	if current, err = db.postgresVersion(ctx, tx); err != nil || current >= len(ms) {
+		return err
+	}
+	for _, m := range ms[current:] {
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			return fmt.Errorf("migration %s: %w", m.name, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM agent_schema`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO agent_schema (version) VALUES (?)`, len(ms)); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // querier is a pool or a transaction.
@@ -168,11 +162,9 @@ func (db *DB) Listen(ctx context.Context, channels []string, fn func(channel, pa
 		return ErrNoNotifications
 	}
 	for {
-		err := db.listenOnce(ctx, channels, fn)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		_ = err // the server went away; the caller polls meanwhile
+		// An error is the server gone away: the caller polls meanwhile,
+		// and hears fn("", "") once a new connection listens.
+		_ = db.listenOnce(ctx, channels, fn)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -115,14 +115,13 @@ func (db *DB) takeOver(ctx context.Context, tx *txn, owner string, ttl time.Dura
 		return nil, fmt.Errorf("claim run: %w", err)
 	}
 	for _, r := range runs {
-		// Expired means expires_at < now, as in acquireLease.
-		if !r.LeaseExpiresAt.Before(now) && !db.OwnerDead(r.LeaseOwner) {
+		if !db.abandoned(r, now) {
 			continue
 		}
 		if err := db.acquireLease(ctx, tx, r.ID, owner, ttl); err != nil {
 			return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET reclaims = reclaims + 1 WHERE id = ?`, r.ID); err != nil {
+		if _, err := noteReclaim(ctx, tx, r.ID, now); err != nil {
 			return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
 		}
 		got, err := getRun(ctx, tx, r.ID)

@@ -36,6 +36,10 @@ func Interrupt(detail string) error {
 // Cancel ends a run for good.
 func Cancel(detail string) error { return &Stop{Reason: event.ReasonCancelled, Detail: detail} }
 
+// CancelledByClient is how run.cancel ends a run for good, whether the
+// gateway or a worker drives it.
+var CancelledByClient = Cancel("cancelled by a client")
+
 // Timeout stops a run that ran for longer than it may.
 func Timeout(d time.Duration) error {
 	return &Stop{Reason: event.ReasonTimeout, Detail: fmt.Sprintf("timed out after %s", d)}
