@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,6 +81,8 @@ func BenchmarkClusterWorkers(b *testing.B) {
 func benchGateway(b *testing.B, bin string, env []string) string {
 	cmd := exec.Command(bin, "gateway", "--listen", "127.0.0.1:0", "--json")
 	cmd.Env = env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -90,7 +93,8 @@ func benchGateway(b *testing.B, bin string, env []string) string {
 	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
-		b.Fatal(err)
+		_ = cmd.Wait()
+		b.Fatalf("the gateway did not start: %v\n%s", err, stderr.String())
 	}
 	var hello struct{ Listen string }
 	if err := json.Unmarshal([]byte(line), &hello); err != nil {
@@ -116,4 +120,104 @@ func benchStart(b *testing.B, addr, input string) string {
 		b.Fatalf("POST /v1/runs: %d %v", resp.StatusCode, err)
 	}
 	return r.RunID
+}
+
+// BenchmarkClusterTakeover measures the time from a worker's kill -9,
+// while its run's tool runs, to another worker resuming the run (its
+// second run.started), with AGENT_LEASE_TTL=2s and --poll 100ms:
+//   - host=same: the dead worker was on this machine, so its process is
+//     provably gone and the lease is taken at the next poll;
+//   - host=other: it ran under another host name (a UTS namespace), as a
+//     worker on another machine, so the lease must expire first.
+func BenchmarkClusterTakeover(b *testing.B) {
+	bin := os.Getenv("AGENT_BIN")
+	if bin == "" {
+		bin = "agent"
+	}
+	// Each run's task names its turns, so no run can take another's.
+	var turns []llmtest.Turn
+	for _, host := range []string{"same", "other"} {
+		for i := range 100 {
+			task := fmt.Sprintf("take-%s-%d", host, i)
+			turns = append(turns,
+				llmtest.Turn{When: task, ToolCalls: []llmtest.Call{call("bash", `{"command":"sleep 30"}`)}},
+				llmtest.Turn{When: task, Text: "done"})
+		}
+	}
+	srv := llmtest.NewServer(b, llmtest.Script{Turns: turns})
+	server := pgtest.Start(b)
+	for _, host := range []string{"same", "other"} {
+		b.Run("host="+host, func(b *testing.B) {
+			if _, err := exec.LookPath("unshare"); host == "other" && err != nil {
+				b.Skip("unshare (util-linux) is missing")
+			}
+			var total time.Duration
+			i := 0
+			for b.Loop() {
+				if i == 100 {
+					b.Fatal("the fake model has turns for 100 takeovers; use a smaller -benchtime")
+				}
+				task := fmt.Sprintf("take-%s-%d", host, i)
+				i++
+				dsn := pgtest.Database(b, server, "")
+				env := append(os.Environ(), "AGENT_HOME="+b.TempDir(), "OPENAI_BASE_URL="+srv.URL(), "OPENAI_API_KEY=",
+					"AGENT_MODEL=test-model", config.DatabaseEnv+"="+dsn, "AGENT_GATEWAY_TOKEN="+gwToken, "AGENT_LEASE_TTL=2s")
+				worker := func(argv ...string) *exec.Cmd {
+					cmd := exec.Command(argv[0], argv[1:]...)
+					cmd.Env, cmd.Dir = env, b.TempDir()
+					if err := cmd.Start(); err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+					return cmd
+				}
+				victimArgs := []string{bin, "worker", "--concurrency", "1", "--poll", "100ms"}
+				if host == "other" {
+					victimArgs = append([]string{"unshare", "--uts", "sh", "-c", `hostname elsewhere && exec "$0" "$@"`}, victimArgs...)
+				}
+				victim := worker(victimArgs...)
+				addr := benchGateway(b, bin, env)
+				id := benchStart(b, addr, task)
+				db, err := store.Open(dsn)
+				if err != nil {
+					b.Fatal(err)
+				}
+				started := func() int {
+					evs, _ := db.ListEvents(context.Background(), id, 0, 0)
+					n := 0
+					for _, e := range evs {
+						if e.Type == event.RunStarted {
+							n++
+						}
+						if e.Type == event.ToolStarted && n == 1 {
+							n = 10 // the victim's tool runs
+						}
+					}
+					return n
+				}
+				benchWait(b, "the victim to run its tool", func() bool { return started() >= 10 })
+				worker(bin, "worker", "--concurrency", "1", "--poll", "100ms")
+				time.Sleep(300 * time.Millisecond) // the taker is up and idle
+				if err := victim.Process.Signal(syscall.SIGKILL); err != nil {
+					b.Fatal(err)
+				}
+				killed := time.Now()
+				_ = victim.Wait() // reaped at once, as by its service manager
+				benchWait(b, "another worker to resume the run", func() bool { return started() >= 11 })
+				total += time.Since(killed)
+				db.Close()
+			}
+			b.ReportMetric(total.Seconds()*1000/float64(b.N), "ms-to-resume")
+		})
+	}
+}
+
+// benchWait polls cond every 5 ms for up to a minute.
+func benchWait(b *testing.B, what string, cond func() bool) {
+	b.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatalf("timed out waiting for %s", what)
+		}
+	}
 }

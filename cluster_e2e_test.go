@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"agent/checkpoint"
 	"agent/config"
 	"agent/event"
 	"agent/gateway"
@@ -189,6 +191,12 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		for i, ev := range want {
+			if ev.Seq != int64(i+1) {
+				t.Errorf("session %s: event %d (%s) has seq %d: the stream has a hole", id, i, ev.Type, ev.Seq)
+				break
+			}
+		}
 		pair := clients[id]
 		ctx, cancel := gatewaytest.Timeout(30 * time.Second)
 		_, err = pair[0].WaitEvent(ctx, func(f gateway.EventFrame) bool { return f.Seq == want[len(want)-1].Seq })
@@ -265,5 +273,78 @@ func waitForLong(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestClusterRewind: on a shared store, a checkpoint is rewound through a
+// gateway while workers drive the session's runs: refused while another
+// run of the session is driven, then done, its rewind.completed right
+// after the session's last stored event (no hole, no seq taken twice).
+func TestClusterRewind(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		llmtest.Turn{When: "write", ToolCalls: []llmtest.Call{call("write_file", `{"path":"new.txt","content":"new\n"}`)}},
+		llmtest.Turn{When: "write", Text: "written"},
+		llmtest.Turn{When: "wait", ToolCalls: []llmtest.Call{call("bash", `{"command":"sleep 2"}`)}},
+		llmtest.Turn{When: "wait", Text: "waited"},
+	)
+	dsn := pgtest.Database(t, pgtest.Start(t), "")
+	env := func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, config.DatabaseEnv+"="+dsn) }
+	gw := e.startGatewayWith(env)
+	worker := e.command("worker", "--poll", "200ms")
+	env(worker)
+	worker.Stderr = logFile(t, "worker.stderr")
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
+
+	c := gwDial(t, gw.addr)
+	sid := gwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
+	gwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
+	first := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "write"})
+	gwWait(t, c, first.RunID)
+	second := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "wait"})
+	ctx, cancel := gatewaytest.Timeout(30 * time.Second)
+	defer cancel()
+	if _, err := c.WaitEvent(ctx, func(f gateway.EventFrame) bool { return f.Event == event.ToolStarted && f.RunID == second.RunID }); err != nil {
+		t.Fatal(err)
+	}
+	var refused *gateway.Error
+	err := c.Call(ctx, gateway.MethodCheckpointRewind, gateway.CheckpointRewindParams{RunID: first.RunID}, nil)
+	if !errors.As(err, &refused) || refused.Code != gateway.CodeConflict {
+		t.Fatalf("rewind while the session's next run is driven: %v, want a conflict", err)
+	}
+	if _, err := os.Stat(filepath.Join(e.workspace, "new.txt")); err != nil {
+		t.Fatalf("the refused rewind changed the workspace: %v", err)
+	}
+	gwWait(t, c, second.RunID)
+
+	gwCall[checkpoint.Report](t, c, gateway.MethodCheckpointRewind, gateway.CheckpointRewindParams{RunID: first.RunID})
+	if _, err := os.Stat(filepath.Join(e.workspace, "new.txt")); !os.IsNotExist(err) {
+		t.Errorf("new.txt is still there after the rewind: %v", err)
+	}
+	if _, err := c.WaitEvent(ctx, func(f gateway.EventFrame) bool { return f.Event == event.RewindCompleted }); err != nil {
+		t.Fatalf("no rewind.completed on the session stream: %v", err)
+	}
+	db, err := store.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stored, err := db.ListSessionEvents(context.Background(), sid, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range stored {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("event %d (%s) has seq %d: the stream has a hole", i, ev.Type, ev.Seq)
+		}
+	}
+	if last := stored[len(stored)-1]; last.Type != event.RewindCompleted {
+		t.Errorf("the session's last event is %s, want rewind.completed", last.Type)
+	}
+	if got, want := frameKeys(c.Events()), eventKeys(stored); !slices.Equal(got, want) {
+		t.Errorf("the client got\n%v\nthe store has\n%v", got, want)
 	}
 }

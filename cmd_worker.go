@@ -67,6 +67,7 @@ func workerAction(c *cli.Context) error {
 		Exe:              os.Getenv("AGENT_RUNNER_EXEC"),
 		HeartbeatTimeout: durationEnv("AGENT_HEARTBEAT_TIMEOUT"), KillGrace: durationEnv("AGENT_KILL_GRACE"),
 		LogDir: filepath.Join(settings.Home, "logs"), LeaseTTL: leaseTTL(), Version: version, Logger: logger,
+		Unshown: true, // gateways read the events from the store
 	})
 	if err != nil {
 		return err

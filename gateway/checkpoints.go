@@ -72,7 +72,13 @@ func (s *Server) rewind(ctx context.Context, p CheckpointRewindParams) (any, err
 	// A session's clients see rewind.completed live; a run outside any
 	// session records it in its own journal.
 	var record supervisor.Sink
-	if row.SessionID != "" {
+	switch {
+	case row.SessionID != "" && s.cfg.Workers:
+		if err := sessionIdle(ctx, s.db, row.SessionID, row.ID); err != nil {
+			return nil, err
+		}
+		record = &storedSink{db: s.db, sessionID: row.SessionID, runID: row.ID}
+	case row.SessionID != "":
 		sess, _, err := s.sessions.open(ctx, row.SessionID)
 		if err != nil {
 			return nil, err

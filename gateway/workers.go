@@ -143,3 +143,44 @@ func (s *Server) ended(ctx context.Context, runID string) <-chan struct{} {
 	}()
 	return done
 }
+
+// storedSink records an event of a finished run (a rewind) in a session
+// that workers write to. The gateway's own journal of the session may be
+// behind what workers stored, so it writes through a journal opened for
+// the one event, after the last stored seq, and only while no other run of
+// the session is driven; follow then publishes it, as every worker event.
+type storedSink struct {
+	db               *store.DB
+	sessionID, runID string
+}
+
+func (k *storedSink) Emit(ctx context.Context, e event.Event) error {
+	if e.RunID == "" {
+		e.RunID = k.runID
+	}
+	if err := sessionIdle(ctx, k.db, k.sessionID, k.runID); err != nil {
+		return err
+	}
+	j, err := k.db.SessionJournal(ctx, k.sessionID)
+	if err != nil {
+		return err
+	}
+	j.Unshown(0)
+	if _, err := j.Append(ctx, e); err != nil {
+		return err
+	}
+	return j.Close(ctx)
+}
+
+// sessionIdle refuses (conflict) while a run of the session other than
+// runID is being driven by a worker.
+func sessionIdle(ctx context.Context, db *store.DB, sessionID, runID string) error {
+	held, err := db.SessionHeld(ctx, sessionID, runID)
+	if err != nil {
+		return err
+	}
+	if held {
+		return errorf(CodeConflict, "session %s has a run in progress; rewind after it ends", sessionID)
+	}
+	return nil
+}

@@ -13,6 +13,9 @@
 #   - gateway event fan-out to 100 and 1,000 clients (p50/p99, events/s) and
 #     the gateway's idle and peak RSS (<= 30 MB; OpenClaw idles at about
 #     0.8 GB);
+#   - a cluster on PostgreSQL: runs per second through 1, 2 and 4 `agent
+#     worker`s, and the time from a worker's kill -9 to its run resumed by
+#     another (same host: at the next poll; other host: after the lease);
 #   - the scheduler with 10,000 jobs: idle CPU and p99 dispatch lateness
 #     (takes about a minute and a half; skip with BENCH_SCHEDULER=0);
 #   - store and model-client micro-benchmarks.
@@ -46,6 +49,7 @@ bench compaction-60-turns env AGENT_BIN="$bin" go test -run '^$' -bench 'Benchma
 bench harness-phase-overhead env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkHarnessPhaseOverhead' -benchtime "${BENCH_HARNESS_RUNS:-10}x" -count 1 .
 bench gateway-idle-rss env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkGatewayIdleRSS' -benchtime 3x -count 1 .
 bench cluster-workers env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkClusterWorkers' -benchtime 1x -count 1 .
+bench cluster-takeover env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkClusterTakeover' -benchtime 3x -count 1 .
 bench gateway-fanout go test -run '^$' -bench 'BenchmarkFanout' -count 1 ./gateway/
 if [ "${BENCH_SCHEDULER:-1}" != 0 ]; then
   bench scheduler-10k-jobs go test -run '^$' -bench 'BenchmarkEngine10kJobs' -benchtime 1x -count 1 -timeout 10m ./scheduler/

@@ -36,9 +36,13 @@ type Journal struct {
 
 	mu       sync.Mutex
 	next     int64           // seq of the next event
+	stored   int64           // the highest seq stored when the journal opened
 	reserved int64           // the highest seq reserved in the store
 	pending  []event.Event   // deltas not yet written
 	members  map[string]bool // session journal: runs known to be in the session
+	// flushEvery, if set, bounds how long a delta waits for the next
+	// write (Unshown).
+	flushEvery time.Duration
 }
 
 // reserveAhead is how many seqs each write reserves for the deltas that
@@ -65,7 +69,7 @@ func (db *DB) Journal(ctx context.Context, runID, sessionID string) (*Journal, e
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("journal of run %s: %w", runID, err)
 	}
-	return &Journal{db: db, runID: runID, sessionID: sessionID, next: max(next, reserved+1), reserved: reserved}, nil
+	return &Journal{db: db, runID: runID, sessionID: sessionID, next: max(next, reserved+1), stored: next - 1, reserved: reserved}, nil
 }
 
 // SessionJournal returns the journal shared by the runs of a session,
@@ -92,7 +96,7 @@ func (db *DB) SessionJournal(ctx context.Context, sessionID string) (*Journal, e
 		return nil, fmt.Errorf("journal of session %s: %w", sessionID, err)
 	}
 	return &Journal{
-		db: db, sessionID: sessionID, session: true, next: max(last, reserved) + 1, reserved: reserved,
+		db: db, sessionID: sessionID, session: true, next: max(last, reserved) + 1, stored: last, reserved: reserved,
 		members: make(map[string]bool),
 	}, nil
 }
@@ -104,6 +108,22 @@ func (j *Journal) Fence(owner string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.owner = owner
+}
+
+// Unshown declares that every writer of this journal's runs shows its
+// events to no one before they are stored: `agent worker`, whose events
+// gateways read from the store. Two rules follow. The seqs a dead holder
+// reserved for deltas it never stored were seen by no one, so the journal
+// takes them again and the stream stays gapless (the dead holder cannot
+// write them: it lost the lease, and the journal is fenced). And since the
+// store is the only way out, a delta waits at most flush for the next
+// write, so text still streams to the gateways' clients. Call it before
+// the first Append.
+func (j *Journal) Unshown(flush time.Duration) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.next = j.stored + 1
+	j.flushEvery = flush
 }
 
 // Append fills in e's run and session (if empty), version and time (if
@@ -144,7 +164,7 @@ func (j *Journal) Append(ctx context.Context, e event.Event) (event.Event, error
 
 	// A delta waits for the next write, as long as its seq is reserved;
 	// past the reservation it is written now, which reserves more.
-	if e.Type == event.MessageDelta && e.Seq <= j.reserved {
+	if e.Type == event.MessageDelta && e.Seq <= j.reserved && !j.flushDue(e) {
 		j.pending = append(j.pending, e)
 		return e, nil
 	}
@@ -154,6 +174,12 @@ func (j *Journal) Append(ctx context.Context, e event.Event) (event.Event, error
 	}
 	j.pending = j.pending[:0]
 	return batch[len(batch)-1], nil // as stored: the store may complete it
+}
+
+// flushDue reports whether the buffered deltas have waited their flush
+// interval by e's time (Unshown journals only).
+func (j *Journal) flushDue(e event.Event) bool {
+	return j.flushEvery > 0 && len(j.pending) > 0 && e.TS.Sub(j.pending[0].TS) >= j.flushEvery
 }
 
 // Flush writes the buffered deltas now.

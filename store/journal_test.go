@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"agent/event"
 	"agent/store/pgtest"
@@ -141,8 +142,17 @@ func BenchmarkJournalAppend(b *testing.B) {
 		defer db.Close()
 		benchmarkAppend(b, db)
 	})
-	b.Run("postgres", func(b *testing.B) {
+	// PostgreSQL as tests run it (no fsync) and as production runs it.
+	b.Run("postgres-nofsync", func(b *testing.B) {
 		db, err := Open(pgtest.Database(b, pgtest.Start(b), ""))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		benchmarkAppend(b, db)
+	})
+	b.Run("postgres-fsync", func(b *testing.B) {
+		db, err := Open(pgtest.Database(b, pgtest.StartDurable(b), ""))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -246,4 +256,98 @@ func TestJournalNeverReusesASeq(t *testing.T) {
 func withRunID(e event.Event, runID string) event.Event {
 	e.RunID = runID
 	return e
+}
+
+// A worker's journal (Unshown) takes again the seqs a dead worker reserved
+// but never stored, so the session's stream has no hole, and writes its
+// deltas within the flush interval, so text streams through the store.
+func TestJournalUnshownKeepsTheStreamGapless(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	sid := createSession(t, db, "s1").ID
+	createSessionRun(t, db, sid, "run-1")
+	delta := func(at time.Time) event.Event {
+		e := withRunID(event.New(event.MessageDelta, event.MessageDeltaData{Text: "x"}), "run-1")
+		e.TS = at
+		return e
+	}
+	dead, err := db.SessionJournal(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead.Unshown(time.Second)
+	if _, err := dead.Append(ctx, withRunID(userMsg("go", 0), "run-1")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := range 3 {
+		if _, err := dead.Append(ctx, delta(start.Add(time.Duration(i)*time.Millisecond))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// kill -9: the three deltas die with the worker, unseen by anyone.
+
+	taker, err := db.SessionJournal(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taker.Unshown(time.Second)
+	for i := range 3 {
+		if _, err := taker.Append(ctx, delta(start.Add(time.Duration(i)*400*time.Millisecond))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The third delta came 800 ms after the first: not yet due.
+	if evs, _ := db.ListSessionEvents(ctx, sid, 1, 0); len(evs) != 0 {
+		t.Fatalf("deltas written before their flush interval: %d", len(evs))
+	}
+	if _, err := taker.Append(ctx, delta(start.Add(1200*time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := taker.Append(ctx, withRunID(assistantMsg("xxxx", 0), "run-1")); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := db.ListSessionEvents(ctx, sid, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event %d (%s) has seq %d: the stream has a hole", i, e.Type, e.Seq)
+		}
+	}
+	if len(evs) != 6 {
+		t.Fatalf("stored %d events, want 6", len(evs))
+	}
+}
+
+// A delta waits at most the flush interval of an Unshown journal.
+func TestJournalUnshownFlushesDeltas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	createRun(t, db, "run-1")
+	j, err := db.Journal(ctx, "run-1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Unshown(100 * time.Millisecond)
+	if _, err := j.Append(ctx, event.New(event.RunStarted, nil)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := range 5 {
+		e := event.New(event.MessageDelta, event.MessageDeltaData{Text: "x"})
+		e.TS = start.Add(time.Duration(i) * 60 * time.Millisecond)
+		if _, err := j.Append(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Deltas at 0 and 60 ms wait; the one at 120 is 120 ms after the
+	// first, so the three are written; those at 180 and 240 wait.
+	evs, _ := db.ListEvents(ctx, "run-1", 0, 0)
+	if len(evs) != 1+3 {
+		t.Errorf("%d of 5 deltas stored; want the first three", len(evs)-1)
+	}
 }

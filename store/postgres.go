@@ -86,22 +86,23 @@ func pgProblem(err error) string {
 
 // migratePostgres applies the PostgreSQL migrations this database has not
 // seen yet. agent_schema records how many have been applied, as SQLite's
-// user_version does; the write lock keeps two processes from applying
-// the same one.
+// user_version does. It all happens under the write lock, even creating
+// agent_schema: processes opening a new database at once (a gateway and
+// its workers starting together) would otherwise race to create it.
 func (db *DB) migratePostgres(ctx context.Context) error {
 	ms, err := postgresMigrations()
 	if err != nil {
 		return err
 	}
-	if _, err := db.rw.ExecContext(ctx,
-		`CREATE TABLE IF NOT EXISTS agent_schema (version BIGINT NOT NULL)`); err != nil {
-		var pe *pgconn.PgError
-		// Two processes creating it at once: one wins, which is enough.
-		if !errors.As(err, &pe) || pe.Code != "23505" {
-			return fmt.Errorf("read schema version: %w", err)
-		}
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("read schema version: %w", err)
 	}
-	current, err := db.postgresVersion(ctx, db.rw)
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS agent_schema (version BIGINT NOT NULL)`); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	current, err := db.postgresVersion(ctx, tx)
 	if err != nil {
 		return err
 	}
@@ -111,15 +112,6 @@ func (db *DB) migratePostgres(ctx context.Context) error {
 	}
 	if current == len(ms) {
 		return nil
-	}
-	tx, err := db.rw.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	// Another process may have applied some while we waited for the lock.
-	if current, err = db.postgresVersion(ctx, tx); err != nil || current >= len(ms) {
-		return err
 	}
 	for _, m := range ms[current:] {
 		if _, err := tx.ExecContext(ctx, m.sql); err != nil {

@@ -246,6 +246,20 @@ func (db *DB) QueueDepth(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// SessionHeld reports whether a run of the session other than except is
+// being driven (its lease is held): then only its driver may write to the
+// session. A worker claims no run of a session while any of its runs is
+// held, so once except's lease is taken the answer cannot turn true.
+func (db *DB) SessionHeld(ctx context.Context, sessionID, except string) (bool, error) {
+	var n int
+	err := db.ro.QueryRowContext(ctx, `SELECT COUNT(*) FROM runs
+		WHERE session_id = ? AND id != ? AND status = 'running' AND lease_owner IS NOT NULL`, sessionID, except).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("runs of session %s: %w", sessionID, err)
+	}
+	return n > 0, nil
+}
+
 // fence fails with ErrLeaseLost unless owner holds the run's lease: a
 // process that lost it writes nothing more for the run.
 func fence(ctx context.Context, tx *txn, runID, owner string) error {

@@ -479,3 +479,26 @@ func TestPostgresDataMigrationsMatchSQLite(t *testing.T) {
 		t.Logf("after %s: %q", c.next, got)
 	}
 }
+
+// Processes that open a new database at the same moment (a gateway and
+// its workers started together) all get a migrated store.
+func TestPostgresFirstOpensAtOnce(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.Database(t, pgtest.Start(t), "")
+	const opens = 6
+	errs := make(chan error, opens)
+	for range opens {
+		go func() {
+			db, err := Open(dsn)
+			if err == nil {
+				err = db.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range opens {
+		if err := <-errs; err != nil {
+			t.Errorf("open: %v", err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"sync"
+	"time"
 
 	"agent/event"
 	"agent/store"
@@ -61,16 +62,26 @@ func (s *Supervisor) openJournal(ctx context.Context, r *store.Run, show func(ev
 		if err != nil {
 			return nil, err
 		}
-		j.Fence(s.cfg.Owner)
-		return &journalSink{runID: r.ID, journal: j, show: show}, nil
+		return s.sink(r, j, show), nil
 	}
 	j, err := s.db.Journal(ctx, r.ID, "")
 	if err != nil {
 		return nil, err
 	}
+	return s.sink(r, j, show), nil
+}
+
+// deltaFlush is how long a streamed delta may wait to be stored when the
+// store is the only way it is seen (Config.Unshown).
+const deltaFlush = 200 * time.Millisecond
+
+func (s *Supervisor) sink(r *store.Run, j *store.Journal, show func(event.Event)) *journalSink {
 	// Only the lease holder writes: a process that lost the run stops.
 	j.Fence(s.cfg.Owner)
-	return &journalSink{runID: r.ID, journal: j, show: show}, nil
+	if s.cfg.Unshown {
+		j.Unshown(deltaFlush)
+	}
+	return &journalSink{runID: r.ID, journal: j, show: show}
 }
 
 func (k *journalSink) Emit(ctx context.Context, e event.Event) error {

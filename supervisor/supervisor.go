@@ -46,9 +46,15 @@ type Config struct {
 	LogDir string
 
 	LeaseTTL time.Duration // default DefaultLeaseTTL; renewed every LeaseTTL/3
-	Owner    string        // lease owner; default a new one for this process
-	Version  string        // for the model client's User-Agent
-	Logger   *slog.Logger  // default: discard
+	// Unshown says this process shows no run's events to anyone before
+	// they are stored, and no process driving the same runs does: `agent
+	// worker`, whose gateways read events from the store. Its journals then
+	// keep a session's stream gapless across a takeover, and stream text
+	// through the store (store.Journal.Unshown).
+	Unshown bool
+	Owner   string       // lease owner; default a new one for this process
+	Version string       // for the model client's User-Agent
+	Logger  *slog.Logger // default: discard
 }
 
 // Supervisor drives durable runs. It is safe for concurrent use: a

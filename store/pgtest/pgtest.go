@@ -30,8 +30,22 @@ const startDeadline = 30 * time.Second
 // Start starts a PostgreSQL server for t and returns the DSN of its
 // database "postgres", whose user "postgres" is a superuser needing no
 // password. The server is stopped, and its files removed, when t ends. It
-// skips t when no PostgreSQL server is installed.
+// skips t when no PostgreSQL server is installed. It does not sync to
+// disk: tests lose nothing by it and run faster.
 func Start(t testing.TB) string {
+	t.Helper()
+	return start(t, false)
+}
+
+// StartDurable is Start with PostgreSQL's defaults for durability (fsync,
+// synchronous commit), as a production server runs: for benchmarks that
+// compare the cost of a durable write with SQLite's.
+func StartDurable(t testing.TB) string {
+	t.Helper()
+	return start(t, true)
+}
+
+func start(t testing.TB, durable bool) string {
 	t.Helper()
 	bin := BinDir()
 	if bin == "" {
@@ -67,7 +81,7 @@ func Start(t testing.TB) string {
 	// before the server binds it; then the server exits and we try again.
 	var lastErr error
 	for range 3 {
-		dsn, err := serve(t, bin, cred, data, sock)
+		dsn, err := serve(t, bin, cred, data, sock, durable)
 		if err == nil {
 			return dsn
 		}
@@ -147,15 +161,18 @@ func BinDir() string {
 
 // serve starts postgres on a free port and waits until it accepts
 // connections. On success the server is stopped at t's cleanup.
-func serve(t testing.TB, bin string, cred *syscall.Credential, data, sock string) (string, error) {
+func serve(t testing.TB, bin string, cred *syscall.Credential, data, sock string, durable bool) (string, error) {
 	port, err := freePort()
 	if err != nil {
 		return "", err
 	}
-	cmd := command(bin, "postgres", cred, "-D", data, "-k", sock, "-h", "127.0.0.1", "-p", strconv.Itoa(port),
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+	args := []string{"-D", data, "-k", sock, "-h", "127.0.0.1", "-p", strconv.Itoa(port),
 		"-c", "shared_buffers=16MB", "-c", "max_connections=300", "-c", "logging_collector=off",
-		"-c", "log_min_messages=warning")
+		"-c", "log_min_messages=warning"}
+	if !durable {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	cmd := command(bin, "postgres", cred, args...)
 	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
