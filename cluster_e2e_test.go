@@ -22,6 +22,7 @@ import (
 	"agent/llm/llmtest"
 	"agent/store"
 	"agent/store/pgtest"
+	"agent/supervisor"
 )
 
 // TestCluster is DESIGN.md §14 on a real PostgreSQL server: two gateways
@@ -346,5 +347,64 @@ func TestClusterRewind(t *testing.T) {
 	}
 	if got, want := frameKeys(c.Events()), eventKeys(stored); !slices.Equal(got, want) {
 		t.Errorf("the client got\n%v\nthe store has\n%v", got, want)
+	}
+}
+
+// TestClusterRateLimitPause: a run a worker drives that the provider
+// rate-limits past its retries ends interrupted (rate_limited) and waits in
+// the queue until resume_after; then a worker resumes it, not before.
+func TestClusterRateLimitPause(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		llmtest.Turn{Status: 429, Headers: map[string]string{"Retry-After": "2"}, Body: `{"error":{"message":"quota exceeded; try again later"}}`},
+		llmtest.Turn{Text: "Done after the pause."},
+	)
+	dsn := pgtest.Database(t, pgtest.Start(t), "")
+	env := func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, config.DatabaseEnv+"="+dsn) }
+	gw := e.startGatewayWith(env)
+	worker := e.command("worker", "--poll", "100ms")
+	env(worker)
+	worker.Stderr = logFile(t, "worker.stderr")
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
+
+	c := gwDial(t, gw.addr)
+	sid := gwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
+	gwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
+	run := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "go",
+		Options: gateway.RunOptions{ModelCallTimeout: supervisor.Duration(time.Second)}})
+	first := gwWait(t, c, run.RunID)
+	fin := finishedFrame(t, lastFrame(first))
+	if lastFrame(first).Event != event.RunInterrupted || fin.Reason != event.ReasonRateLimited || fin.ResumeAfter == "" {
+		t.Fatalf("first end %s %+v, want run.interrupted rate_limited with resume_after", lastFrame(first).Event, fin)
+	}
+	resumeAfter, err := time.Parse(time.RFC3339, fin.ResumeAfter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	waitFor(t, "a worker to resume the run", func() bool {
+		r, err := db.GetRun(context.Background(), run.RunID)
+		return err == nil && r.Status == event.StatusCompleted
+	})
+	r, _ := db.GetRun(context.Background(), run.RunID)
+	if r.Result != "Done after the pause." {
+		t.Errorf("result %q", r.Result)
+	}
+	evs, err := db.ListEvents(context.Background(), run.RunID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		// resume_after has whole seconds; the resume may not start before it.
+		if ev.Type == event.RunStarted && ev.Seq > first[0].Seq && ev.TS.Before(resumeAfter.Add(-time.Second)) {
+			t.Errorf("resumed at %s, before resume_after %s", ev.TS.Format(time.RFC3339Nano), fin.ResumeAfter)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"agent/event"
 	"agent/store"
 	"agent/supervisor"
 )
@@ -174,10 +175,23 @@ func (w *Worker) drive(ctx context.Context, c *store.Claim) {
 		return
 	}
 	log.Info("run ended", "status", end.Data.Status, "exit_code", end.Data.ExitCode, "reason", end.Data.Reason)
-	if end.Data.Detail == reasonStopped {
+	switch {
+	case end.Data.Detail == reasonStopped:
 		if err := w.cfg.DB.QueueRun(persist, r.ID); err != nil {
 			log.Error("requeue the run", "err", err)
 		}
+	case end.Data.Reason == event.ReasonRateLimited:
+		// The provider said when to come back: the run waits in the
+		// queue until then, for whichever worker is free.
+		at, err := time.Parse(time.RFC3339, end.Data.ResumeAfter)
+		if err != nil {
+			at = time.Now().Add(time.Minute)
+		}
+		if err := w.cfg.DB.QueueRunAt(persist, r.ID, at); err != nil {
+			log.Error("queue the rate-limited run to resume", "err", err)
+			return
+		}
+		log.Info("run paused by a rate limit; queued to resume", "at", at.Format(time.RFC3339))
 	}
 }
 

@@ -40,15 +40,24 @@ const (
 // QueueRun queues a run that no process holds, for a worker to start or
 // resume it. A pending stop request is dropped: queueing is a new ask.
 func (db *DB) QueueRun(ctx context.Context, runID string) error {
+	return db.QueueRunAt(ctx, runID, time.Time{})
+}
+
+// QueueRunAt is QueueRun for a run no worker may claim before at (a rate
+// limit's resume_after); a zero or past at is now.
+func (db *DB) QueueRunAt(ctx context.Context, runID string, at time.Time) error {
 	tx, err := db.rw.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("queue run %s: %w", runID, err)
 	}
 	defer tx.Rollback()
-	now := formatTime(db.now())
+	now := db.now()
+	if at.Before(now) {
+		at = now
+	}
 	res, err := tx.ExecContext(ctx, `
 		UPDATE runs SET queue = 'waiting', queued_at = ?, stop_request = NULL, updated_at = ?
-		WHERE id = ? AND lease_owner IS NULL`, now, now, runID)
+		WHERE id = ? AND lease_owner IS NULL`, formatTime(at), formatTime(now), runID)
 	if err != nil {
 		return fmt.Errorf("queue run %s: %w", runID, err)
 	}
@@ -144,10 +153,10 @@ func (db *DB) claimWaiting(ctx context.Context, tx *txn, owner string, ttl time.
 	var id string
 	err := tx.QueryRowContext(ctx, `
 		SELECT id FROM runs r
-		WHERE queue = 'waiting' AND lease_owner IS NULL
+		WHERE queue = 'waiting' AND lease_owner IS NULL AND queued_at <= ?
 			AND NOT EXISTS (SELECT 1 FROM runs o
 				WHERE o.session_id = r.session_id AND o.id != r.id AND o.lease_owner IS NOT NULL)
-		ORDER BY queued_at, rowid LIMIT 1`+lock).Scan(&id)
+		ORDER BY queued_at, rowid LIMIT 1`+lock, formatTime(now)).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

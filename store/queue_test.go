@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// queueRun inserts a run waiting for a worker in a session.
+func queueRun(t *testing.T, db *DB, sessionID, runID string) {
+	t.Helper()
+	r := &Run{ID: runID, SessionID: sessionID, Prompt: "do it", Queue: QueueWaiting}
+	if err := db.CreateRun(context.Background(), r, "", 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// claim claims a run for owner and returns its id, "" for none.
+func claim(t *testing.T, db *DB, owner string) (string, *Claim) {
+	t.Helper()
+	c, err := db.ClaimRun(context.Background(), owner, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == nil {
+		return "", nil
+	}
+	return c.Run.ID, c
+}
+
+// Workers get queued runs oldest first, one run of a session at a time.
+func TestClaimRunOrderAndSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	clock := time.Now().UTC()
+	db.Now = func() time.Time { return clock }
+	createSession(t, db, "s1")
+	createSession(t, db, "s2")
+	for _, r := range [][2]string{{"s1", "a1"}, {"s1", "a2"}, {"s2", "b1"}} {
+		queueRun(t, db, r[0], r[1])
+		clock = clock.Add(time.Millisecond)
+	}
+	if n, err := db.QueueDepth(ctx); err != nil || n != 3 {
+		t.Fatalf("queue depth %d (%v), want 3", n, err)
+	}
+	if id, _ := claim(t, db, "w1/1/x"); id != "a1" {
+		t.Fatalf("first claim got %q, want the oldest, a1", id)
+	}
+	// a2 waits for a1: one run of a session is driven at a time.
+	if id, _ := claim(t, db, "w2/2/x"); id != "b1" {
+		t.Fatalf("second claim got %q, want b1 (a2's session is busy)", id)
+	}
+	if id, _ := claim(t, db, "w2/2/x"); id != "" {
+		t.Fatalf("third claim got %q, want nothing", id)
+	}
+	if err := db.ReleaseLease(ctx, "a1", "w1/1/x"); err != nil {
+		t.Fatal(err)
+	}
+	if id, c := claim(t, db, "w2/2/x"); id != "a2" || c.Resume || c.TakenOver {
+		t.Fatalf("after a1 ended, claim got %q %+v, want a2 fresh", id, c)
+	}
+}
+
+// A run queued for later (a rate limit's resume_after) is not claimed
+// before then.
+func TestQueueRunAtWaits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	clock := time.Now().UTC()
+	db.Now = func() time.Time { return clock }
+	createSession(t, db, "s1")
+	createSessionRun(t, db, "s1", "r1")
+	if err := db.QueueRunAt(ctx, "r1", clock.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := claim(t, db, "w/1/x"); id != "" {
+		t.Fatalf("claimed %q a minute early", id)
+	}
+	clock = clock.Add(time.Minute)
+	if id, _ := claim(t, db, "w/1/x"); id != "r1" {
+		t.Fatalf("claim at resume time got %q, want r1", id)
+	}
+}
+
+// A run whose worker's lease expired is taken over, counted, and resumed;
+// the stale worker can no longer ask for stops of it.
+func TestClaimRunTakesOverExpired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	clock := time.Now().UTC()
+	db.Now = func() time.Time { return clock }
+	db.OwnerDead = func(string) bool { return false } // another machine's
+	createSession(t, db, "s1")
+	queueRun(t, db, "s1", "r1")
+	if id, _ := claim(t, db, "far/1/x"); id != "r1" {
+		t.Fatalf("claim got %q", id)
+	}
+	if id, _ := claim(t, db, "near/2/y"); id != "" {
+		t.Fatalf("a live lease was taken over: %q", id)
+	}
+	clock = clock.Add(2 * time.Minute)
+	id, c := claim(t, db, "near/2/y")
+	if id != "r1" || !c.TakenOver || !c.Resume || c.Run.Reclaims != 1 {
+		t.Fatalf("after expiry claim got %q %+v, want r1 taken over once", id, c)
+	}
+	if ok, err := db.RequestStop(ctx, "r1", StopCancel); err != nil || !ok {
+		t.Fatalf("stop request: %v %v", ok, err)
+	}
+	if reqs, _ := db.StopRequests(ctx, "far/1/x"); len(reqs) != 0 {
+		t.Errorf("the stale worker sees stop requests %v", reqs)
+	}
+	if reqs, _ := db.StopRequests(ctx, "near/2/y"); reqs["r1"] != StopCancel {
+		t.Errorf("the holder sees stop requests %v, want r1 cancel", reqs)
+	}
+}
