@@ -289,20 +289,7 @@ func TestClusterRewind(t *testing.T) {
 		llmtest.Turn{When: "wait", ToolCalls: []llmtest.Call{call("bash", `{"command":"sleep 2"}`)}},
 		llmtest.Turn{When: "wait", Text: "waited"},
 	)
-	dsn := pgtest.Database(t, pgtest.Start(t), "")
-	env := func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, config.DatabaseEnv+"="+dsn) }
-	gw := e.startGatewayWith(env)
-	worker := e.command("worker", "--poll", "200ms")
-	env(worker)
-	worker.Stderr = logFile(t, "worker.stderr")
-	if err := worker.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
-
-	c := gwDial(t, gw.addr)
-	sid := gwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	gwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
+	dsn, c, sid := e.smallCluster(t)
 	first := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "write"})
 	gwWait(t, c, first.RunID)
 	second := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "wait"})
@@ -359,20 +346,7 @@ func TestClusterRateLimitPause(t *testing.T) {
 		llmtest.Turn{Status: 429, Headers: map[string]string{"Retry-After": "2"}, Body: `{"error":{"message":"quota exceeded; try again later"}}`},
 		llmtest.Turn{Text: "Done after the pause."},
 	)
-	dsn := pgtest.Database(t, pgtest.Start(t), "")
-	env := func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, config.DatabaseEnv+"="+dsn) }
-	gw := e.startGatewayWith(env)
-	worker := e.command("worker", "--poll", "100ms")
-	env(worker)
-	worker.Stderr = logFile(t, "worker.stderr")
-	if err := worker.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
-
-	c := gwDial(t, gw.addr)
-	sid := gwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	gwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
+	dsn, c, sid := e.smallCluster(t)
 	run := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "go",
 		Options: gateway.RunOptions{ModelCallTimeout: supervisor.Duration(time.Second)}})
 	first := gwWait(t, c, run.RunID)
@@ -407,4 +381,24 @@ func TestClusterRateLimitPause(t *testing.T) {
 			t.Errorf("resumed at %s, before resume_after %s", ev.TS.Format(time.RFC3339Nano), fin.ResumeAfter)
 		}
 	}
+}
+
+// smallCluster starts a gateway and a worker on a new PostgreSQL database,
+// and returns the database, a client of the gateway and a session it is
+// attached to.
+func (e *e2e) smallCluster(t *testing.T) (dsn string, c *gatewaytest.Client, sessionID string) {
+	dsn = pgtest.Database(t, pgtest.Start(t), "")
+	env := func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, config.DatabaseEnv+"="+dsn) }
+	gw := e.startGatewayWith(env)
+	worker := e.command("worker", "--poll", "100ms")
+	env(worker)
+	worker.Stderr = logFile(t, "worker.stderr")
+	if err := worker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
+	c = gwDial(t, gw.addr)
+	sessionID = gwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
+	gwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sessionID})
+	return dsn, c, sessionID
 }

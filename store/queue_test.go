@@ -15,6 +15,14 @@ func queueRun(t *testing.T, db *DB, sessionID, runID string) {
 	}
 }
 
+// openClocked opens a test store whose clock the test moves.
+func openClocked(t *testing.T) (*DB, *time.Time) {
+	db := openTest(t)
+	clock := time.Now().UTC()
+	db.Now = func() time.Time { return clock }
+	return db, &clock
+}
+
 // claim claims a run for owner and returns its id, "" for none.
 func claim(t *testing.T, db *DB, owner string) (string, *Claim) {
 	t.Helper()
@@ -32,14 +40,12 @@ func claim(t *testing.T, db *DB, owner string) (string, *Claim) {
 func TestClaimRunOrderAndSessions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openTest(t)
-	clock := time.Now().UTC()
-	db.Now = func() time.Time { return clock }
+	db, clock := openClocked(t)
 	createSession(t, db, "s1")
 	createSession(t, db, "s2")
 	for _, r := range [][2]string{{"s1", "a1"}, {"s1", "a2"}, {"s2", "b1"}} {
 		queueRun(t, db, r[0], r[1])
-		clock = clock.Add(time.Millisecond)
+		*clock = clock.Add(time.Millisecond)
 	}
 	if n, err := db.QueueDepth(ctx); err != nil || n != 3 {
 		t.Fatalf("queue depth %d (%v), want 3", n, err)
@@ -67,9 +73,7 @@ func TestClaimRunOrderAndSessions(t *testing.T) {
 func TestQueueRunAtWaits(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openTest(t)
-	clock := time.Now().UTC()
-	db.Now = func() time.Time { return clock }
+	db, clock := openClocked(t)
 	createSession(t, db, "s1")
 	createSessionRun(t, db, "s1", "r1")
 	if err := db.QueueRunAt(ctx, "r1", clock.Add(time.Minute)); err != nil {
@@ -78,7 +82,7 @@ func TestQueueRunAtWaits(t *testing.T) {
 	if id, _ := claim(t, db, "w/1/x"); id != "" {
 		t.Fatalf("claimed %q a minute early", id)
 	}
-	clock = clock.Add(time.Minute)
+	*clock = clock.Add(time.Minute)
 	if id, _ := claim(t, db, "w/1/x"); id != "r1" {
 		t.Fatalf("claim at resume time got %q, want r1", id)
 	}
@@ -89,9 +93,7 @@ func TestQueueRunAtWaits(t *testing.T) {
 func TestClaimRunTakesOverExpired(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := openTest(t)
-	clock := time.Now().UTC()
-	db.Now = func() time.Time { return clock }
+	db, clock := openClocked(t)
 	db.OwnerDead = func(string) bool { return false } // another machine's
 	createSession(t, db, "s1")
 	queueRun(t, db, "s1", "r1")
@@ -101,7 +103,7 @@ func TestClaimRunTakesOverExpired(t *testing.T) {
 	if id, _ := claim(t, db, "near/2/y"); id != "" {
 		t.Fatalf("a live lease was taken over: %q", id)
 	}
-	clock = clock.Add(2 * time.Minute)
+	*clock = clock.Add(2 * time.Minute)
 	id, c := claim(t, db, "near/2/y")
 	if id != "r1" || !c.TakenOver || !c.Resume || c.Run.Reclaims != 1 {
 		t.Fatalf("after expiry claim got %q %+v, want r1 taken over once", id, c)
