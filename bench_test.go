@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"agent/llm/llmtest"
+	"agent/telemetry/telemetrytest"
 )
 
 // BenchmarkRunOneTool measures what a user waits for: `agent run --json`
@@ -38,9 +39,23 @@ func BenchmarkRunOneMCPTool(b *testing.B) {
 		"[mcp_servers.tracker]\ncommand = \"mcptest-server\"\n")
 }
 
+// BenchmarkRunOneToolTraced is BenchmarkRunOneTool with
+// OTEL_EXPORTER_OTLP_ENDPOINT set to a collector on 127.0.0.1
+// (telemetrytest): against BenchmarkRunOneTool it is what building the
+// run's trace and exporting it before exit add.
+func BenchmarkRunOneToolTraced(b *testing.B) {
+	c := telemetrytest.Start(b)
+	benchRunOneTool(b, llmtest.Call{Name: "write_file", Arguments: json.RawMessage(`{"path":"out.txt","content":"hello\n"}`)}, "",
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+c.URL())
+	if got, want := len(c.Requests()), 2*b.N; got != want { // timed runs, then the RSS runs
+		b.Fatalf("the collector got %d traces, want %d", got, want)
+	}
+}
+
 // benchRunOneTool times agent run --json where the model makes one tool
-// call, with config.toml holding cfg, and measures its peak RSS.
-func benchRunOneTool(b *testing.B, toolCall llmtest.Call, cfg string) {
+// call, with config.toml holding cfg and extra set in the environment,
+// and measures its peak RSS.
+func benchRunOneTool(b *testing.B, toolCall llmtest.Call, cfg string, extra ...string) {
 	bin := os.Getenv("AGENT_BIN")
 	if bin == "" {
 		bin = "agent"
@@ -64,6 +79,7 @@ func benchRunOneTool(b *testing.B, toolCall llmtest.Call, cfg string) {
 		"OPENAI_BASE_URL="+srv.URL(),
 		"OPENAI_API_KEY=",
 	)
+	env = append(env, extra...)
 	args := []string{"run", "--json", "--workspace", dir, "write out.txt"}
 	reapOrphans(b)
 	var walls []time.Duration

@@ -30,6 +30,8 @@ func gatewayCommand() *cli.Command {
 			"Events), POST /v1/runs. Every request needs the token, as 'Authorization: Bearer TOKEN' (or, on /ws,\n" +
 			"in the connect frame); a token in a URL is always refused. The token is AGENT_GATEWAY_TOKEN, or the\n" +
 			"contents of $AGENT_HOME/gateway.token, created with mode 0600 on first start.\n\n" +
+			"A browser opens the web view at http://ADDR/ and signs in there with the token, once: the page then\n" +
+			"holds an HttpOnly session cookie, which pages of other origins cannot use.\n\n" +
 			"A run works in --workspace or a directory below it, or below a --workspace-root; its\n" +
 			"options.base_url may only be --base-url unless --allow-any-base-url, since the endpoint receives\n" +
 			"OPENAI_API_KEY. The token must have at least 16 characters.\n\n" +

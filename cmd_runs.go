@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -85,35 +84,35 @@ func openRun(c *cli.Context, command string) (*store.DB, *store.Run, error) {
 
 // runView is the JSON shape of a run for scripts.
 type runView struct {
-	ID                string          `json:"id"`
-	Kind              string          `json:"kind"`
-	SessionID         string          `json:"session_id,omitempty"`
-	Status            string          `json:"status"`
-	Prompt            string          `json:"prompt"`
-	Workspace         string          `json:"workspace"`
-	Model             string          `json:"model"`
-	Sandbox           string          `json:"sandbox,omitempty"` // e.g. "workspace-write, network off"
-	Result            string          `json:"result,omitempty"`
-	Reason            string          `json:"reason,omitempty"`
-	Detail            string          `json:"detail,omitempty"`
-	ExitCode          int             `json:"exit_code"`
-	Turns             int             `json:"turns"`
-	Usage             event.Usage     `json:"usage"`
-	Iteration         int             `json:"iteration,omitempty"`
-	MaxIterations     int             `json:"max_iterations,omitempty"`
-	CompletionPromise string          `json:"completion_promise,omitempty"`
-	LeaseOwner        string          `json:"lease_owner,omitempty"`
-	LeaseExpiresAt    *time.Time      `json:"lease_expires_at,omitempty"`
-	LeaseHolderGone   bool            `json:"lease_holder_gone,omitempty"` // a process of this machine that is gone: resume takes over at once
-	CreatedAt         time.Time       `json:"created_at"`
-	FinishedAt        *time.Time      `json:"finished_at,omitempty"`
-	PrunedAt          *time.Time      `json:"pruned_at,omitempty"` // agent prune removed its deltas and tool outputs
-	Phases            []phaseView     `json:"phases,omitempty"`
-	Receipts          []receiptView   `json:"receipts,omitempty"`
-	Learnings         []string        `json:"learnings,omitempty"`
-	Messages          []messageView   `json:"messages,omitempty"`
-	ToolCalls         []toolCallView  `json:"tool_calls,omitempty"`
-	Config            json.RawMessage `json:"config,omitempty"`
+	ID                string               `json:"id"`
+	Kind              string               `json:"kind"`
+	SessionID         string               `json:"session_id,omitempty"`
+	Status            string               `json:"status"`
+	Prompt            string               `json:"prompt"`
+	Workspace         string               `json:"workspace"`
+	Model             string               `json:"model"`
+	Sandbox           string               `json:"sandbox,omitempty"` // e.g. "workspace-write, network off"
+	Result            string               `json:"result,omitempty"`
+	Reason            string               `json:"reason,omitempty"`
+	Detail            string               `json:"detail,omitempty"`
+	ExitCode          int                  `json:"exit_code"`
+	Turns             int                  `json:"turns"`
+	Usage             event.Usage          `json:"usage"`
+	Iteration         int                  `json:"iteration,omitempty"`
+	MaxIterations     int                  `json:"max_iterations,omitempty"`
+	CompletionPromise string               `json:"completion_promise,omitempty"`
+	LeaseOwner        string               `json:"lease_owner,omitempty"`
+	LeaseExpiresAt    *time.Time           `json:"lease_expires_at,omitempty"`
+	LeaseHolderGone   bool                 `json:"lease_holder_gone,omitempty"` // a process of this machine that is gone: resume takes over at once
+	CreatedAt         time.Time            `json:"created_at"`
+	FinishedAt        *time.Time           `json:"finished_at,omitempty"`
+	PrunedAt          *time.Time           `json:"pruned_at,omitempty"` // agent prune removed its deltas and tool outputs
+	Phases            []store.BoardPhase   `json:"phases,omitempty"`
+	Receipts          []store.BoardReceipt `json:"receipts,omitempty"`
+	Learnings         []string             `json:"learnings,omitempty"`
+	Messages          []messageView        `json:"messages,omitempty"`
+	ToolCalls         []toolCallView       `json:"tool_calls,omitempty"`
+	Config            json.RawMessage      `json:"config,omitempty"`
 }
 
 type messageView struct {
@@ -215,8 +214,8 @@ func runsShowAction(c *cli.Context) error {
 		// A harness run's messages come from many phases; the plan state
 		// tells its story.
 		msgs, calls = nil, nil
-		v.Phases, v.Learnings, err = harnessView(c.Context, db, r.ID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+		v.Phases, v.Learnings, err = harnessView(c.Context, db, r)
+		if err != nil {
 			return err
 		}
 	}
@@ -225,8 +224,8 @@ func runsShowAction(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		for _, rc := range receipts {
-			v.Receipts = append(v.Receipts, receiptView{Key: rc.Key, Type: rc.Type, State: rc.State, Tool: rc.Tool, Details: rc.Details})
+		if len(receipts) > 0 {
+			v.Receipts = store.BoardReceipts(r, receipts)
 		}
 	}
 	for _, m := range msgs {

@@ -67,7 +67,8 @@ func workerAction(c *cli.Context) error {
 		Exe:              os.Getenv("AGENT_RUNNER_EXEC"),
 		HeartbeatTimeout: durationEnv("AGENT_HEARTBEAT_TIMEOUT"), KillGrace: durationEnv("AGENT_KILL_GRACE"),
 		LogDir: filepath.Join(settings.Home, "logs"), LeaseTTL: leaseTTL(), Version: version, Logger: logger,
-		Unshown: true, // gateways read the events from the store
+		Unshown:          true, // gateways read the events from the store
+		BackgroundExport: true, // a run's slot is not held for a trace collector
 	})
 	if err != nil {
 		return err
@@ -82,5 +83,7 @@ func workerAction(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	fmt.Fprintf(c.App.ErrWriter, "agent worker %s: driving up to %d runs from %s\n", sup.Owner(), c.Int("concurrency"), store.Redact(settings.Database))
-	return w.Run(ctx)
+	err = w.Run(ctx)
+	sup.WaitExports() // the last runs' traces, each bounded by its timeout
+	return err
 }

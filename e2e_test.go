@@ -64,12 +64,16 @@ type result struct {
 	code           int
 }
 
-func (e *e2e) run(args ...string) result {
+// runWith runs agent with extra environment variables and times it.
+func (e *e2e) runWith(extra []string, args ...string) (result, time.Duration) {
 	e.t.Helper()
 	cmd := e.command(args...)
+	cmd.Env = append(cmd.Env, extra...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	began := time.Now()
 	err := cmd.Run()
+	took := time.Since(began)
 	code := 0
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
@@ -77,7 +81,13 @@ func (e *e2e) run(args ...string) result {
 	} else if err != nil {
 		e.t.Fatalf("agent %v: %v", args, err)
 	}
-	return result{stdout: out.String(), stderr: errb.String(), code: code}
+	return result{stdout: out.String(), stderr: errb.String(), code: code}, took
+}
+
+func (e *e2e) run(args ...string) result {
+	e.t.Helper()
+	r, _ := e.runWith(nil, args...)
+	return r
 }
 
 // background is an agent process whose --json events are read as they come.

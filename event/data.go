@@ -83,6 +83,10 @@ type MessageData struct {
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	Usage     *Usage     `json:"usage,omitempty"`
 	Iteration int        `json:"iteration,omitempty"`
+	// DurationMS, on an assistant message, is how long the model call
+	// that answered took, the client's retries included: model latency for
+	// metrics and traces.
+	DurationMS int64 `json:"duration_ms,omitempty"`
 }
 
 // ToolStartedData is emitted, and persisted, before a tool runs.

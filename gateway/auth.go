@@ -9,7 +9,7 @@ import (
 
 // Messages of refused requests, so a user knows what to change.
 const (
-	msgNoToken      = "a token is required: send 'Authorization: Bearer TOKEN' (the token is in $AGENT_HOME/gateway.token unless AGENT_GATEWAY_TOKEN is set)"
+	msgNoToken      = "a token is required: send 'Authorization: Bearer TOKEN', or sign in on the web view at / (the token is in $AGENT_HOME/gateway.token unless AGENT_GATEWAY_TOKEN is set)"
 	msgBadToken     = "wrong token"
 	msgTokenInQuery = "tokens are never accepted in URLs, where logs, history and other pages can read them (CVE-2026-25253); send 'Authorization: Bearer TOKEN' or, on /ws, the connect frame's token"
 )
@@ -57,8 +57,9 @@ func originAllowed(r *http.Request) bool {
 
 // checkRequest applies the checks every HTTP request and WebSocket
 // upgrade must pass before anything else. It returns whether a valid
-// Authorization header came with it; wsConnect is true for /ws, where the
-// token may instead arrive in the connect frame.
+// Authorization header, or the session cookie of a signed-in web page
+// (web.go), came with it; wsConnect is true for /ws, where the token may
+// instead arrive in the connect frame.
 func (s *Server) checkRequest(r *http.Request, wsConnect bool) (authed bool, e *Error) {
 	if tokenInQuery(r.URL) {
 		return false, &Error{Code: CodeUnauthorized, Message: msgTokenInQuery}
@@ -72,7 +73,17 @@ func (s *Server) checkRequest(r *http.Request, wsConnect bool) (authed bool, e *
 		return true, nil
 	case present:
 		return false, &Error{Code: CodeUnauthorized, Message: msgBadToken}
-	case wsConnect:
+	}
+	if sess, named := s.signedIn(r); named {
+		if sess == nil {
+			return false, &Error{Code: CodeUnauthorized, Message: msgWebSessionEnded}
+		}
+		if e := pageRequest(r, changesState(r, wsConnect)); e != nil {
+			return false, e
+		}
+		return true, nil
+	}
+	if wsConnect {
 		return false, nil
 	}
 	return false, &Error{Code: CodeUnauthorized, Message: msgNoToken}

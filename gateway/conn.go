@@ -65,7 +65,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return // Accept has answered the client
 	}
 	ws.SetReadLimit(maxFrame)
-	ctx, cancel := context.WithCancel(context.Background())
+	// A page's connection ends when it signs out.
+	ctx, release := s.endWithSession(context.Background(), r)
+	defer release()
+	ctx, cancel := context.WithCancel(ctx)
 	c := &conn{s: s, id: s.nextID.Add(1), ws: ws, ctx: ctx, cancel: cancel, subs: map[string]*attachment{},
 		protect: func() func() { return protectRequest(r) }}
 

@@ -25,7 +25,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/sessions", s.bounded(s.httpSessions))
 	mux.HandleFunc("GET /v1/runs/{id}", s.bounded(s.httpRun))
 	mux.HandleFunc("GET /v1/runs/{id}/events", s.httpEvents) // streams: no read deadline
+	mux.HandleFunc("GET /v1/runs/{id}/phases", s.bounded(s.httpPhases))
 	mux.HandleFunc("POST /v1/runs", s.bounded(s.httpStartRun))
+	mux.HandleFunc("GET /metrics", s.bounded(s.httpMetrics))
 	mux.HandleFunc("/", s.bounded(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	}))
@@ -33,7 +35,8 @@ func (s *Server) routes() http.Handler {
 	root := http.NewServeMux()
 	root.HandleFunc("/ws", s.serveWS)
 	root.Handle("/", s.authenticated(mux))
-	return root
+	s.webRoutes(root)
+	return secureHeaders(root)
 }
 
 // authenticated lets through only requests with the token. While one
@@ -46,7 +49,9 @@ func (s *Server) authenticated(next http.Handler) http.Handler {
 			return
 		}
 		defer protectRequest(r)()
-		next.ServeHTTP(w, r)
+		ctx, release := s.endWithSession(r.Context(), r)
+		defer release()
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

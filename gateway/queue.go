@@ -102,6 +102,13 @@ func (q *queue) get(id string) (*run, bool, bool) {
 	return r, r.running, true
 }
 
+// counts returns how many runs wait to start and how many are running.
+func (q *queue) counts() (waiting, running int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.waiting), q.running
+}
+
 // waitingIDs lists the runs waiting to start, for the lease heartbeat.
 func (q *queue) waitingIDs() []string {
 	q.mu.Lock()

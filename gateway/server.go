@@ -31,6 +31,8 @@ type Server struct {
 
 	sessions *sessions
 	queue    *queue
+	metrics  *metrics     // what /metrics counts itself (metrics.go)
+	web      *webSessions // signed-in web pages (web.go)
 
 	// jobs is the scheduler and jobEvents fans its events out to every
 	// client; both nil without Config.Scheduler (jobs.go).
@@ -72,13 +74,16 @@ func New(cfg Config) (*Server, error) {
 		DB: cfg.DB, Home: cfg.Home, Env: cfg.Env, APIKey: cfg.Model.APIKey,
 		Exe: cfg.Exe, HeartbeatTimeout: cfg.HeartbeatTimeout, KillGrace: cfg.KillGrace, LogDir: cfg.LogDir,
 		LeaseTTL: cfg.LeaseTTL, Version: cfg.Version, Logger: cfg.Logger,
+		BackgroundExport: true, // a run's slot is not held for a trace collector
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	m := newMetrics()
 	s := &Server{
-		cfg: cfg, db: cfg.DB, log: cfg.Logger, sup: sup,
-		sessions: newSessions(cfg.DB, cfg.SubscriberBuffer),
+		cfg: cfg, db: cfg.DB, log: cfg.Logger, sup: sup, metrics: m,
+		sessions: newSessions(cfg.DB, cfg.SubscriberBuffer, m),
+		web:      newWebSessions(cfg.Now),
 		conns:    map[*conn]struct{}{},
 		quit:     make(chan struct{}),
 	}
@@ -185,6 +190,7 @@ func (s *Server) stop(ctx context.Context) error {
 	}
 	drainErr := s.queue.drain(ctx, s.cfg.DrainGrace, errDrained)
 	close(s.quit)
+	s.sup.WaitExports() // the drained runs' traces, each bounded by its timeout
 
 	// Clients could watch the drain; now they are told to go.
 	s.connMu.Lock()

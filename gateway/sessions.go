@@ -16,8 +16,9 @@ import (
 // numbers its events and the hub that fans them out. One per session per
 // process, since two journals would hand out the same seqs.
 type session struct {
-	id  string
-	hub *hub
+	id      string
+	hub     *hub
+	metrics *metrics
 
 	// appendMu makes append-then-publish atomic, so subscribers see
 	// events in seq order.
@@ -39,21 +40,23 @@ func (s *session) append(ctx context.Context, e event.Event) (event.Event, error
 		return e, err
 	}
 	s.hub.publish(newItem(e))
+	s.metrics.observe(e)
 	return e, nil
 }
 
 // sessions is the registry of live session state and write locks.
 type sessions struct {
-	db     *store.DB
-	buffer int
+	db      *store.DB
+	buffer  int
+	metrics *metrics
 
 	mu    sync.Mutex
 	byID  map[string]*session
 	locks map[string]uint64 // session id -> id of the connection holding its write lock
 }
 
-func newSessions(db *store.DB, buffer int) *sessions {
-	return &sessions{db: db, buffer: buffer, byID: map[string]*session{}, locks: map[string]uint64{}}
+func newSessions(db *store.DB, buffer int, m *metrics) *sessions {
+	return &sessions{db: db, buffer: buffer, metrics: m, byID: map[string]*session{}, locks: map[string]uint64{}}
 }
 
 // open resolves id (or a unique prefix) and returns the session's live
@@ -76,7 +79,7 @@ func (r *sessions) open(ctx context.Context, id string) (*session, *store.Sessio
 		return nil, nil, err
 	}
 	// The journal continues after the last stored seq; so does the hub.
-	s := &session{id: row.ID, journal: j, hub: newHub(r.buffer, row.LastSeq)}
+	s := &session{id: row.ID, journal: j, hub: newHub(r.buffer, row.LastSeq), metrics: r.metrics}
 	r.byID[row.ID] = s
 	return s, row, nil
 }

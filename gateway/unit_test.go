@@ -267,7 +267,7 @@ func TestReplayThenLiveSendsTheBoundaryOnce(t *testing.T) {
 	if err := db.CreateRun(ctx, &store.Run{ID: "r1", SessionID: "s1"}, "", 0); err != nil {
 		t.Fatal(err)
 	}
-	sess, _, err := newSessions(db, 64).open(ctx, "s1")
+	sess, _, err := newSessions(db, 64, newMetrics()).open(ctx, "s1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,6 +77,7 @@ func (s *Server) catchUp(ctx context.Context, sess *session) {
 		}
 		for _, e := range evs {
 			sess.hub.publish(newItem(e))
+			sess.metrics.observe(e)
 		}
 		if len(evs) < replayPage {
 			return

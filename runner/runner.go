@@ -436,7 +436,9 @@ func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
 		}
 	}
 	var resp *llm.Response
+	var took time.Duration
 	for attempt := 0; ; attempt++ {
+		began := time.Now()
 		req := llm.Request{
 			Model:    l.cfg.ModelName,
 			Messages: l.messages(),
@@ -464,7 +466,7 @@ func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
 			return nil, deltaErr
 		}
 		l.calibrate(req.Messages, r.Usage.PromptTokens)
-		resp = r
+		resp, took = r, time.Since(began)
 		break
 	}
 	l.state.Turns++
@@ -477,6 +479,7 @@ func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
 	usage := event.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens}
 	data := event.MessageData{
 		Role: string(llm.RoleAssistant), Text: msg.Content, Usage: &usage, Iteration: l.state.Iteration,
+		DurationMS: took.Milliseconds(),
 	}
 	for _, c := range msg.ToolCalls {
 		data.ToolCalls = append(data.ToolCalls, event.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})

@@ -5,6 +5,8 @@
 #     wall time and agent's own peak RSS, median and max over the runs, in
 #     MiB (targets <= 50 ms, <= 25 MB; Codex CLI 0.7 s / 146 MB, Claude Code
 #     0.87 s / 223 MB);
+#   - the same with OTEL_EXPORTER_OTLP_ENDPOINT set to a local collector:
+#     what building and exporting the run's trace adds;
 #   - the same with the call going to a stdio MCP server, and an MCP
 #     server's start (initialize, tools/list, stop) and one call on their own;
 #   - a 60-turn run with large tool outputs, with and without compaction:
@@ -42,7 +44,8 @@ bench() {
   fi
 }
 
-bench run-one-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneTool' -benchtime "${BENCH_RUNS:-50}x" -count 1 .
+bench run-one-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneTool$' -benchtime "${BENCH_RUNS:-50}x" -count 1 .
+bench run-one-tool-traced env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneToolTraced' -benchtime "${BENCH_RUNS:-50}x" -count 1 .
 bench run-one-mcp-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneMCPTool' -benchtime "${BENCH_RUNS:-50}x" -count 1 .
 bench mcp-start-and-call go test -run '^$' -bench 'BenchmarkMCP' -count 1 ./mcp
 bench compaction-60-turns env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkCompaction60Turns' -benchtime 3x -count 1 .

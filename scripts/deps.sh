@@ -4,7 +4,8 @@
 # - the reference MCP filesystem server (npm @modelcontextprotocol/server-filesystem,
 #   pinned) under .cache/mcp-servers: a third-party MCP server the MCP tests use;
 # - postgresql (the Debian package's server programs in /usr/lib/postgresql/*/bin):
-#   the store's PostgreSQL tests start throwaway servers of their own (store/pgtest).
+#   the store's PostgreSQL tests start throwaway servers of their own (store/pgtest);
+# - chromium: the web view's tests drive the page in a headless browser (web_e2e_test.go).
 # On a machine without apt-get, root or npm it says what is missing and goes on;
 # the tests that need it then skip and say so.
 set -euo pipefail
@@ -27,13 +28,14 @@ fi
 missing=()
 command -v tmux >/dev/null || missing+=(tmux)
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+command -v chromium >/dev/null || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
   echo "deps.sh: missing ${missing[*]}; install them (the tests that need them skip)" >&2
   exit 0
 fi
-echo "deps.sh: installing ${missing[*]} with apt-get (about a minute)" >&2
+echo "deps.sh: installing ${missing[*]} with apt-get (a minute or two)" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >&2
 apt-get install -y -qq "${missing[@]}" >&2

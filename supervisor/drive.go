@@ -76,6 +76,8 @@ func (s *Supervisor) Drive(ctx context.Context, r *store.Run, d Drive) (End, err
 		defer js.close(persist) //nolint:errcheck // the terminal event wrote everything before it
 		sink = js
 	}
+	sink, trace := s.traced(r, sink)
+	defer s.export(trace)
 
 	watched := &watchedSink{Sink: sink}
 	out := s.drive(ctx, r, d, watched)

@@ -20,6 +20,7 @@ import (
 
 	"agent/event"
 	"agent/store"
+	"agent/telemetry"
 )
 
 // DefaultLeaseTTL is how long a lease outlives its last renewal.
@@ -55,6 +56,11 @@ type Config struct {
 	Owner   string       // lease owner; default a new one for this process
 	Version string       // for the model client's User-Agent
 	Logger  *slog.Logger // default: discard
+	// BackgroundExport sends a run's trace (OTEL_EXPORTER_OTLP_ENDPOINT)
+	// after Drive returns rather than before, so that a process driving
+	// many runs (the gateway) never holds one for its collector;
+	// WaitExports waits for those exports.
+	BackgroundExport bool
 }
 
 // Supervisor drives durable runs. It is safe for concurrent use: a
@@ -64,6 +70,7 @@ type Supervisor struct {
 	db     *store.DB
 	apiKey string
 	log    *slog.Logger
+	traces *telemetry.Exporter // nil unless OTEL_EXPORTER_OTLP_ENDPOINT is set
 }
 
 // New checks cfg and fills in its defaults.
@@ -83,6 +90,7 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.Owner == "" {
 		cfg.Owner = store.NewLeaseOwner()
 	}
+	logged := cfg.Logger != nil
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -91,6 +99,7 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	s := &Supervisor{cfg: cfg, db: cfg.DB, log: cfg.Logger}
 	s.apiKey = s.Getenv("OPENAI_API_KEY")
+	s.traces = s.tracesFromEnv(logged)
 	return s, nil
 }
 

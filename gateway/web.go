@@ -1,0 +1,364 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"io/fs"
+	"mime"
+	"net"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The web view (DESIGN.md §15): the page at /, its sign-in, and the
+// cookie session that then authenticates the page's requests as the
+// token does a client's. The page itself is plain files in web/.
+
+//go:embed web
+var webFiles embed.FS
+
+// Web sessions and sign-in.
+const (
+	webSessionTTL  = 12 * time.Hour
+	maxWebSessions = 256 // signed-in pages kept; the oldest goes first
+	loginFailures  = 10  // wrong tokens accepted within loginWindow, from anyone
+	loginWindow    = time.Minute
+	maxLoginBody   = 4 << 10
+)
+
+// contentSecurityPolicy lets the page run only its own script and style
+// files, talk only to this gateway, and be framed by nothing: injected
+// markup can neither run nor send anything anywhere.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
+	"img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
+// Messages of the web view's refusals.
+const (
+	msgWebSessionEnded = "your web session has ended (signed out, expired, or the gateway restarted); sign in again"
+	msgWrongLoginToken = "wrong token: copy it from $AGENT_HOME/gateway.token (or AGENT_GATEWAY_TOKEN) and try again"
+)
+
+// secureHeaders sets the headers every answer carries, API included: a
+// JSON answer is never run as a script or a page, and no URL of the
+// gateway leaks to another site as a Referer.
+func secureHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", contentSecurityPolicy)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("X-Frame-Options", "DENY")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// webRoutes are the routes of the web view that need no sign-in.
+func (s *Server) webRoutes(root *http.ServeMux) {
+	root.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		serveWebFile(w, r, "index.html")
+	})
+	root.HandleFunc("GET /web/{file}", func(w http.ResponseWriter, r *http.Request) {
+		serveWebFile(w, r, r.PathValue("file"))
+	})
+	root.HandleFunc("POST /login", s.bounded(s.login))
+	root.HandleFunc("POST /logout", s.bounded(s.logout))
+}
+
+// serveWebFile serves one file of web/. The browser revalidates it every
+// time, so a new binary's page is never mixed with an old one's script.
+func serveWebFile(w http.ResponseWriter, r *http.Request, name string) {
+	var data []byte
+	err := fs.ErrNotExist
+	if fs.ValidPath(name) {
+		data, err = fs.ReadFile(webFiles, "web/"+name)
+	}
+	if err != nil {
+		writeError(w, errorf(CodeNotFound, "no such file: %s", r.URL.Path))
+		return
+	}
+	if ct := mime.TypeByExtension(path.Ext(name)); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(data))
+}
+
+// SignIn answers POST /login: the page is signed in until ExpiresAt.
+type SignIn struct {
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// login is POST /login with {"token":…} (JSON or a form): the right
+// token gets a session cookie. The token travels in this body once, never
+// in a URL, and the page keeps nothing but the HttpOnly cookie, which its
+// script cannot read.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	if tokenInQuery(r.URL) {
+		writeError(w, &Error{Code: CodeUnauthorized, Message: msgTokenInQuery})
+		return
+	}
+	if e := pageRequest(r, true); e != nil {
+		writeError(w, e)
+		return
+	}
+	if wait := s.web.loginWait(); wait > 0 {
+		secs := int(wait.Round(time.Second)/time.Second) + 1
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		writeJSON(w, http.StatusTooManyRequests, HTTPError{Error: errorf(CodeUnavailable,
+			"too many wrong tokens in the last minute; try again in %d seconds", secs)})
+		return
+	}
+	token, e := loginToken(w, r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if !s.tokenEqual(token) {
+		s.web.loginFailed()
+		writeError(w, &Error{Code: CodeUnauthorized, Message: msgWrongLoginToken})
+		return
+	}
+	if old, err := r.Cookie(cookieName(r)); err == nil {
+		s.web.revoke(old.Value) // signing in again replaces the page's session
+	}
+	sess, err := s.web.create()
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	http.SetCookie(w, sessionCookie(r, sess.id, int(webSessionTTL/time.Second)))
+	writeJSON(w, http.StatusOK, SignIn{ExpiresAt: sess.expires})
+}
+
+// loginToken reads the token of a sign-in, as JSON or as a form.
+func loginToken(w http.ResponseWriter, r *http.Request) (string, *Error) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	var token string
+	switch ct {
+	case "application/json":
+		var body struct {
+			Token string `json:"token"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			return "", errorf(CodeBadRequest, "body: want {\"token\":\"…\"}: %v", err)
+		}
+		token = body.Token
+	case "application/x-www-form-urlencoded":
+		if err := r.ParseForm(); err != nil {
+			return "", errorf(CodeBadRequest, "body: want token=…: %v", err)
+		}
+		token = r.PostForm.Get("token")
+	default:
+		return "", errorf(CodeBadRequest, "send the token as JSON {\"token\":\"…\"} or as a form field token")
+	}
+	token = strings.TrimSpace(token)
+	if token == "" {
+		return "", errorf(CodeUnauthorized, "paste the token: it is in $AGENT_HOME/gateway.token (or AGENT_GATEWAY_TOKEN)")
+	}
+	return token, nil
+}
+
+// logout is POST /logout: the session ends on the gateway at once, with
+// the streams it authenticated, and the cookie is cleared.
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	if e := pageRequest(r, true); e != nil {
+		writeError(w, e)
+		return
+	}
+	if c, err := r.Cookie(cookieName(r)); err == nil {
+		s.web.revoke(c.Value)
+	}
+	http.SetCookie(w, sessionCookie(r, "", -1))
+	writeJSON(w, http.StatusOK, struct {
+		SignedOut bool `json:"signed_out"`
+	}{true})
+}
+
+// sessionCookie is the session cookie, or with maxAge -1 its deletion.
+// HttpOnly keeps it from the page's script; SameSite=Strict keeps other
+// sites' pages from sending it; Secure when the page came over TLS.
+func sessionCookie(r *http.Request, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{
+		Name: cookieName(r), Value: value, Path: "/", MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	}
+}
+
+// cookieName is the session cookie of the gateway at r.Host. Browsers
+// share a host's cookies between its ports, so two gateways on one
+// machine each have their own rather than overwrite each other's.
+func cookieName(r *http.Request) string {
+	_, port, err := net.SplitHostPort(r.Host)
+	if err != nil || port == "" || strings.Trim(port, "0123456789") != "" {
+		return "agent_session"
+	}
+	return "agent_session_" + port
+}
+
+// pageRequest is the rule for requests a browser's cookie authenticates
+// (and for sign-in and sign-out). A page of another origin is refused
+// even though SameSite=Strict does not stop it on another port of this
+// host, which browsers count as the same site: its Sec-Fetch-Site says
+// so, and its Origin does not match (checked first, in originAllowed).
+// A request that changes something must carry an Origin, as browsers do
+// on every POST and WebSocket: a cookie alone is not enough.
+func pageRequest(r *http.Request, changes bool) *Error {
+	if !originAllowed(r) {
+		return errorf(CodeForbidden, "Origin %q may not use this gateway (only pages from %s)", r.Header.Get("Origin"), r.Host)
+	}
+	switch site := r.Header.Get("Sec-Fetch-Site"); site {
+	case "", "same-origin", "none": // none: typed in the address bar
+	default:
+		return errorf(CodeForbidden, "a request from a %s page may not use this gateway's web session", site)
+	}
+	if changes && r.Header.Get("Origin") == "" {
+		return errorf(CodeForbidden, "a request signed in by cookie that changes something must carry the Origin of this gateway's page")
+	}
+	return nil
+}
+
+// changesState reports whether a request may change something: a
+// WebSocket (whose methods do) or anything but a read.
+func changesState(r *http.Request, wsConnect bool) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return wsConnect
+	}
+	return true
+}
+
+// webSessions are the signed-in pages: a random id, which is the cookie,
+// in a map with an expiry. Preferred to a cookie signed with the token,
+// which every gateway of a shared database (DESIGN.md §14) would accept:
+// sign-out must end a session at once, and a signed cookie can only be
+// revoked with state every gateway shares. A page talks to one gateway
+// address, and a refused request brings back its sign-in form; a
+// restart signs every page out.
+type webSessions struct {
+	now func() time.Time
+
+	mu       sync.Mutex
+	byID     map[string]*webSession
+	failures []time.Time // wrong tokens at sign-in within loginWindow
+}
+
+// webSession is one signed-in page.
+type webSession struct {
+	id      string
+	expires time.Time
+	// ctx ends at sign-out or expiry; the streams the session
+	// authenticated (WebSocket, SSE) end with it.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newWebSessions(now func() time.Time) *webSessions {
+	return &webSessions{now: now, byID: map[string]*webSession{}}
+}
+
+// create starts a session. Expired sessions are dropped first, then the
+// oldest if there are still too many.
+func (ws *webSessions) create() (*webSession, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	now := ws.now()
+	sess := &webSession{id: base64.RawURLEncoding.EncodeToString(b[:]), expires: now.Add(webSessionTTL)}
+	sess.ctx, sess.cancel = context.WithTimeout(context.Background(), webSessionTTL)
+
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	var oldest *webSession
+	for id, s := range ws.byID {
+		if !now.Before(s.expires) {
+			s.cancel()
+			delete(ws.byID, id)
+		} else if oldest == nil || s.expires.Before(oldest.expires) {
+			oldest = s
+		}
+	}
+	if len(ws.byID) >= maxWebSessions && oldest != nil {
+		oldest.cancel()
+		delete(ws.byID, oldest.id)
+	}
+	ws.byID[sess.id] = sess
+	return sess, nil
+}
+
+// get returns the live session with that id, or nil.
+func (ws *webSessions) get(id string) *webSession {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	s := ws.byID[id]
+	if s == nil || !ws.now().Before(s.expires) {
+		return nil
+	}
+	return s
+}
+
+// revoke ends a session: it is refused from now on and its streams end.
+func (ws *webSessions) revoke(id string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if s := ws.byID[id]; s != nil {
+		s.cancel()
+		delete(ws.byID, id)
+	}
+}
+
+// loginWait is how long sign-in is refused: until the oldest of
+// loginFailures recent wrong tokens is loginWindow old. With the
+// constant-time compare, guessing the token is hopeless.
+func (ws *webSessions) loginWait() time.Duration {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	now := ws.now()
+	for len(ws.failures) > 0 && now.Sub(ws.failures[0]) >= loginWindow {
+		ws.failures = ws.failures[1:]
+	}
+	if len(ws.failures) < loginFailures {
+		return 0
+	}
+	return loginWindow - now.Sub(ws.failures[0])
+}
+
+func (ws *webSessions) loginFailed() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.failures = append(ws.failures, ws.now())
+}
+
+// signedIn returns the live web session r's cookie names, and whether
+// r named one at all.
+func (s *Server) signedIn(r *http.Request) (sess *webSession, named bool) {
+	c, err := r.Cookie(cookieName(r))
+	if err != nil || c.Value == "" {
+		return nil, false
+	}
+	return s.web.get(c.Value), true
+}
+
+// endWithSession returns a context that also ends when r's web session
+// does, if a cookie authenticated r, and its release.
+func (s *Server) endWithSession(ctx context.Context, r *http.Request) (context.Context, func()) {
+	sess, _ := s.signedIn(r)
+	if _, hasBearer := bearer(r); sess == nil || hasBearer {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(sess.ctx, cancel)
+	return ctx, func() {
+		stop()
+		cancel()
+	}
+}

@@ -1,0 +1,1166 @@
+// The web view of the agent gateway (DESIGN.md §15). It speaks the same
+// WebSocket protocol (§9) and HTTP API as every client; an HttpOnly
+// session cookie, set at sign-in, authenticates both. The page never
+// holds the token: it sends it once to /login and forgets it.
+//
+// Events are kept per session with the last seq seen, so a dropped
+// connection or a reload resumes the stream after that seq: nothing is
+// lost, nothing is shown twice.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+
+// h builds an element. Text always goes in as text, never as markup, so
+// nothing an event carries can become part of the page.
+function h(tag, props, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k === 'dataset') Object.assign(e.dataset, v);
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+const TERMINAL = new Set(['run.completed', 'run.failed', 'run.cancelled', 'run.interrupted']);
+// Events that change a harness run's phase board.
+const BOARD_EVENTS = new Set(['plan.created', 'phase.started', 'phase.completed', 'phase.failed',
+  'verification.completed', 'receipt.recorded', 'artifact.created', 'learning.recorded', 'approach.failed', 'effect.failed']);
+
+// MAX_SAVED_FRAMES bounds what a session keeps in the tab's storage for
+// a reload; a longer one is replayed from the store instead.
+const MAX_SAVED_FRAMES = 5000;
+
+const short = (id) => (id || '').slice(0, 8);
+// phaseName shows the planner's reserved phase id (event.PlannerPhaseID) as a word.
+const phaseName = (id) => (id === '_plan' ? 'planner' : id);
+
+function duration(ms) {
+  if (ms === undefined || ms === null) return '';
+  if (ms < 1000) return `${ms} ms`;
+  const s = ms / 1000;
+  if (s < 60) return `${s.toFixed(1)} s`;
+  const m = Math.floor(s / 60);
+  return `${m} min ${Math.round(s - m * 60)} s`;
+}
+
+function bytes(n) {
+  if (n < 1024) return `${n} B`;
+  if (n < 1 << 20) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / (1 << 20)).toFixed(1)} MiB`;
+}
+
+function ago(ts) {
+  const s = Math.max(0, (Date.now() - new Date(ts).getTime()) / 1000);
+  if (s < 60) return 'just now';
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return new Date(ts).toLocaleDateString();
+}
+
+const isZeroTime = (ts) => !ts || ts.startsWith('0001-');
+
+// inZone shows a time in a job's time zone, with the zone's name.
+function inZone(ts, tz) {
+  if (isZeroTime(ts)) return '—';
+  const opts = { year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', timeZoneName: 'short' };
+  try {
+    return new Intl.DateTimeFormat(undefined, { ...opts, timeZone: tz || 'UTC' }).format(new Date(ts));
+  } catch {
+    return new Intl.DateTimeFormat(undefined, { ...opts, timeZone: 'UTC' }).format(new Date(ts));
+  }
+}
+
+// findings says a verification's status and notes, once: a verifier's
+// notes often start with the status.
+function findings(v) {
+  let notes = (v.notes || []).join('; ');
+  if (notes.startsWith(`${v.status}:`)) notes = notes.slice(v.status.length + 1).trim();
+  return notes ? `${v.status}: ${oneLine(notes, 200)}` : v.status;
+}
+
+function oneLine(s, n) {
+  s = String(s ?? '').replace(/\s+/g, ' ').trim();
+  return s.length > n ? s.slice(0, n - 1) + '…' : s;
+}
+
+// ---- HTTP ----
+
+// api calls the gateway's HTTP API with the session cookie. A refusal
+// carries the gateway's message and code.
+async function api(method, path, body) {
+  const opts = { method, credentials: 'same-origin', headers: {} };
+  if (body !== undefined) {
+    opts.headers['Content-Type'] = 'application/json';
+    opts.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, opts);
+  let data = null;
+  try {
+    data = await res.json();
+  } catch {
+    // not JSON: the status says enough
+  }
+  if (!res.ok) {
+    const err = new Error(data?.error?.message || `${res.status} ${res.statusText}`);
+    err.status = res.status;
+    err.code = data?.error?.code;
+    throw err;
+  }
+  return data;
+}
+
+// ---- WebSocket ----
+
+class Gateway {
+  constructor() {
+    this.ws = null;
+    this.next = 1;
+    this.pending = new Map();
+    this.wanted = false;
+    this.retries = 0;
+    this.timer = null;
+  }
+
+  start() {
+    this.wanted = true;
+    if (!this.ws) this.open();
+  }
+
+  stop() {
+    this.wanted = false;
+    clearTimeout(this.timer);
+    if (this.ws) this.ws.close(1000, 'signed out');
+  }
+
+  open() {
+    const scheme = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    const ws = new WebSocket(`${scheme}//${location.host}/ws`);
+    this.ws = ws;
+    setConn(this.retries ? 'reconnecting' : 'connecting');
+    ws.onopen = async () => {
+      try {
+        // No token: the cookie authenticated the upgrade.
+        const hello = await this.call('connect', { protocol: 1 });
+        this.retries = 0;
+        onConnected(hello);
+      } catch (err) {
+        if (err.code === 'unauthorized') signedOut(err.message);
+      }
+    };
+    ws.onmessage = (m) => {
+      let f;
+      try {
+        f = JSON.parse(m.data);
+      } catch {
+        return;
+      }
+      this.frame(f);
+    };
+    ws.onclose = () => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      for (const p of this.pending.values()) p.reject(Object.assign(new Error('the connection was lost'), { code: 'disconnected' }));
+      this.pending.clear();
+      onDisconnected();
+      if (this.wanted) this.reconnect();
+    };
+  }
+
+  // reconnect tries again with backoff, once the cookie still signs in:
+  // a refused upgrade tells the page nothing, /healthz does.
+  reconnect() {
+    setConn('reconnecting');
+    const delay = Math.min(500 * 2 ** this.retries, 10000);
+    this.retries++;
+    this.timer = setTimeout(async () => {
+      if (!this.wanted) return;
+      try {
+        await api('GET', '/healthz');
+      } catch (err) {
+        if (err.status === 401) {
+          signedOut(err.message);
+          return;
+        }
+        this.reconnect();
+        return;
+      }
+      if (this.wanted && !this.ws) this.open();
+    }, delay);
+  }
+
+  call(method, params) {
+    return new Promise((resolve, reject) => {
+      if (!this.ws || this.ws.readyState !== WebSocket.OPEN) {
+        reject(Object.assign(new Error('not connected to the gateway; retrying'), { code: 'disconnected' }));
+        return;
+      }
+      const id = String(this.next++);
+      this.pending.set(id, { resolve, reject });
+      this.ws.send(JSON.stringify({ type: 'req', id, method, params: params || {} }));
+    });
+  }
+
+  frame(f) {
+    if (f.type === 'res') {
+      const p = this.pending.get(f.id);
+      if (!p) return;
+      this.pending.delete(f.id);
+      if (f.ok) p.resolve(f.result);
+      else p.reject(Object.assign(new Error(f.error?.message || 'request failed'), { code: f.error?.code }));
+    } else if (f.type === 'event') {
+      onEvent(f);
+    } else if (f.type === 'error') {
+      // slow_consumer and the like: the connection closes next, and the
+      // reconnect resumes after the last seq seen.
+      console.warn('gateway:', f.error?.code, f.error?.message);
+    }
+  }
+}
+
+const gw = new Gateway();
+
+// ---- State ----
+
+const state = {
+  methods: new Set(),
+  sessions: [],
+  selected: null, // session id
+  streams: new Map(), // session id -> Stream
+  runs: new Map(), // run id -> RunInfo, updated by events
+  selectedRun: null,
+  view: null, // the View of the selected session
+};
+
+// Stream is one session's events as this page has them: in seq order,
+// each once. last is the last seq seen.
+class Stream {
+  constructor(id) {
+    this.id = id;
+    this.frames = [];
+    this.last = 0;
+    this.attached = false; // on the current connection
+    this.dirty = false;
+  }
+
+  key() {
+    return `agent.stream.${this.id}`;
+  }
+
+  // restore takes the frames a reload left in sessionStorage.
+  restore() {
+    try {
+      const saved = JSON.parse(sessionStorage.getItem(this.key()) || 'null');
+      if (Array.isArray(saved?.frames)) {
+        this.frames = saved.frames.filter((f) => Number.isInteger(f?.seq));
+        this.resumePoint();
+      }
+    } catch {
+      sessionStorage.removeItem(this.key());
+    }
+  }
+
+  // add keeps a frame unless it was seen already; false if it was.
+  add(f) {
+    if (f.seq <= this.last) return false;
+    this.frames.push(f);
+    this.last = f.seq;
+    this.dirty = true;
+    scheduleSave();
+    return true;
+  }
+
+  // resumePoint drops the streamed text after the last other event and
+  // returns that event's seq, where session.resume picks up: text
+  // streamed by a gateway that crashed since is not in its store, and
+  // its seqs are reused (protocol.go, SessionResumeParams). A running
+  // gateway sends such text again. Returns whether frames were dropped.
+  resumePoint() {
+    let i = this.frames.length;
+    while (i > 0 && this.frames[i - 1].event === 'message.delta') i--;
+    const dropped = i < this.frames.length;
+    this.frames.length = i;
+    this.last = i ? this.frames[i - 1].seq : 0;
+    return dropped;
+  }
+
+  save() {
+    if (!this.dirty) return;
+    this.dirty = false;
+    if (this.frames.length > MAX_SAVED_FRAMES) {
+      sessionStorage.removeItem(this.key()); // a reload replays from the start
+      return;
+    }
+    try {
+      sessionStorage.setItem(this.key(), JSON.stringify({ frames: this.frames }));
+    } catch {
+      // Too big for the tab's storage: a reload replays from the start.
+      sessionStorage.removeItem(this.key());
+    }
+  }
+}
+
+let saveTimer = null;
+function scheduleSave() {
+  if (saveTimer) return;
+  saveTimer = setTimeout(saveAll, 400);
+}
+function saveAll() {
+  clearTimeout(saveTimer);
+  saveTimer = null;
+  for (const st of state.streams.values()) st.save();
+}
+
+function stream(id) {
+  let st = state.streams.get(id);
+  if (!st) {
+    st = new Stream(id);
+    st.restore();
+    state.streams.set(id, st);
+  }
+  return st;
+}
+
+// attach joins a session's stream on this connection: the events after
+// the last one seen, then live ones.
+async function attach(st) {
+  if (st.resumePoint() && st.id === state.selected) renderStream();
+  st.attached = true;
+  const after = st.last;
+  try {
+    await gw.call('session.resume', { session_id: st.id, after_seq: after });
+    if (st.id === state.selected) $('stream').dataset.resumedAfter = String(after);
+  } catch (err) {
+    st.attached = false;
+    throw err;
+  }
+}
+
+// ---- The event stream of the selected session ----
+
+// RunView is one run's block in the stream.
+class RunView {
+  constructor(runID) {
+    this.id = runID;
+    this.texts = new Map(); // phase/attempt -> the assistant text being streamed
+    this.tools = new Map(); // call id -> tool line
+    this.lastText = '';
+    this.status = h('span', { class: 'badge' });
+    this.kind = h('span', { class: 'muted small' });
+    this.promptLine = h('span', { class: 'prompt-line' });
+    this.head = h('button', { type: 'button', class: 'run-head', onclick: () => selectRun(runID) },
+      h('span', { class: 'mono', text: short(runID) }), this.kind, this.promptLine, this.status);
+    this.body = h('div', { class: 'run-body' });
+    this.el = h('article', { class: 'run', dataset: { run: runID } }, this.head, this.body);
+    this.refresh();
+  }
+
+  refresh() {
+    const info = state.runs.get(this.id) || {};
+    const status = info.status || 'running';
+    this.status.textContent = status;
+    this.status.className = `badge s-${status}`;
+    this.el.dataset.status = status;
+    this.kind.textContent = info.kind === 'harness' ? 'harness' : '';
+    this.promptLine.textContent = oneLine(info.prompt, 120);
+    this.el.classList.toggle('selected', this.id === state.selectedRun);
+  }
+
+  line(cls, text, tag) {
+    this.body.append(h('div', { class: `line ${cls}` }, tag ? h('span', { class: 'tag', text: tag }) : null, text));
+  }
+
+  textKey(f) {
+    return `${f.phase_id || ''}/${f.attempt || 0}`;
+  }
+
+  delta(f, text) {
+    const k = this.textKey(f);
+    let el = this.texts.get(k);
+    if (!el) {
+      el = h('div', { class: 'assistant', dataset: { streaming: 'true' } });
+      this.texts.set(k, el);
+      this.body.append(el);
+    }
+    el.textContent += text;
+  }
+
+  // message ends the text being streamed with the whole message.
+  message(f, text) {
+    const k = this.textKey(f);
+    let el = this.texts.get(k);
+    this.texts.delete(k);
+    if (!text && !el) return;
+    if (!el) {
+      el = h('div', { class: 'assistant' });
+      this.body.append(el);
+    }
+    el.textContent = text;
+    el.dataset.streaming = 'false';
+    if (text) this.lastText = text;
+  }
+
+  toolStarted(d, f) {
+    let args = '';
+    try {
+      args = typeof d.args === 'string' ? d.args : JSON.stringify(d.args);
+    } catch {
+      args = '';
+    }
+    const mark = h('span', { class: 'mark', text: '…' });
+    const summary = h('summary', {}, mark, f.phase_id ? h('span', { class: 'muted', text: `[${phaseName(f.phase_id)}]` }) : null,
+      h('span', { class: 'name', text: d.name }), h('span', { class: 'args', text: oneLine(args, 200) }));
+    const el = h('details', { class: 'tool', dataset: { call: d.call_id, name: d.name, state: 'running' } }, summary);
+    this.tools.set(d.call_id, { el, mark });
+    this.body.append(el);
+  }
+
+  toolCompleted(d) {
+    const t = this.tools.get(d.call_id);
+    if (!t) return;
+    t.el.dataset.state = d.ok ? 'ok' : 'error';
+    t.mark.textContent = d.ok ? '✓' : '✗';
+    let out = d.output || '';
+    if (d.error && !out.includes(d.error)) out = out ? `${out}\n${d.error}` : d.error;
+    if (d.truncated) out += '\n… (truncated)';
+    t.el.append(h('pre', { class: 'output', text: out || '(no output)' }));
+  }
+
+  end(f, d) {
+    const status = d.status || f.event.replace('run.', '');
+    const facts = [status];
+    if (d.reason && d.reason !== status) facts.push(`reason ${d.reason}`);
+    if (d.turns) facts.push(`${d.turns} turns`);
+    const tokens = (d.usage?.prompt_tokens || 0) + (d.usage?.completion_tokens || 0);
+    if (tokens) facts.push(`${tokens} tokens`);
+    if (d.duration_ms) facts.push(duration(d.duration_ms));
+    const el = h('div', { class: `end s-${status}`, dataset: { status, reason: d.reason || '' } },
+      h('strong', { text: facts.join(' · ') }));
+    if (d.detail && d.detail !== d.reason) el.append(h('span', { class: 'result', text: d.detail }));
+    if (d.result && d.result !== this.lastText) el.append(h('span', { class: 'result', text: d.result }));
+    this.body.append(el);
+    for (const t of this.texts.values()) t.dataset.streaming = 'false'; // cut off: no more will come
+    this.texts.clear();
+  }
+}
+
+// View renders one session's frames.
+class View {
+  constructor(container) {
+    this.container = container;
+    this.runs = new Map();
+  }
+
+  run(id) {
+    let r = this.runs.get(id);
+    if (!r) {
+      r = new RunView(id);
+      this.runs.set(id, r);
+      this.container.append(r.el);
+    }
+    return r;
+  }
+
+  apply(f) {
+    if (!f.run_id) return;
+    const r = this.run(f.run_id);
+    const d = f.data || {};
+    const phase = f.phase_id ? `${phaseName(f.phase_id)}${f.attempt ? ' #' + f.attempt : ''}` : '';
+    switch (f.event) {
+      case 'run.started': {
+        const bits = ['started'];
+        if (d.model) bits.push(d.model);
+        if (d.sandbox) bits.push(`sandbox ${d.sandbox}`);
+        if (d.resumed) bits.push('resumed');
+        if (d.mcp_servers?.length) bits.push(`MCP ${d.mcp_servers.join(', ')}`);
+        r.line('quiet', bits.join(' · '));
+        break;
+      }
+      case 'message.delta':
+        r.delta(f, d.text || '');
+        break;
+      case 'message.completed':
+        if (d.role === 'user') {
+          if (!f.phase_id) r.body.append(h('div', { class: 'user', text: d.text || '' }));
+        } else {
+          r.message(f, d.text || '');
+        }
+        break;
+      case 'tool.started':
+        r.toolStarted(d, f);
+        break;
+      case 'tool.completed':
+        r.toolCompleted(d);
+        break;
+      case 'retry':
+        r.line('warn', `model call retried (attempt ${d.attempt}${d.max_attempts ? '/' + d.max_attempts : ''}) in ${duration(d.delay_ms)}: ${oneLine(d.error, 200)}`, 'retry');
+        break;
+      case 'warning':
+        r.line('warn', d.message || '', 'warning');
+        break;
+      case 'effect.failed':
+        r.line('warn', `side effect ${d.key} did not happen: ${oneLine(d.error, 200)}`, 'effect');
+        break;
+      case 'iteration.started':
+        r.line('quiet', `iteration ${d.iteration}${d.max_iterations ? ' of ' + d.max_iterations : ''}`);
+        break;
+      case 'iteration.completed':
+        r.line('quiet', `iteration ${d.iteration} ${d.completed ? 'kept its promise' : 'ended'}${d.reason ? ': ' + d.reason : ''}`);
+        break;
+      case 'plan.created': {
+        let n = 0;
+        try {
+          n = (typeof d.plan === 'string' ? JSON.parse(d.plan) : d.plan)?.phases?.length || 0;
+        } catch {
+          n = 0;
+        }
+        r.line('quiet', `plan: ${n} phase${n === 1 ? '' : 's'}`, 'plan');
+        break;
+      }
+      case 'phase.started':
+        r.line('quiet', `started${d.title ? ': ' + d.title : ''}`, phase);
+        break;
+      case 'phase.completed':
+        r.line('ok', `passed${d.duration_ms ? ' in ' + duration(d.duration_ms) : ''}`, phase);
+        break;
+      case 'phase.failed':
+        r.line('bad', `${d.status || 'failed'}${d.reason ? ': ' + oneLine(d.reason, 200) : ''}${d.will_retry ? ' · will retry' : ''}`, phase);
+        break;
+      case 'verification.completed':
+        r.line(d.status === 'pass' ? 'ok' : d.status === 'warn' ? 'warn' : 'bad',
+          `verification ${findings(d)}`, phase);
+        break;
+      case 'artifact.created':
+        r.line('quiet', `wrote ${d.path} (${bytes(d.bytes || 0)})`, 'artifact');
+        break;
+      case 'receipt.recorded':
+        r.line('ok', `${d.type || 'side effect'} ${d.key}`, 'receipt');
+        break;
+      case 'learning.recorded':
+        r.line('quiet', d.text || '', 'learned');
+        break;
+      case 'approach.failed':
+        r.line('warn', `${d.approach}: ${d.why}`, 'guardrail');
+        break;
+      case 'checkpoint.created':
+        r.line('quiet', `${d.path} ${d.existed ? 'saved before the change' : 'is new'}`, 'checkpoint');
+        break;
+      case 'rewind.completed': {
+        const files = (d.files || []).map((x) => `${x.outcome} ${x.path}`).join(', ');
+        r.line('ok', `rewound to checkpoint #${d.to}${files ? ': ' + files : ''}`, 'rewind');
+        break;
+      }
+      case 'context.compacted':
+        r.line('quiet', `context compacted: ${d.tokens_before} → ${d.tokens_after} tokens`, 'context');
+        break;
+      case 'heartbeat':
+        break;
+      default:
+        if (TERMINAL.has(f.event)) r.end(f, d);
+    }
+  }
+}
+
+function renderSessionMeta() {
+  const id = state.selected;
+  if (!id) return;
+  const n = [...state.runs.values()].filter((r) => r.session_id === id).length;
+  $('session-meta').textContent = `${short(id)} · ${n} run${n === 1 ? '' : 's'}`;
+}
+
+function renderStream() {
+  const box = $('stream');
+  box.replaceChildren();
+  const st = state.selected && state.streams.get(state.selected);
+  state.view = new View(box);
+  if (!st) {
+    box.append(h('p', { class: 'empty', text: 'Select a session, or start a run below: it gets a session of its own.' }));
+    return;
+  }
+  for (const f of st.frames) state.view.apply(f);
+  if (!st.frames.length) box.append(h('p', { class: 'empty', text: 'No events yet.' }));
+  box.scrollTop = box.scrollHeight;
+}
+
+// ---- Incoming events ----
+
+function onEvent(f) {
+  if (!f.session_id) {
+    // A job event: no session, no seq; job.list has the state.
+    scheduleJobs();
+    return;
+  }
+  const st = stream(f.session_id);
+  if (!st.add(f)) return; // replayed again: shown already
+  trackRun(f);
+  if (f.session_id === state.selected && state.view) {
+    const box = $('stream');
+    const atEnd = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
+    box.querySelector(':scope > .empty')?.remove();
+    state.view.apply(f);
+    state.view.runs.get(f.run_id)?.refresh();
+    if (atEnd) box.scrollTop = box.scrollHeight;
+  }
+  if (f.run_id && f.run_id === state.selectedRun) {
+    renderRunPanel();
+    if (BOARD_EVENTS.has(f.event) || TERMINAL.has(f.event)) scheduleBoard();
+    if (f.event === 'checkpoint.created' || f.event === 'rewind.completed' || TERMINAL.has(f.event)) scheduleCheckpoints();
+  }
+}
+
+// trackRun keeps a run's status as its events tell it.
+function trackRun(f) {
+  if (!f.run_id) return;
+  let info = state.runs.get(f.run_id);
+  if (!info) {
+    info = { run_id: f.run_id, session_id: f.session_id, status: 'running', kind: 'run' };
+    state.runs.set(f.run_id, info);
+  }
+  const d = f.data || {};
+  if (f.session_id === state.selected && f.event === 'run.started') renderSessionMeta();
+  if (f.event === 'run.started') {
+    info.status = 'running';
+    if (d.prompt) info.prompt = d.prompt;
+  } else if (f.event === 'plan.created' || f.event === 'phase.started') {
+    info.kind = 'harness';
+  } else if (TERMINAL.has(f.event)) {
+    info.status = d.status || f.event.replace('run.', '');
+    info.reason = d.reason;
+  }
+}
+
+// ---- Sessions ----
+
+async function refreshSessions() {
+  const list = await gw.call('session.list', { include_jobs: true });
+  state.sessions = list.sessions || [];
+  renderSessions();
+}
+
+function renderSessions() {
+  const ul = $('sessions');
+  ul.replaceChildren();
+  if (!state.sessions.length) {
+    ul.append(h('li', { class: 'muted small', text: 'No sessions yet.' }));
+    return;
+  }
+  for (const s of state.sessions) {
+    const meta = [`${s.runs} run${s.runs === 1 ? '' : 's'}`, ago(s.updated_at)];
+    if (s.job_id) meta.push('scheduled');
+    ul.append(h('li', {}, h('button', {
+      type: 'button', class: `item${s.session_id === state.selected ? ' selected' : ''}`,
+      dataset: { session: s.session_id }, onclick: () => selectSession(s.session_id),
+    }, h('span', { class: 'title', text: s.title || `session ${short(s.session_id)}` }), h('span', { class: 'meta', text: meta.join(' · ') }))));
+  }
+}
+
+async function selectSession(id) {
+  state.selected = id;
+  sessionStorage.setItem('agent.selected', id);
+  renderSessions();
+  const st = stream(id);
+  renderStream();
+  try {
+    const d = await gw.call('session.get', { session_id: id });
+    for (const r of d.runs || []) state.runs.set(r.run_id, r);
+    $('session-title').textContent = d.session.title || `session ${short(id)}`;
+    renderSessionMeta();
+    if (state.selected !== id) return;
+    if (!st.attached) await attach(st);
+    for (const r of state.view.runs.values()) r.refresh();
+    const last = d.runs.length ? d.runs[d.runs.length - 1].run_id : null;
+    const current = state.runs.get(state.selectedRun);
+    if (!current || current.session_id !== id) selectRun(last);
+  } catch (err) {
+    if (err.code === 'not_found') {
+      sessionStorage.removeItem('agent.selected');
+      state.selected = null;
+      renderStream();
+    }
+    showError('start-error', err.message);
+  }
+}
+
+async function newSession(title) {
+  const s = await gw.call('session.create', title ? { title } : {});
+  // The creator is attached from the start (DESIGN.md §9).
+  stream(s.session_id).attached = true;
+  state.sessions.unshift(s);
+  await selectSession(s.session_id);
+  return s.session_id;
+}
+
+// ---- Starting and stopping runs ----
+
+async function startRun(ev) {
+  ev.preventDefault();
+  hideError('start-error');
+  const input = $('input').value.trim();
+  if (!input) return;
+  const harness = $('harness').checked;
+  $('start-button').disabled = true;
+  try {
+    let sid = state.selected;
+    if (!sid) sid = await newSession(oneLine(input, 80));
+    const res = await gw.call('run.start', { session_id: sid, input, options: harness ? { harness: true } : {} });
+    state.runs.set(res.run_id, {
+      ...(state.runs.get(res.run_id) || {}), run_id: res.run_id, session_id: sid, status: res.status,
+      kind: harness ? 'harness' : 'run', prompt: input,
+    });
+    $('input').value = '';
+    selectRun(res.run_id);
+    refreshSessions().catch(() => {});
+  } catch (err) {
+    showError('start-error', err.message);
+  } finally {
+    $('start-button').disabled = false;
+  }
+}
+
+async function stopRun(mode) {
+  const id = state.selectedRun;
+  if (!id) return;
+  hideError('run-error');
+  if (mode === 'cancel') {
+    const ok = await confirmDialog({
+      title: `Cancel run ${short(id)}?`,
+      text: 'It stops now and ends for good; it cannot be resumed. Interrupt instead stops it resumably.',
+      yes: 'Cancel run',
+    });
+    if (!ok) return;
+  }
+  try {
+    await gw.call('run.cancel', { run_id: id, mode });
+  } catch (err) {
+    showError('run-error', err.message);
+  }
+}
+
+// ---- The selected run: details, phase board, checkpoints ----
+
+function selectRun(id) {
+  state.selectedRun = id;
+  if (state.view) for (const r of state.view.runs.values()) r.refresh();
+  $('board-panel').hidden = true;
+  $('checkpoints-panel').hidden = true;
+  $('rewind-result').replaceChildren();
+  renderRunPanel();
+  if (!id) return;
+  scheduleBoard();
+  scheduleCheckpoints();
+}
+
+function renderRunPanel() {
+  const id = state.selectedRun;
+  $('run-panel').hidden = !id;
+  if (!id) return;
+  const info = state.runs.get(id) || { status: 'running' };
+  $('run-id').textContent = short(id);
+  $('run-id').title = id;
+  $('run-status').textContent = info.status;
+  $('run-status').className = `badge s-${info.status}`;
+  $('run-prompt').textContent = info.prompt || '';
+  const meta = [info.kind === 'harness' ? 'harness run' : 'run'];
+  if (info.model) meta.push(info.model);
+  if (info.workspace) meta.push(info.workspace);
+  $('run-meta').textContent = meta.join(' · ');
+  const active = info.status === 'running' || info.status === 'queued';
+  $('run-actions').hidden = !active;
+  for (const b of document.querySelectorAll('.rewind')) b.disabled = active;
+}
+
+let boardTimer = null;
+function scheduleBoard() {
+  clearTimeout(boardTimer);
+  boardTimer = setTimeout(loadBoard, 150);
+}
+
+async function loadBoard() {
+  const id = state.selectedRun;
+  const info = state.runs.get(id);
+  if (!id || info?.kind !== 'harness') {
+    $('board-panel').hidden = true;
+    return;
+  }
+  try {
+    const board = await api('GET', `/v1/runs/${encodeURIComponent(id)}/phases`);
+    if (state.selectedRun === id) renderBoard(board);
+  } catch (err) {
+    if (err.status === 401) signedOut(err.message);
+  }
+}
+
+function renderBoard(b) {
+  $('board-panel').hidden = false;
+  $('objective').textContent = b.objective || (b.phases.length ? '' : 'Planning…');
+  const ol = $('phases');
+  ol.replaceChildren();
+  for (const p of b.phases) {
+    const attempts = p.attempts || [];
+    const last = attempts[attempts.length - 1];
+    const facts = [];
+    facts.push(`attempt ${attempts.length}/${p.max_attempts}`);
+    const elapsed = h('span', { class: 'elapsed' });
+    if (last?.status === 'running' && !isZeroTime(last.started_at)) {
+      elapsed.dataset.since = last.started_at;
+      tickOne(elapsed);
+    } else if (attempts.length) {
+      elapsed.textContent = duration(attempts.reduce((n, a) => n + (a.duration_ms || 0), 0));
+    }
+    facts.push(evidenceText(p.evidence));
+    if (p.depends_on?.length) facts.push(`after ${p.depends_on.join(', ')}`);
+
+    const li = h('li', { class: 'phase', dataset: { phase: p.id, status: p.status } },
+      h('div', { class: 'phase-head' },
+        h('span', { class: `badge s-${p.status === 'running' ? 'running' : p.status}`, text: p.status }),
+        h('span', { class: 'title', text: p.title || p.id }),
+        h('span', { class: 'mono muted small', text: p.id })),
+      h('div', { class: 'facts' }, facts.join(' · '), elapsed.textContent || elapsed.dataset.since ? ' · ' : '', elapsed));
+
+    const items = [];
+    for (const a of attempts) {
+      const v = a.verification;
+      let text = `#${a.attempt} ${a.status}`;
+      if (a.duration_ms) text += ` in ${duration(a.duration_ms)}`;
+      if (v) text += ` · findings ${findings(v)}`;
+      if (a.reason && a.status !== 'passed') text += ` · ${oneLine(a.reason, 160)}`;
+      items.push(h('li', { class: 'attempt', dataset: { status: a.status } }, text));
+    }
+    for (const x of p.artifacts || []) items.push(h('li', { class: 'artifact' }, `artifact ${x.path} (${bytes(x.bytes)})`));
+    for (const rc of p.receipts || []) {
+      const what = `${rc.type || rc.tool || 'side effect'} ${rc.key}`;
+      items.push(rc.unknown
+        ? h('li', { class: 'receipt unknown', dataset: { key: rc.key }, title: 'The process stopped between the intent and the result; it was not repeated. Check whether it happened, then resume the run with resend_unknown to send it again.' },
+          `⚠ ${what} · outcome unknown`)
+        : h('li', { class: 'receipt', dataset: { key: rc.key } }, `${what} · ${rc.state}`));
+    }
+    if (items.length) li.append(h('ul', {}, items));
+    ol.append(li);
+  }
+  const guard = $('guardrails');
+  guard.replaceChildren();
+  if (b.learnings.length) {
+    guard.append(h('div', { class: 'guard' }, h('h3', { text: 'Learnings' }),
+      h('ul', {}, b.learnings.map((l) => h('li', {}, `${l.phase_id}: ${l.text}`)))));
+  }
+  if (b.guardrails.length) {
+    guard.append(h('div', { class: 'guard' }, h('h3', { text: 'Guardrails' }),
+      h('ul', {}, b.guardrails.map((g) => h('li', {}, `${g.phase_id} #${g.attempt} (${g.kind === 'failed_approach' ? 'failed approach' : 'verification'}): ${oneLine(g.text, 240)}`)))));
+  }
+}
+
+function evidenceText(ev) {
+  if (!ev?.type) return 'no evidence';
+  switch (ev.type) {
+    case 'artifact': return `evidence: ${(ev.artifacts || []).join(', ')}`;
+    case 'receipt': return `evidence: receipt ${(ev.receipts || []).join(', ')}`;
+    case 'hybrid': return `evidence: ${[...(ev.artifacts || []), ...(ev.receipts || [])].join(', ')}`;
+    case 'programmatic': return `evidence: $ ${oneLine(ev.command, 60)}`;
+  }
+  return `evidence: ${ev.type}`;
+}
+
+function tickOne(el) {
+  el.textContent = `running ${duration(Date.now() - new Date(el.dataset.since).getTime())}`;
+}
+setInterval(() => document.querySelectorAll('.elapsed[data-since]').forEach(tickOne), 1000);
+
+let checkpointTimer = null;
+function scheduleCheckpoints() {
+  clearTimeout(checkpointTimer);
+  checkpointTimer = setTimeout(loadCheckpoints, 150);
+}
+
+async function loadCheckpoints() {
+  const id = state.selectedRun;
+  if (!id) return;
+  try {
+    const list = await gw.call('checkpoint.list', { run_id: id });
+    if (state.selectedRun === id) renderCheckpoints(list.checkpoints || []);
+  } catch {
+    $('checkpoints-panel').hidden = true;
+  }
+}
+
+function renderCheckpoints(cps) {
+  $('checkpoints-panel').hidden = cps.length === 0;
+  const info = state.runs.get(state.selectedRun) || {};
+  const active = info.status === 'running' || info.status === 'queued';
+  const ul = $('checkpoints');
+  ul.replaceChildren();
+  for (const c of cps) {
+    ul.append(h('li', { class: 'checkpoint', dataset: { number: c.number } },
+      h('span', { class: 'badge', text: `#${c.number}` }),
+      h('span', { class: 'path', text: c.path }),
+      h('span', { class: 'muted small', text: c.existed ? bytes(c.bytes) : 'new file' }),
+      h('button', {
+        type: 'button', class: 'small danger rewind', disabled: active,
+        title: active ? 'The run is still going; rewind it after it ends.' : `Put back the files changed at #${c.number} or later`,
+        onclick: () => rewind(c, cps),
+      }, 'Rewind')));
+  }
+}
+
+async function rewind(c, cps) {
+  const id = state.selectedRun;
+  const files = cps.filter((x) => x.number >= c.number);
+  const answer = await confirmDialog({
+    title: `Rewind to checkpoint #${c.number}?`,
+    text: `These files of run ${short(id)} go back to how they were before the run changed them; files it created are removed:`,
+    list: files.map((x) => `${x.path}${x.existed ? '' : ' (remove)'}`),
+    yes: 'Rewind files',
+    force: true,
+  });
+  if (!answer) return;
+  const out = $('rewind-result');
+  out.replaceChildren(h('p', { class: 'muted small', text: 'Rewinding…' }));
+  try {
+    const rep = await gw.call('checkpoint.rewind', { run_id: id, to: c.number, force: answer.force });
+    const files = rep.files || [];
+    out.replaceChildren(h('p', { class: 'note', text: `Rewound to #${rep.to}: ${files.length} file${files.length === 1 ? '' : 's'}.` }),
+      h('ul', {}, files.map((x) => h('li', { class: `rewound s-${x.outcome}`, dataset: { path: x.path, outcome: x.outcome } },
+        `${x.outcome} ${x.path}${x.reason ? ': ' + x.reason : ''}`))));
+  } catch (err) {
+    out.replaceChildren(h('p', { class: 'error', text: err.message }));
+  }
+}
+
+// ---- Scheduled jobs ----
+
+let jobsTimer = null;
+function scheduleJobs() {
+  clearTimeout(jobsTimer);
+  jobsTimer = setTimeout(() => refreshJobs().catch(() => {}), 300);
+}
+
+const openJobs = new Set();
+
+async function refreshJobs() {
+  if (!state.methods.has('job.list')) {
+    $('jobs-section').hidden = true;
+    return;
+  }
+  const list = await gw.call('job.list', {});
+  const jobs = list.jobs || [];
+  $('jobs-section').hidden = false;
+  const ul = $('jobs');
+  ul.replaceChildren();
+  if (!jobs.length) ul.append(h('li', { class: 'muted small', text: 'No jobs. agent jobs create adds one.' }));
+  for (const j of jobs) {
+    const runs = h('ul', { class: 'job-runs', hidden: !openJobs.has(j.id) });
+    const li = h('li', { dataset: { job: j.id } },
+      h('button', {
+        type: 'button', class: 'item',
+        onclick: () => toggleJob(j, runs),
+      },
+      h('span', { class: 'title' }, j.name, ' ', h('span', { class: `badge s-${j.enabled ? 'on' : 'paused'}`, text: j.enabled ? 'on' : 'paused' })),
+      h('span', { class: 'meta mono', text: `${j.cron_expr} · ${j.timezone || 'UTC'}` }),
+      h('span', { class: 'meta next', text: j.enabled ? `next ${inZone(j.next_run_at, j.timezone)}` : 'paused' })),
+      runs);
+    ul.append(li);
+    if (openJobs.has(j.id)) loadJobRuns(j, runs);
+  }
+}
+
+function toggleJob(j, runs) {
+  if (openJobs.has(j.id)) {
+    openJobs.delete(j.id);
+    runs.hidden = true;
+    return;
+  }
+  openJobs.add(j.id);
+  runs.hidden = false;
+  loadJobRuns(j, runs);
+}
+
+async function loadJobRuns(j, ul) {
+  try {
+    const res = await gw.call('job.get_runs', { job_id: j.id, limit: 8 });
+    ul.replaceChildren();
+    if (!res.runs?.length) ul.append(h('li', { class: 'muted', text: 'No runs yet.' }));
+    for (const r of res.runs || []) {
+      ul.append(h('li', {},
+        h('span', { class: `badge s-${r.status}`, text: r.status }),
+        h('span', { text: inZone(r.scheduled_for, j.timezone) }),
+        r.attempt > 1 ? h('span', { class: 'muted', text: `attempt ${r.attempt}` }) : null,
+        r.run_id ? h('button', { type: 'button', onclick: () => openRun(r.run_id) }, short(r.run_id)) : null,
+        r.error_text ? h('span', { class: 'muted', text: oneLine(r.error_text, 80) }) : null));
+    }
+  } catch (err) {
+    ul.replaceChildren(h('li', { class: 'error', text: err.message }));
+  }
+}
+
+async function openRun(runID) {
+  try {
+    const info = await gw.call('run.get', { run_id: runID });
+    state.runs.set(info.run_id, info);
+    if (info.session_id) await selectSession(info.session_id);
+    selectRun(info.run_id);
+  } catch (err) {
+    showError('start-error', err.message);
+  }
+}
+
+// ---- Confirmation ----
+
+// confirmDialog asks before something that cannot be taken back. It
+// resolves to false, or to {force} when confirmed.
+function confirmDialog({ title, text, list, yes, force }) {
+  const dlg = $('confirm');
+  $('confirm-title').textContent = title;
+  $('confirm-text').textContent = text;
+  $('confirm-list').replaceChildren(...(list || []).map((x) => h('li', { text: x })));
+  $('confirm-force-row').hidden = !force;
+  $('confirm-force').checked = false;
+  $('confirm-yes').textContent = yes;
+  return new Promise((resolve) => {
+    const done = (answer) => {
+      $('confirm-yes').onclick = null;
+      $('confirm-no').onclick = null;
+      dlg.onclose = null;
+      if (dlg.open) dlg.close();
+      resolve(answer);
+    };
+    $('confirm-yes').onclick = () => done({ force: $('confirm-force').checked });
+    $('confirm-no').onclick = () => done(false);
+    // Escape closes it. A close event still queued from the last time
+    // finds the dialog open again, and is not an answer.
+    dlg.onclose = () => {
+      if (!dlg.open) done(false);
+    };
+    dlg.showModal();
+    $('confirm-no').focus();
+  });
+}
+
+// ---- Connection, sign-in, sign-out ----
+
+function setConn(s) {
+  const el = $('conn');
+  el.dataset.state = s;
+  el.textContent = s;
+}
+
+async function onConnected(hello) {
+  setConn('connected');
+  state.methods = new Set(hello.methods || []);
+  $('server').textContent = hello.server || '';
+  if (hello.scheduling === false) {
+    $('jobs-note').hidden = false;
+    $('jobs-note').textContent = 'Scheduling is off in this gateway (start it with --scheduler): jobs do not fire.';
+  }
+  for (const st of state.streams.values()) st.attached = false;
+  try {
+    await refreshSessions();
+    const want = state.selected || sessionStorage.getItem('agent.selected');
+    if (want) await selectSession(want);
+    await refreshJobs();
+  } catch (err) {
+    if (err.code !== 'disconnected') showError('start-error', err.message);
+  }
+}
+
+function onDisconnected() {
+  for (const st of state.streams.values()) st.attached = false;
+}
+
+function showError(id, msg) {
+  const el = $(id);
+  el.textContent = msg;
+  el.hidden = false;
+}
+
+function hideError(id) {
+  $(id).hidden = true;
+}
+
+function showSignIn(error, note) {
+  gw.stop();
+  setConn('offline');
+  $('app-view').hidden = true;
+  $('signout').hidden = true;
+  $('signin-view').hidden = false;
+  $('signin-error').hidden = !error;
+  $('signin-error').textContent = error || '';
+  $('signin-note').hidden = !note;
+  $('signin-note').textContent = note || '';
+  $('token').focus();
+}
+
+function showApp() {
+  $('signin-view').hidden = true;
+  $('app-view').hidden = false;
+  $('signout').hidden = false;
+  gw.start();
+}
+
+// signedOut is a refusal of the cookie: expired, signed out elsewhere,
+// or a restarted gateway.
+function signedOut(message) {
+  showSignIn(message);
+}
+
+async function signIn(ev) {
+  ev.preventDefault();
+  const field = $('token');
+  const token = field.value.trim();
+  field.value = ''; // the page keeps no copy
+  if (!token) return;
+  $('signin-button').disabled = true;
+  try {
+    await api('POST', '/login', { token });
+    showApp();
+  } catch (err) {
+    showSignIn(err.message);
+  } finally {
+    $('signin-button').disabled = false;
+  }
+}
+
+async function signOut() {
+  try {
+    await api('POST', '/logout');
+  } catch {
+    // signed out already
+  }
+  saveAll();
+  sessionStorage.clear();
+  state.streams.clear();
+  state.selected = null;
+  state.selectedRun = null;
+  renderStream();
+  showSignIn('', 'Signed out.');
+}
+
+async function boot() {
+  $('signin').addEventListener('submit', signIn);
+  $('signout').addEventListener('click', signOut);
+  $('start').addEventListener('submit', startRun);
+  $('input').addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter' && (ev.metaKey || ev.ctrlKey)) $('start').requestSubmit();
+  });
+  $('new-session').addEventListener('click', () => newSession('').catch((err) => showError('start-error', err.message)));
+  $('refresh').addEventListener('click', () => {
+    refreshSessions().catch(() => {});
+    refreshJobs().catch(() => {});
+  });
+  $('interrupt').addEventListener('click', () => stopRun('interrupt'));
+  $('cancel').addEventListener('click', () => stopRun('cancel'));
+  window.addEventListener('pagehide', saveAll);
+  try {
+    await api('GET', '/healthz');
+    showApp();
+  } catch (err) {
+    showSignIn(err.status === 401 ? '' : err.message);
+  }
+}
+
+boot();
