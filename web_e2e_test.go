@@ -23,8 +23,10 @@ import (
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
+	"agent/event"
 	"agent/gateway"
 	"agent/llm/llmtest"
+	"agent/scheduler"
 	"agent/store"
 )
 
@@ -478,6 +480,113 @@ func TestWebRewindAndJobs(t *testing.T) {
 		t.Errorf("notes.txt after the rewind: %v, want it gone (the run created it)", err)
 	}
 	b.screenshot("rewind-done")
+	b.tokenNeverInURL(gwToken)
+}
+
+// TestWebJobRuns: a job clicked in the page lists its runs; a run that
+// job.run_now starts shows there while it runs and once it has completed,
+// without a reload; its id there opens the run in its session.
+func TestWebJobRuns(t *testing.T) {
+	e := newE2E(t, bashTurn("while [ ! -e gate ]; do sleep 0.05; done; echo through"), llmtest.Turn{Text: "Report filed."})
+	srv, db := e.jobsGateway(true)
+	gate := filepath.Join(e.workspace, "gate")
+	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) }) // no loop outlives the test
+	c := gwDial(t, srv.Addr())
+	// Paused, the job never fires on its own: its one run is run_now's.
+	job := gwCall[scheduler.Job](t, c, gateway.MethodJobCreate, gateway.JobCreateParams{
+		Name: "nightly-report", CronExpr: "0 3 * * *", Prompt: "file the report", Paused: true})
+
+	b := newBrowser(t)
+	b.signIn(srv.Addr())
+	sel := `#jobs [data-job=` + jsString(job.ID) + `]`
+	b.do("open the job", chromedp.Click(chromedp.CSS(sel+" button.item")))
+	b.until("no runs yet", `(document.querySelector(`+jsString(sel+" .job-runs")+`)?.textContent || '') === 'No runs yet.'`)
+
+	gwCall[scheduler.JobRun](t, c, gateway.MethodJobRunNow, gateway.JobParams{JobID: job.ID})
+	var runID string
+	waitFor(t, "the job's run to start", func() bool {
+		runs := jobRuns(t, db, job.ID)
+		if len(runs) == 1 && runs[0].Status == store.JobRunRunning {
+			runID = runs[0].RunID
+		}
+		return runID != ""
+	})
+	// jobRun is true when the job lists one run, with this status and a
+	// button naming the run.
+	jobRun := func(status string) string {
+		return `(() => {
+			const li = document.querySelectorAll(` + jsString(sel+" .job-runs li") + `);
+			return li.length === 1 && li[0].querySelector('.badge.s-` + status + `')?.textContent === '` + status + `' &&
+				li[0].querySelector('button')?.textContent === ` + jsString(runID[:8]) + `;
+		})()`
+	}
+	b.until("the job's run running", jobRun(store.JobRunRunning))
+	b.screenshot("job-run-running")
+
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.until("the job's run completed", jobRun(store.JobRunCompleted))
+	if runs := jobRuns(t, db, job.ID); len(runs) != 1 || runs[0].Status != store.JobRunCompleted || runs[0].RunID != runID {
+		t.Errorf("the job's runs in the store: %+v, want run %s completed", runs, runID)
+	}
+	b.screenshot("job-runs")
+
+	b.do("open the run", chromedp.Click(chromedp.CSS(sel+" .job-runs li button")))
+	b.until("the run in its session", `document.getElementById('run-id').title === `+jsString(runID)+` &&
+		document.getElementById('session-title').textContent.includes('nightly-report') &&
+		document.querySelector('.run[data-run=`+jsString(runID)+`] .end[data-status="completed"]') !== null`)
+	if text := eval[string](b, `document.querySelector('.run[data-run=`+jsString(runID)+`]').textContent`); !strings.Contains(text, "Report filed.") {
+		t.Errorf("the job's run in the page: %q, want its answer", text)
+	}
+	// The job's session, new to the page, is in the sessions list too.
+	b.until("the job's session listed", `[...document.querySelectorAll('#sessions button')].some(b => b.textContent.includes('nightly-report'))`)
+	b.tokenNeverInURL(gwToken)
+}
+
+// TestWebInterrupt: Interrupt stops a running run from the page; the page
+// shows it interrupted and resumable, its text no longer streaming and its
+// buttons gone, and the store and run.get have it interrupted.
+func TestWebInterrupt(t *testing.T) {
+	e := newE2E(t, llmtest.Turn{Text: "Thinking about the report aloud, one piece at a time, until interrupted.", Hang: true})
+	srv, db := e.inProcessGateway(nil)
+	b := newBrowser(t)
+	b.signIn(srv.Addr())
+
+	b.startRun("think aloud", false)
+	b.until("text while streaming", `(() => {
+		const a = document.querySelector('.run[data-status="running"] .assistant[data-streaming="true"]');
+		return a && a.textContent.length > 0 && !document.getElementById('run-actions').hidden;
+	})()`)
+	runID := eval[string](b, `document.querySelector('.run').dataset.run`)
+
+	b.do("interrupt", chromedp.Click(chromedp.ID("interrupt")))
+	// Interrupting is resumable: the page need not ask, but if it does,
+	// the answer is yes.
+	b.until("a question or the end", `document.getElementById('confirm').open || document.querySelector('.end') !== null`)
+	if eval[bool](b, `document.getElementById('confirm').open`) {
+		b.do("confirm", chromedp.Click(chromedp.ID("confirm-yes")))
+	}
+	run := `.run[data-run=` + jsString(runID) + `]`
+	b.until("the run interrupted", `document.querySelector(`+jsString(run+`[data-status="interrupted"] .end[data-status="interrupted"]`)+`) !== null &&
+		document.getElementById('run-status').textContent === 'interrupted' &&
+		document.getElementById('run-actions').hidden`)
+	if end := eval[string](b, `document.querySelector(`+jsString(run+" .end")+`).textContent`); !strings.Contains(end, "resume") {
+		t.Errorf("the run's end says %q: want it to say the run can be resumed", end)
+	}
+	if n := eval[int](b, `document.querySelectorAll('.assistant[data-streaming="true"]').length`); n != 0 {
+		t.Errorf("%d texts still streaming after the interrupt", n)
+	}
+	b.screenshot("interrupted")
+
+	row, err := db.GetRun(context.Background(), runID)
+	if err != nil || row.Status != event.StatusInterrupted || row.Reason != event.ReasonInterrupted {
+		t.Errorf("the run in the store: %+v %v, want interrupted", row, err)
+	}
+	c := gwDial(t, srv.Addr())
+	if info := gwCall[gateway.RunInfo](t, c, gateway.MethodRunGet, gateway.RunParams{RunID: runID}); info.Status != gateway.RunInterrupted || info.Reason != event.ReasonInterrupted {
+		t.Errorf("run.get: status %s reason %s, want interrupted", info.Status, info.Reason)
+	}
 	b.tokenNeverInURL(gwToken)
 }
 

@@ -1002,6 +1002,8 @@ async function openRun(runID) {
   try {
     const info = await gw.call('run.get', { run_id: runID });
     state.runs.set(info.run_id, info);
+    // A job's run may be in a session the list has not seen yet.
+    if (info.session_id) await refreshSessions();
     if (info.session_id) await selectSession(info.session_id);
     selectRun(info.run_id);
   } catch (err) {
