@@ -83,7 +83,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, sup: sup, metrics: m,
 		sessions: newSessions(cfg.DB, cfg.SubscriberBuffer, m),
-		web:      newWebSessions(cfg.Now),
+		web:      newWebSessions(cfg.DB),
 		conns:    map[*conn]struct{}{},
 		quit:     make(chan struct{}),
 	}
@@ -136,7 +136,11 @@ func (s *Server) Start(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	s.background.Add(2)
+	s.background.Add(3)
+	go func() {
+		defer s.background.Done()
+		s.web.sweep(s.quit)
+	}()
 	go func() {
 		defer s.background.Done()
 		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

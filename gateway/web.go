@@ -7,15 +7,20 @@ import (
 	"embed"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io/fs"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"agent/store"
 )
 
 // The web view (DESIGN.md §15): the page at /, its sign-in, and the
@@ -127,9 +132,9 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if old, err := r.Cookie(cookieName(r)); err == nil {
-		s.web.revoke(old.Value) // signing in again replaces the page's session
+		_ = s.web.revoke(r.Context(), old.Value) // signing in again replaces the page's session
 	}
-	sess, err := s.web.create()
+	sess, err := s.web.create(r.Context())
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -175,7 +180,10 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if c, err := r.Cookie(cookieName(r)); err == nil {
-		s.web.revoke(c.Value)
+		if err := s.web.revoke(r.Context(), c.Value); err != nil {
+			s.writeErr(w, err)
+			return
+		}
 	}
 	http.SetCookie(w, sessionCookie(r, "", -1))
 	writeJSON(w, http.StatusOK, struct {
@@ -237,19 +245,24 @@ func changesState(r *http.Request, wsConnect bool) bool {
 }
 
 // webSessions are the signed-in pages: a random id, which is the cookie,
-// in a map with an expiry. Preferred to a cookie signed with the token,
-// which every gateway of a shared database (DESIGN.md §14) would accept:
-// sign-out must end a session at once, and a signed cookie can only be
-// revoked with state every gateway shares. A page talks to one gateway
-// address, and a refused request brings back its sign-in form; a
-// restart signs every page out.
+// recorded in the store (its SHA-256) with an expiry. Preferred to a
+// cookie signed with the token: sign-out must end a session at once, and
+// a signed cookie can only be revoked with state every gateway shares,
+// which the store is. So every gateway of a shared database (DESIGN.md
+// §14) accepts a page signed in on another, a restart signs nobody out,
+// and a sign-out anywhere ends the session everywhere: each request a
+// cookie authenticates reads the store, and each gateway ends the streams
+// of sessions ended elsewhere within sessionSweep.
 type webSessions struct {
-	now func() time.Time
+	db *store.DB
 
 	mu       sync.Mutex
-	byID     map[string]*webSession
-	failures []time.Time // wrong tokens at sign-in within loginWindow
+	live     map[string]*webSession // the sessions this gateway has seen, by cookie
+	failures []time.Time            // wrong tokens at sign-in within loginWindow
 }
+
+// sessionSweep is how often a gateway looks for sessions ended on another.
+const sessionSweep = 10 * time.Second
 
 // webSession is one signed-in page.
 type webSession struct {
@@ -261,58 +274,101 @@ type webSession struct {
 	cancel context.CancelFunc
 }
 
-func newWebSessions(now func() time.Time) *webSessions {
-	return &webSessions{now: now, byID: map[string]*webSession{}}
+func newWebSessions(db *store.DB) *webSessions {
+	return &webSessions{db: db, live: map[string]*webSession{}}
 }
 
-// create starts a session. Expired sessions are dropped first, then the
-// oldest if there are still too many.
-func (ws *webSessions) create() (*webSession, error) {
+// now is the store's clock, which its expiries are compared with.
+func (ws *webSessions) now() time.Time { return ws.db.Now() }
+
+// create starts a session.
+func (ws *webSessions) create(ctx context.Context) (*webSession, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
-	now := ws.now()
-	sess := &webSession{id: base64.RawURLEncoding.EncodeToString(b[:]), expires: now.Add(webSessionTTL)}
-	sess.ctx, sess.cancel = context.WithTimeout(context.Background(), webSessionTTL)
+	id := base64.RawURLEncoding.EncodeToString(b[:])
+	expires := ws.now().Add(webSessionTTL)
+	if err := ws.db.CreateWebSession(ctx, id, expires); err != nil {
+		return nil, err
+	}
+	return ws.track(id, expires), nil
+}
 
+// track is the live state of a session the store has: its streams'
+// context. Expired ones go first, then the oldest if there are too many.
+func (ws *webSessions) track(id string, expires time.Time) *webSession {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	if s := ws.live[id]; s != nil {
+		return s
+	}
+	now := ws.now()
 	var oldest *webSession
-	for id, s := range ws.byID {
+	for key, s := range ws.live {
 		if !now.Before(s.expires) {
 			s.cancel()
-			delete(ws.byID, id)
+			delete(ws.live, key)
 		} else if oldest == nil || s.expires.Before(oldest.expires) {
 			oldest = s
 		}
 	}
-	if len(ws.byID) >= maxWebSessions && oldest != nil {
+	if len(ws.live) >= maxWebSessions && oldest != nil {
 		oldest.cancel()
-		delete(ws.byID, oldest.id)
+		delete(ws.live, oldest.id)
 	}
-	ws.byID[sess.id] = sess
-	return sess, nil
+	sess := &webSession{id: id, expires: expires}
+	sess.ctx, sess.cancel = context.WithDeadline(context.Background(), expires)
+	ws.live[id] = sess
+	return sess
 }
 
-// get returns the live session with that id, or nil.
-func (ws *webSessions) get(id string) *webSession {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	s := ws.byID[id]
-	if s == nil || !ws.now().Before(s.expires) {
+// get returns the session with that id if it is still on, or nil.
+func (ws *webSessions) get(ctx context.Context, id string) *webSession {
+	expires, err := ws.db.WebSessionExpiry(ctx, id)
+	if err != nil { // ended (or the store is unreachable: sign in again)
+		ws.forget(id)
 		return nil
 	}
-	return s
+	return ws.track(id, expires)
 }
 
-// revoke ends a session: it is refused from now on and its streams end.
-func (ws *webSessions) revoke(id string) {
+// revoke ends a session: it is refused from now on, by every gateway,
+// and its streams end.
+func (ws *webSessions) revoke(ctx context.Context, id string) error {
+	ws.forget(id)
+	return ws.db.RevokeWebSession(ctx, id)
+}
+
+// forget ends this gateway's streams of a session.
+func (ws *webSessions) forget(id string) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if s := ws.byID[id]; s != nil {
+	if s := ws.live[id]; s != nil {
 		s.cancel()
-		delete(ws.byID, id)
+		delete(ws.live, id)
+	}
+}
+
+// sweep ends, every sessionSweep until quit, the streams of sessions
+// signed out on another gateway.
+func (ws *webSessions) sweep(quit <-chan struct{}) {
+	t := time.NewTicker(sessionSweep)
+	defer t.Stop()
+	for {
+		select {
+		case <-quit:
+			return
+		case <-t.C:
+		}
+		ws.mu.Lock()
+		ids := slices.Collect(maps.Keys(ws.live))
+		ws.mu.Unlock()
+		for _, id := range ids {
+			if _, err := ws.db.WebSessionExpiry(context.Background(), id); errors.Is(err, store.ErrNotFound) {
+				ws.forget(id)
+			}
+		}
 	}
 }
 
@@ -345,7 +401,7 @@ func (s *Server) signedIn(r *http.Request) (sess *webSession, named bool) {
 	if err != nil || c.Value == "" {
 		return nil, false
 	}
-	return s.web.get(c.Value), true
+	return s.web.get(r.Context(), c.Value), true
 }
 
 // endWithSession returns a context that also ends when r's web session
