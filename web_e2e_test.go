@@ -673,3 +673,30 @@ func jsString(s string) string {
 	data, _ := json.Marshal(s)
 	return string(data)
 }
+
+// TestWebHostileContent: what a model (or a tool, or a prompt) writes is
+// shown as text: markup in a reply, a tool's arguments and its output
+// neither runs nor becomes elements of the page.
+func TestWebHostileContent(t *testing.T) {
+	const hostile = `<img src=x onerror="window.pwned=1"><script>window.pwned=2</script><a href="javascript:window.pwned=3">x</a>`
+	e := newE2E(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{call("write_file", `{"path":"x.html","content":`+jsString(hostile)+`}`)}},
+		llmtest.Turn{Text: "Done: " + hostile},
+	)
+	srv, _ := e.inProcessGateway(nil)
+	b := newBrowser(t)
+	b.signIn(srv.Addr())
+	b.startRun("write "+hostile, false)
+	b.until("the run completed", `document.querySelector('.end[data-status="completed"]') !== null`)
+	if pwned := eval[bool](b, `window.pwned !== undefined`); pwned {
+		t.Errorf("markup from the run ran in the page (window.pwned = %v)", eval[any](b, `window.pwned`))
+	}
+	if n := eval[int](b, `document.querySelectorAll('main img, main script, main a[href^="javascript"], #app-view img:not([src^="data:"]), #app-view script').length`); n != 0 {
+		t.Errorf("markup from the run became %d elements of the page", n)
+	}
+	if text := eval[string](b, `document.querySelector('.run').textContent`); !strings.Contains(text, "Done: <img src=x") {
+		t.Errorf("the reply is not shown as text: %q", text)
+	}
+	b.screenshot("hostile-content")
+	b.tokenNeverInURL(gwToken)
+}
