@@ -31,7 +31,8 @@ func workerCommand() *cli.Command {
 			"SIGTERM or Ctrl-C interrupts the runs it drives and puts them back in the queue for another worker.\n\n" +
 			"Examples:\n" +
 			"  agent worker --database postgres://agent@db.internal/agent --concurrency 4\n" +
-			"  agent worker -n 8 --database postgres://agent@db.internal/agent --poll 2s",
+			"  agent worker -n 8 --database postgres://agent@db.internal/agent --poll 2s\n" +
+			"  agent --database postgres://agent@db.internal/agent worker -n 2",
 		Flags: []cli.Flag{
 			databaseFlag(),
 			&cli.IntFlag{Name: "concurrency", Aliases: []string{"n"}, Value: 2, Usage: "runs driven at once"},

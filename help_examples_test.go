@@ -581,8 +581,9 @@ func (e *exampleEnv) run(t *testing.T, ex example) {
 			cmdline += " --listen 127.0.0.1:0"
 		}
 		res = e.untilStopped(t, cmdline, withGateway, "listening on", syscall.SIGTERM)
-	case strings.Contains(cmdline, "agent worker"):
-		// A daemon too: it claims runs until SIGTERM.
+	case len(fields) >= 2 && fields[0] == "agent" && (fields[1] == "worker" || len(fields) >= 4 && fields[1] == "--database" && fields[3] == "worker"):
+		// A daemon too (agent worker, or agent --database URL worker):
+		// it claims runs until SIGTERM.
 		res = e.untilStopped(t, cmdline, withGateway, "driving up to", syscall.SIGTERM)
 	case len(fields) >= 2 && fields[0] == "agent" && fields[1] == "attach":
 		// Follows until Ctrl-C.
