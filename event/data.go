@@ -1,6 +1,9 @@
 package event
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Usage counts tokens as the provider reported them.
 type Usage struct {
@@ -60,6 +63,15 @@ type RunFinishedData struct {
 	// ResumeAfter (RFC 3339) is when a run interrupted by a rate limit
 	// may go on (DESIGN.md §12).
 	ResumeAfter string `json:"resume_after,omitempty"`
+}
+
+// ResumeAt is when a run that ended rate-limited may go on: ResumeAfter,
+// or a minute from now if it is unreadable, rather than never.
+func (d RunFinishedData) ResumeAt(now time.Time) time.Time {
+	if at, err := time.Parse(time.RFC3339, d.ResumeAfter); err == nil {
+		return at
+	}
+	return now.Add(time.Minute)
 }
 
 // MessageDeltaData is a fragment of streamed assistant text.

@@ -183,10 +183,7 @@ func (w *Worker) drive(ctx context.Context, c *store.Claim) {
 	case end.Data.Reason == event.ReasonRateLimited:
 		// The provider said when to come back: the run waits in the
 		// queue until then, for whichever worker is free.
-		at, err := time.Parse(time.RFC3339, end.Data.ResumeAfter)
-		if err != nil {
-			at = time.Now().Add(time.Minute)
-		}
+		at := end.Data.ResumeAt(time.Now())
 		if err := w.cfg.DB.QueueRunAt(persist, r.ID, at); err != nil {
 			log.Error("queue the rate-limited run to resume", "err", err)
 			return

@@ -32,11 +32,7 @@ func (s *Server) resumeWhenLimited(runID string, end event.RunFinishedData) {
 	if end.Reason != event.ReasonRateLimited {
 		return
 	}
-	at, err := time.Parse(time.RFC3339, end.ResumeAfter)
-	if err != nil {
-		at = time.Now().Add(time.Minute)
-	}
-	s.resumeAfter(runID, at)
+	s.resumeAfter(runID, end.ResumeAt(time.Now()))
 }
 
 // scheduleRateLimited schedules the runs an earlier gateway left paused

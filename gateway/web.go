@@ -333,6 +333,14 @@ func (ws *webSessions) get(ctx context.Context, id string) *webSession {
 	return ws.track(id, expires)
 }
 
+// tracked returns the live state of a session this gateway has seen, or
+// nil, without asking the store.
+func (ws *webSessions) tracked(id string) *webSession {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.live[id]
+}
+
 // revoke ends a session: it is refused from now on, by every gateway,
 // and its streams end.
 func (ws *webSessions) revoke(ctx context.Context, id string) error {
@@ -405,10 +413,15 @@ func (s *Server) signedIn(r *http.Request) (sess *webSession, named bool) {
 }
 
 // endWithSession returns a context that also ends when r's web session
-// does, if a cookie authenticated r, and its release.
+// does, if a cookie authenticated r, and its release. checkRequest has
+// just read the session from the store; its live state is here.
 func (s *Server) endWithSession(ctx context.Context, r *http.Request) (context.Context, func()) {
-	sess, _ := s.signedIn(r)
-	if _, hasBearer := bearer(r); sess == nil || hasBearer {
+	c, err := r.Cookie(cookieName(r))
+	if _, hasBearer := bearer(r); err != nil || hasBearer {
+		return ctx, func() {}
+	}
+	sess := s.web.tracked(c.Value)
+	if sess == nil {
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)

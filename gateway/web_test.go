@@ -358,20 +358,18 @@ func TestWebSessionAcrossGateways(t *testing.T) {
 	b := newEnvOn(t, a.db, a.ws, nil)
 	c := a.login()
 	// The browser sends the cookie of the address it talks to.
-	onB := func(h map[string]string) map[string]string {
-		_, port, _ := strings.Cut(b.addr, ":")
+	cookieOn := func(e *env, h map[string]string) map[string]string {
+		_, port, _ := strings.Cut(e.addr, ":")
 		return withCookie(&http.Cookie{Name: "agent_session_" + port, Value: c.Value}, h)
 	}
-	if resp, body := b.request("GET", "/v1/sessions", "", onB(nil)); resp.StatusCode != http.StatusOK {
+	if resp, body := b.request("GET", "/v1/sessions", "", cookieOn(b, nil)); resp.StatusCode != http.StatusOK {
 		t.Fatalf("the page signed in on A, on B: %d %s", resp.StatusCode, body)
 	}
 	restarted := newEnvOn(t, a.db, a.ws, nil)
-	_, port, _ := strings.Cut(restarted.addr, ":")
-	if resp, body := restarted.request("GET", "/v1/sessions", "",
-		withCookie(&http.Cookie{Name: "agent_session_" + port, Value: c.Value}, nil)); resp.StatusCode != http.StatusOK {
+	if resp, body := restarted.request("GET", "/v1/sessions", "", cookieOn(restarted, nil)); resp.StatusCode != http.StatusOK {
 		t.Fatalf("the page after a restart: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := b.request("POST", "/logout", "", onB(map[string]string{"Origin": b.origin()})); resp.StatusCode != http.StatusOK {
+	if resp, body := b.request("POST", "/logout", "", cookieOn(b, map[string]string{"Origin": b.origin()})); resp.StatusCode != http.StatusOK {
 		t.Fatalf("sign out on B: %d %s", resp.StatusCode, body)
 	}
 	if resp, body := a.request("GET", "/v1/sessions", "", withCookie(c, nil)); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "sign in again") {

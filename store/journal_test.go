@@ -134,31 +134,24 @@ func assertSeqs(t *testing.T, db *DB, runID string, types []string) {
 // fsynced; on PostgreSQL (pgtest's server runs with fsync off) the round
 // trips, the write lock and the transaction.
 func BenchmarkJournalAppend(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) {
-		db, err := Open(b.TempDir() + "/agent.db")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
-		benchmarkAppend(b, db)
-	})
 	// PostgreSQL as tests run it (no fsync) and as production runs it.
-	b.Run("postgres-nofsync", func(b *testing.B) {
-		db, err := Open(pgtest.Database(b, pgtest.Start(b), ""))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
-		benchmarkAppend(b, db)
-	})
-	b.Run("postgres-fsync", func(b *testing.B) {
-		db, err := Open(pgtest.Database(b, pgtest.StartDurable(b), ""))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
-		benchmarkAppend(b, db)
-	})
+	for _, store := range []struct {
+		name     string
+		location func(b *testing.B) string
+	}{
+		{"sqlite", func(b *testing.B) string { return b.TempDir() + "/agent.db" }},
+		{"postgres-nofsync", func(b *testing.B) string { return pgtest.Database(b, pgtest.Start(b), "") }},
+		{"postgres-fsync", func(b *testing.B) string { return pgtest.Database(b, pgtest.StartDurable(b), "") }},
+	} {
+		b.Run(store.name, func(b *testing.B) {
+			db, err := Open(store.location(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			benchmarkAppend(b, db)
+		})
+	}
 }
 
 func benchmarkAppend(b *testing.B, db *DB) {
