@@ -80,7 +80,7 @@ func BenchmarkClusterWorkers(b *testing.B) {
 // benchGateway starts a gateway and returns its address.
 func benchGateway(b *testing.B, bin string, env []string) string {
 	cmd := exec.Command(bin, "gateway", "--listen", "127.0.0.1:0", "--json")
-	cmd.Env = env
+	cmd.Env, cmd.Dir = env, b.TempDir() // the runs' workspace
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -105,7 +105,12 @@ func benchGateway(b *testing.B, bin string, env []string) string {
 
 // benchStart starts a run in a new session and returns its id.
 func benchStart(b *testing.B, addr, input string) string {
-	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/runs", strings.NewReader(`{"input":"`+input+`"}`))
+	return benchPost(b, addr, `{"input":"`+input+`"}`)
+}
+
+// benchPost POSTs body to /v1/runs and returns the run's id.
+func benchPost(b *testing.B, addr, body string) string {
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/runs", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+gwToken)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -219,5 +224,87 @@ func benchWait(b *testing.B, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			b.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// BenchmarkClusterHarness measures a harness run of four independent
+// phases (--parallel 4), each a one-second bash call, through a gateway
+// and 1, 2 and 4 workers with --concurrency 1 on PostgreSQL: the phase
+// attempts spread over the workers, so the run takes about 4, 2 and 1 s
+// of phase time. It reports the run's wall time and the mean time from a
+// phase.started (the harness's worker queued the attempt) to the
+// attempt's first event (another worker claimed it and its child began).
+func BenchmarkClusterHarness(b *testing.B) {
+	bin := os.Getenv("AGENT_BIN")
+	if bin == "" {
+		bin = "agent"
+	}
+	const phases = 4
+	var specs []string
+	standing := []llmtest.Turn{}
+	for i := range phases {
+		p := fmt.Sprintf("p%d", i)
+		specs = append(specs, `{"id":"`+p+`","title":"`+p+`","instructions":"Work.","evidence":{"type":"programmatic","command":"true"}}`)
+		standing = append(standing,
+			llmtest.Turn{When: p + "-slept", Text: "done"},
+			llmtest.Turn{When: phaseMarker(p), ToolCalls: []llmtest.Call{call("bash", `{"command":"sleep 1; echo `+p+`-slept"}`)}})
+	}
+	plan := json.RawMessage(`{"objective":"Four pieces","phases":[` + strings.Join(specs, ",") + `]}`)
+	standing = append([]llmtest.Turn{{When: plannerMarker, ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: plan}}}}, standing...)
+	srv := llmtest.NewServer(b, llmtest.Script{Standing: standing})
+	server := pgtest.Start(b)
+	for _, workers := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			var total, dispatch time.Duration
+			var attempts int
+			for b.Loop() {
+				dsn := pgtest.Database(b, server, "")
+				env := append(os.Environ(), "AGENT_HOME="+b.TempDir(), "OPENAI_BASE_URL="+srv.URL(), "OPENAI_API_KEY=",
+					"AGENT_MODEL=test-model", config.DatabaseEnv+"="+dsn, "AGENT_GATEWAY_TOKEN="+gwToken)
+				for range workers {
+					cmd := exec.Command(bin, "worker", "--concurrency", "1", "--poll", "100ms")
+					cmd.Env, cmd.Dir = env, b.TempDir()
+					if err := cmd.Start(); err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+				}
+				addr := benchGateway(b, bin, env)
+				db, err := store.Open(dsn)
+				if err != nil {
+					b.Fatal(err)
+				}
+				began := time.Now()
+				id := benchPost(b, addr, fmt.Sprintf(`{"input":"four pieces","options":{"harness":true,"parallel":%d}}`, phases))
+				var r *store.Run
+				benchWait(b, "the harness to end", func() bool {
+					r, err = db.GetRun(context.Background(), id)
+					return err == nil && r.Status != event.StatusRunning && r.Queue != store.QueueWaiting
+				})
+				total += time.Since(began)
+				if r.Status != event.StatusCompleted {
+					b.Fatalf("harness %s: %s", r.Status, r.Detail)
+				}
+				evs, err := db.ListEvents(context.Background(), id, 0, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				queued := map[string]time.Time{}
+				for _, e := range evs {
+					key := fmt.Sprintf("%s/%d", e.PhaseID, e.Attempt)
+					switch {
+					case e.Type == event.PhaseStarted:
+						queued[key] = e.TS
+					case !queued[key].IsZero() && !strings.HasPrefix(e.Type, "phase."):
+						dispatch += e.TS.Sub(queued[key])
+						attempts++
+						delete(queued, key)
+					}
+				}
+				db.Close()
+			}
+			b.ReportMetric(total.Seconds()/float64(b.N), "s/harness")
+			b.ReportMetric(float64(dispatch.Milliseconds())/float64(max(attempts, 1)), "ms-to-claim")
+		})
 	}
 }

@@ -192,11 +192,8 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, ev := range want {
-			if ev.Seq != int64(i+1) {
-				t.Errorf("session %s: event %d (%s) has seq %d: the stream has a hole", id, i, ev.Type, ev.Seq)
-				break
-			}
+		if hole := firstHole(want); hole != "" {
+			t.Errorf("session %s: %s", id, hole)
 		}
 		pair := clients[id]
 		ctx, cancel := gatewaytest.Timeout(30 * time.Second)
@@ -222,6 +219,17 @@ func TestCluster(t *testing.T) {
 			t.Errorf("session %s has %d terminal events for %d runs", id, terminals, perSession)
 		}
 	}
+}
+
+// firstHole says where a session's stored events stop being numbered
+// 1, 2, 3, …; "" when they never do.
+func firstHole(evs []event.Event) string {
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			return fmt.Sprintf("event %d (%s) has seq %d: the stream has a hole", i, ev.Type, ev.Seq)
+		}
+	}
+	return ""
 }
 
 // frameKeys and eventKeys say what a stream holds, to compare two.
@@ -324,10 +332,8 @@ func TestClusterRewind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, ev := range stored {
-		if ev.Seq != int64(i+1) {
-			t.Fatalf("event %d (%s) has seq %d: the stream has a hole", i, ev.Type, ev.Seq)
-		}
+	if hole := firstHole(stored); hole != "" {
+		t.Fatal(hole)
 	}
 	if last := stored[len(stored)-1]; last.Type != event.RewindCompleted {
 		t.Errorf("the session's last event is %s, want rewind.completed", last.Type)

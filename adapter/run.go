@@ -21,6 +21,10 @@ const (
 	StatusCrashed   = "crashed"   // no runner.result: the child died, or went silent and was killed
 	StatusTimeout   = "timeout"   // Config.Timeout elapsed before a runner.result
 	StatusCancelled = "cancelled" // ctx was cancelled, or OnEvent failed, before a runner.result
+	// StatusLost: the process running the child went away (a worker
+	// stopped or died, DESIGN.md §14). The attempt did not fail; never
+	// returned by Run.
+	StatusLost = "lost"
 )
 
 // Defaults of Config.
@@ -78,19 +82,19 @@ type BlobReader interface {
 // Result is what one attempt produced. What the attempt did to the
 // workspace and the world is in its events, which the caller persisted.
 type Result struct {
-	Status string // one of the Status constants
-	Output string // the runner's final text
+	Status string `json:"status"` // one of the Status constants
+	Output string `json:"output,omitempty"`
 	// Reason says why, for anything but completed. For crashed it ends
 	// with the tail of the child's stderr.
-	Reason string
-	Turns  int
-	Usage  event.Usage
+	Reason string      `json:"reason,omitempty"`
+	Turns  int         `json:"turns,omitempty"`
+	Usage  event.Usage `json:"usage"`
 	// Report is the runner.result as the child sent it; nil without one.
 	// Its Reason word says, for instance, that the model provider failed.
-	Report *event.RunnerResultData
+	Report *event.RunnerResultData `json:"report,omitempty"`
 
-	ExitCode int // the child's exit code; -1 if a signal killed it
-	Warnings int // malformed or oversized lines on the child's stdout
+	ExitCode int `json:"exit_code"` // the child's exit code; -1 if a signal killed it
+	Warnings int `json:"warnings,omitempty"`
 }
 
 // Run starts a child, feeds it spec, forwards its events and waits for it.

@@ -1,9 +1,12 @@
 // Package fleet is `agent worker` (DESIGN.md §14): a process that claims
-// queued runs from the shared store and drives them, up to a number at
-// once, each in an `agent runner` child, exactly as a gateway drives its
-// own. Any number of workers on any number of machines share one store; a
-// run's lease says which one drives it, and a worker that dies has its runs
-// taken over by another once their leases expire.
+// queued runs and harness phase attempts from the shared store and drives
+// them, up to a number at once, each in an `agent runner` child, exactly
+// as a gateway drives its own. Any number of workers on any number of
+// machines share one store; a run's lease says which one drives it, and a
+// worker that dies has its runs taken over by another once their leases
+// expire. A harness run's driver only plans, queues its phase attempts
+// and verifies them, so harness runs have slots of their own: a worker
+// waiting on attempts never keeps them from being run.
 package fleet
 
 import (
@@ -22,7 +25,8 @@ import (
 type Config struct {
 	DB  *store.DB
 	Sup *supervisor.Supervisor // its owner holds every run this worker drives
-	// Concurrency is how many runs it drives at once (default 1).
+	// Concurrency is how many children it runs at once, single runs and
+	// phase attempts (default 1); it drives as many harness runs besides.
 	Concurrency int
 	// Poll is how often it looks for work when nothing told it of any
 	// (default 1s); on PostgreSQL a queued run wakes it at once.
@@ -39,13 +43,19 @@ const reasonStopped = "worker stopped; requeued"
 // stopPoll is how often a worker reads the stop requests of its runs.
 const stopPoll = 250 * time.Millisecond
 
+// job is a run or a phase attempt being driven.
+type job struct {
+	stop    context.CancelCauseFunc
+	harness bool // a harness run: it has no child of its own to count
+}
+
 // Worker claims and drives runs until its context ends.
 type Worker struct {
 	cfg Config
 	log *slog.Logger
 
 	mu   sync.Mutex
-	live map[string]context.CancelCauseFunc // runs being driven, by id
+	live map[string]job // runs and attempts being driven, by id
 	wg   sync.WaitGroup
 	// freed wakes the claim loop when a run ends, and work when a run
 	// is queued.
@@ -68,7 +78,7 @@ func New(cfg Config) (*Worker, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Worker{
-		cfg: cfg, log: cfg.Logger, live: map[string]context.CancelCauseFunc{},
+		cfg: cfg, log: cfg.Logger, live: map[string]job{},
 		freed: make(chan struct{}, 1), work: make(chan struct{}, 1),
 	}, nil
 }
@@ -98,43 +108,84 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	w.mu.Lock()
-	for _, stop := range w.live {
-		stop(supervisor.Interrupt(reasonStopped))
+	for _, j := range w.live {
+		j.stop(supervisor.Interrupt(reasonStopped))
 	}
 	w.mu.Unlock()
 	w.wg.Wait()
 	return nil
 }
 
-// claimAll claims runs while it has free slots and there are runs; it
-// reports whether it should look again at once.
+// claimAll claims work while it has free slots and there is some: phase
+// attempts first (a harness waits on them), then single runs, then
+// harness runs. It reports whether it should look again at once.
 func (w *Worker) claimAll(ctx context.Context) bool {
 	for {
-		w.mu.Lock()
-		full := len(w.live) >= w.cfg.Concurrency
-		w.mu.Unlock()
-		if full {
-			return false
-		}
-		claim, err := w.cfg.DB.ClaimRun(ctx, w.cfg.Sup.Owner(), w.cfg.Sup.LeaseTTL())
-		if err != nil {
-			if ctx.Err() == nil {
-				w.log.Error("claim a run", "err", err)
+		children, harnesses := w.busy()
+		claimed := false
+		if children < w.cfg.Concurrency {
+			u, err := w.cfg.DB.ClaimAttempt(ctx, w.cfg.Sup.Owner(), w.cfg.Sup.LeaseTTL())
+			if err != nil {
+				return w.claimFailed(ctx, "claim a phase attempt", err)
 			}
+			if u != nil {
+				w.start(u.String(), false, func(ctx context.Context) { w.attempt(ctx, u) })
+				continue
+			}
+			claimed, err = w.claimRun(ctx, store.KindRun)
+			if err != nil {
+				return w.claimFailed(ctx, "claim a run", err)
+			}
+		}
+		if !claimed && harnesses < w.cfg.Concurrency {
+			var err error
+			if claimed, err = w.claimRun(ctx, store.KindHarness); err != nil {
+				return w.claimFailed(ctx, "claim a harness run", err)
+			}
+		}
+		if !claimed {
 			return false
 		}
-		if claim == nil {
-			return false
-		}
-		w.start(claim)
 	}
 }
 
-// start drives a claimed run on a goroutine of its own.
-func (w *Worker) start(c *store.Claim) {
+// busy counts the children and the harness runs being driven.
+func (w *Worker) busy() (children, harnesses int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, j := range w.live {
+		if j.harness {
+			harnesses++
+		} else {
+			children++
+		}
+	}
+	return children, harnesses
+}
+
+// claimRun claims and starts a queued run of kind; it reports whether
+// there was one.
+func (w *Worker) claimRun(ctx context.Context, kind string) (bool, error) {
+	c, err := w.cfg.DB.ClaimRun(ctx, w.cfg.Sup.Owner(), w.cfg.Sup.LeaseTTL(), kind)
+	if err != nil || c == nil {
+		return false, err
+	}
+	w.start(c.Run.ID, kind == store.KindHarness, func(ctx context.Context) { w.drive(ctx, c) })
+	return true, nil
+}
+
+func (w *Worker) claimFailed(ctx context.Context, what string, err error) bool {
+	if ctx.Err() == nil {
+		w.log.Error(what, "err", err)
+	}
+	return false
+}
+
+// start drives a claimed run or attempt on a goroutine of its own.
+func (w *Worker) start(id string, harness bool, drive func(context.Context)) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	w.mu.Lock()
-	w.live[c.Run.ID] = cancel
+	w.live[id] = job{stop: cancel, harness: harness}
 	w.mu.Unlock()
 	w.wg.Add(1)
 	go func() {
@@ -142,12 +193,23 @@ func (w *Worker) start(c *store.Claim) {
 		defer func() {
 			cancel(nil)
 			w.mu.Lock()
-			delete(w.live, c.Run.ID)
+			delete(w.live, id)
 			w.mu.Unlock()
 			wake(w.freed)
 		}()
-		w.drive(ctx, c)
+		drive(ctx)
 	}()
+}
+
+// attempt runs one claimed phase attempt for the harness that queued it.
+func (w *Worker) attempt(ctx context.Context, u *store.AttemptUnit) {
+	log := w.log.With("run_id", u.RunID, "phase_id", u.PhaseID, "attempt", u.Attempt)
+	log.Info("phase attempt claimed")
+	if err := w.cfg.Sup.DriveAttempt(ctx, u); err != nil {
+		log.Error("the attempt's result was not recorded; its harness takes it back", "err", err)
+		return
+	}
+	log.Info("phase attempt ended")
 }
 
 // drive drives one claimed run from run.started to its terminal event.
@@ -192,7 +254,8 @@ func (w *Worker) drive(ctx context.Context, c *store.Claim) {
 	}
 }
 
-// watchStops stops the runs a gateway asked to stop (run.cancel).
+// watchStops stops the runs a gateway asked to stop (run.cancel), and the
+// attempts their harnesses did.
 func (w *Worker) watchStops(ctx context.Context) {
 	t := time.NewTicker(stopPoll)
 	defer t.Stop()
@@ -203,13 +266,20 @@ func (w *Worker) watchStops(ctx context.Context) {
 		case <-t.C:
 		}
 		reqs, err := w.cfg.DB.StopRequests(ctx, w.cfg.Sup.Owner())
-		if err != nil || len(reqs) == 0 {
+		if err != nil {
 			continue
+		}
+		attempts, err := w.cfg.DB.AttemptStopRequests(ctx, w.cfg.Sup.Owner())
+		if err != nil {
+			continue
+		}
+		for k, kind := range attempts {
+			reqs[k.String()] = kind
 		}
 		w.mu.Lock()
 		for id, kind := range reqs {
-			if stop, ok := w.live[id]; ok {
-				stop(stopCause(kind))
+			if j, ok := w.live[id]; ok {
+				j.stop(stopCause(kind))
 			}
 		}
 		w.mu.Unlock()

@@ -415,6 +415,13 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 	if ctx.Err() != nil || res.Status == adapter.StatusCancelled {
 		return interrupted()
 	}
+	if res.Status == adapter.StatusLost {
+		// The worker running it went away: the phase did not fail, so the
+		// attempt counts no more than one a stopped harness left.
+		data.Status, data.Reason, data.Reasons, data.WillRetry = store.AttemptInterrupted, res.Reason, []string{res.Reason}, true
+		end.err = o.emitPhase(persist, event.PhaseFailed, ph.ID, attempt, data)
+		return end
+	}
 
 	var reasons []string
 	if res.Status == adapter.StatusCompleted {

@@ -1164,3 +1164,32 @@ func TestInterruptDuringVerificationDoesNotCountAgainstTheBudget(t *testing.T) {
 	mustContain(t, "check/2 prompt", p, "Attempt 1 of 3.")
 	mustNotContain(t, "check/2 prompt", p, "GUARDRAILS")
 }
+
+// An attempt whose worker went away (adapter.StatusLost) did not fail: it
+// is recorded interrupted, counts nothing against max_attempts, and the
+// phase starts again.
+func TestLostAttemptDoesNotCountAgainstTheBudget(t *testing.T) {
+	t.Parallel()
+	fx := newFixture(t, nil)
+	fx.adopt(attempts(ph("draft"), 1))
+	const reason = "worker host/12/ab running the attempt stopped answering"
+	fx.spawn.ChildFunc = func(ctx context.Context, c *child) *adapter.Result {
+		if c.spec.Attempt <= 2 {
+			return ended(adapter.StatusLost, reason)
+		}
+		return nil
+	}
+	if out := fx.execute(context.Background()); out.Status != event.StatusCompleted {
+		t.Fatalf("outcome = %+v, want completed: a lost attempt must not use up the phase's one attempt", out)
+	}
+	if got := fx.spawn.started(); !reflect.DeepEqual(got, []string{"draft/1", "draft/2", "draft/3"}) {
+		t.Errorf("children started = %v", got)
+	}
+	if got := fx.attemptStatuses("draft"); !reflect.DeepEqual(got, []string{store.AttemptInterrupted, store.AttemptInterrupted, store.AttemptPassed}) {
+		t.Errorf("attempts = %v", got)
+	}
+	failed := fx.phaseData(event.PhaseFailed, "draft")
+	if len(failed) != 2 || !failed[0].WillRetry || failed[0].Reason != reason {
+		t.Errorf("phase.failed = %+v", failed)
+	}
+}

@@ -53,6 +53,7 @@ bench harness-phase-overhead env AGENT_BIN="$bin" go test -run '^$' -bench 'Benc
 bench gateway-idle-rss env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkGatewayIdleRSS' -benchtime 3x -count 1 .
 bench cluster-workers env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkClusterWorkers' -benchtime 1x -count 1 .
 bench cluster-takeover env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkClusterTakeover' -benchtime 3x -count 1 .
+bench cluster-harness env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkClusterHarness' -benchtime 2x -count 1 .
 bench gateway-fanout go test -run '^$' -bench 'BenchmarkFanout' -count 1 ./gateway/
 if [ "${BENCH_SCHEDULER:-1}" != 0 ]; then
   bench scheduler-10k-jobs go test -run '^$' -bench 'BenchmarkEngine10kJobs' -benchtime 1x -count 1 -timeout 10m ./scheduler/

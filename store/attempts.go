@@ -83,6 +83,11 @@ func (db *DB) InterruptAttempts(ctx context.Context, runID string) ([]Attempt, e
 }
 
 func interruptAttempts(ctx context.Context, tx *txn, runID string, now time.Time) ([]Attempt, error) {
+	// Attempts queued for workers end too: whoever runs one can write
+	// nothing more for it (fenceAttempt).
+	if _, err := tx.ExecContext(ctx, `DELETE FROM attempt_queue WHERE run_id = ?`, runID); err != nil {
+		return nil, err
+	}
 	as, err := listAttempts(ctx, tx, runID, true)
 	if err != nil || len(as) == 0 {
 		return nil, err

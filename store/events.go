@@ -49,51 +49,107 @@ func (db *DB) AppendEvents(ctx context.Context, evs []event.Event) error {
 	return nil
 }
 
+// journalWrite is one write of a journal: to the sequence of a run or a
+// session (table "runs" or "sessions", row id), checked against the lease
+// of owner (if set) on each event's run or on one phase attempt, with the
+// seqs after the last stored one if renumber (Journal.Unshown), and the
+// reservation raised to reserve, or set to it on release.
+type journalWrite struct {
+	table, id string
+	owner     string
+	attempt   *AttemptKey
+	renumber  bool
+	reserve   int64
+	release   bool
+}
+
 // appendJournal persists a journal's events (evs may be empty) and sets
-// the seqs reserved for the run or session (table "runs" or "sessions")
-// in the same transaction: raised to reserve, or set to it on release. A
-// session's write also marks the session active.
-func (db *DB) appendJournal(ctx context.Context, table, id, owner string, evs []event.Event, reserve int64, release bool) error {
+// the seqs reserved for the run or session in the same transaction. A
+// session's write also marks the session active. It returns the
+// reservation it set; with renumber, evs have their final seqs.
+func (db *DB) appendJournal(ctx context.Context, w journalWrite, evs []event.Event) (int64, error) {
+	fail := func(err error) (int64, error) {
+		return 0, fmt.Errorf("append events of %s %s: %w", w.table, w.id, unusable(db.file, err))
+	}
 	tx, err := db.rw.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("append events of %s %s: %w", table, id, unusable(db.file, err))
+		return fail(err)
 	}
 	defer tx.Rollback()
-	if owner != "" {
-		fenced := map[string]bool{}
-		for _, e := range evs {
-			if !fenced[e.RunID] {
-				if err := fence(ctx, tx, e.RunID, owner); err != nil {
-					return fmt.Errorf("append events of %s %s: %w", table, id, err)
-				}
-				fenced[e.RunID] = true
-			}
+	if err := w.fence(ctx, tx, evs); err != nil {
+		return fail(err)
+	}
+	reserve := w.reserve
+	if w.renumber {
+		// Writers are serialised: the last stored seq cannot move
+		// before this transaction commits.
+		var last int64
+		if w.table == "sessions" {
+			last, err = lastSessionSeq(ctx, tx, w.id)
+		} else {
+			last, err = nextSeq(ctx, tx, w.id)
+			last--
+		}
+		if err != nil {
+			return fail(err)
+		}
+		for i := range evs {
+			evs[i].Seq = last + 1 + int64(i)
+		}
+		last += int64(len(evs))
+		if reserve = last; !w.release {
+			reserve += reserveAhead
 		}
 	}
 	now := db.now()
 	if err := appendEvents(ctx, tx, evs, now); err != nil {
-		return fmt.Errorf("append events of %s %s: %w", table, id, unusable(db.file, err))
+		return fail(err)
 	}
 	set := `seq_reserved = ` + tx.greatest(`seq_reserved`, `?`)
-	if release {
+	if w.release {
 		set = `seq_reserved = ?`
 	}
 	query := `UPDATE runs SET ` + set + ` WHERE id = ?`
-	args := []any{reserve, id}
-	if table == "sessions" {
+	args := []any{reserve, w.id}
+	if w.table == "sessions" {
 		query = `UPDATE sessions SET ` + set + `, updated_at = ? WHERE id = ?`
-		args = []any{reserve, formatTime(now), id}
+		args = []any{reserve, formatTime(now), w.id}
 	}
 	if _, err := tx.ExecContext(ctx, query, args...); err != nil {
-		return fmt.Errorf("append events of %s %s: %w", table, id, unusable(db.file, err))
+		return fail(err)
 	}
-	if table == "sessions" && len(evs) > 0 {
-		if err := notify(ctx, tx, ChannelEvents, id); err != nil {
-			return fmt.Errorf("append events of %s %s: %w", table, id, err)
+	if w.table == "sessions" && len(evs) > 0 {
+		if err := notify(ctx, tx, ChannelEvents, w.id); err != nil {
+			return fail(err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("append events of %s %s: %w", table, id, unusable(db.file, err))
+		return fail(err)
+	}
+	return reserve, nil
+}
+
+// fence checks, in tx, that the writer still holds what it writes for.
+func (w journalWrite) fence(ctx context.Context, tx *txn, evs []event.Event) error {
+	if w.owner == "" {
+		return nil
+	}
+	if w.attempt != nil {
+		for _, e := range evs {
+			if e.RunID != w.attempt.RunID {
+				return fmt.Errorf("attempt %s: event for run %s", w.attempt, e.RunID)
+			}
+		}
+		return fenceAttempt(ctx, tx, *w.attempt, w.owner)
+	}
+	fenced := map[string]bool{}
+	for _, e := range evs {
+		if !fenced[e.RunID] {
+			if err := fence(ctx, tx, e.RunID, w.owner); err != nil {
+				return err
+			}
+			fenced[e.RunID] = true
+		}
 	}
 	return nil
 }

@@ -31,8 +31,13 @@ type Journal struct {
 	session bool
 
 	// owner, if set, must hold the lease of every run the journal writes
-	// for (Fence).
-	owner string
+	// for (Fence), or, with attempt, that phase attempt (FenceAttempt).
+	owner   string
+	attempt *AttemptKey
+	// unshown: seqs are taken in the write's transaction, after the last
+	// stored one, so several writers may share the journal's sequence
+	// (Unshown).
+	unshown bool
 
 	mu       sync.Mutex
 	next     int64           // seq of the next event
@@ -110,6 +115,16 @@ func (j *Journal) Fence(owner string) {
 	j.owner = owner
 }
 
+// FenceAttempt makes every later write check, in its transaction, that
+// owner holds the phase attempt k in the attempt queue, and fail with
+// ErrLeaseLost otherwise: a worker running an attempt its harness took
+// back writes nothing more for it. Every event must be k's run's.
+func (j *Journal) FenceAttempt(owner string, k AttemptKey) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.owner, j.attempt = owner, &k
+}
+
 // Unshown declares that every writer of this journal's runs shows its
 // events to no one before they are stored: `agent worker`, whose events
 // gateways read from the store. Two rules follow. The seqs a dead holder
@@ -117,13 +132,19 @@ func (j *Journal) Fence(owner string) {
 // takes them again and the stream stays gapless (the dead holder cannot
 // write them: it lost the lease, and the journal is fenced). And since the
 // store is the only way out, a delta waits at most flush for the next
-// write, so text still streams to the gateways' clients. Call it before
-// the first Append.
+// write, so text still streams to the gateways' clients. And since no
+// seq is shown before it is stored, a seq is final only when stored: each
+// write takes the seqs after the last stored one, in its transaction, so
+// several writers may share one run's or session's sequence (a harness and
+// the workers running its phase attempts); an event's seq as Append
+// returns it is final only if it was written. Call it before the first
+// Append.
 func (j *Journal) Unshown(flush time.Duration) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.next = j.stored + 1
 	j.flushEvery = flush
+	j.unshown = true
 }
 
 // Append fills in e's run and session (if empty), version and time (if
@@ -207,29 +228,35 @@ func (j *Journal) Close(ctx context.Context) error {
 		return err
 	}
 	j.pending = j.pending[:0]
-	j.reserved = j.next - 1
 	return nil
 }
 
 // write persists evs and, in the same transaction, reserves the seqs the
 // deltas after them may take.
 func (j *Journal) write(ctx context.Context, evs []event.Event) error {
-	reserve := evs[len(evs)-1].Seq + reserveAhead
-	if err := j.persist(ctx, evs, reserve, false); err != nil {
-		return err
-	}
-	j.reserved = max(j.reserved, reserve)
-	return nil
+	return j.persist(ctx, evs, evs[len(evs)-1].Seq+reserveAhead, false)
 }
 
 // persist writes evs and sets the reservation to reserve: raising it only,
-// unless release.
+// unless release. An unshown journal's evs get their final seqs here.
 func (j *Journal) persist(ctx context.Context, evs []event.Event, reserve int64, release bool) error {
-	table, id := "runs", j.runID
+	w := journalWrite{table: "runs", id: j.runID, owner: j.owner, attempt: j.attempt, renumber: j.unshown, reserve: reserve, release: release}
 	if j.session {
-		table, id = "sessions", j.sessionID
+		w.table, w.id = "sessions", j.sessionID
 	}
-	return j.db.appendJournal(ctx, table, id, j.owner, evs, reserve, release)
+	reserved, err := j.db.appendJournal(ctx, w, evs)
+	if err != nil {
+		return err
+	}
+	if release {
+		j.reserved = reserved
+	} else {
+		j.reserved = max(j.reserved, reserved)
+	}
+	if j.unshown && len(evs) > 0 {
+		j.next = evs[len(evs)-1].Seq + 1
+	}
+	return nil
 }
 
 // checkMember refuses, before a seq is spent on it, an event of another

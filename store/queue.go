@@ -87,12 +87,12 @@ type Claim struct {
 	TakenOver bool
 }
 
-// ClaimRun gives owner the lease of one queued run for ttl, or nil when
-// there is none: first a claimed run whose worker is gone (its lease
-// expired, or its process provably dead), then the longest waiting run
-// whose session has no run held by anyone, since a session's runs go one
-// at a time.
-func (db *DB) ClaimRun(ctx context.Context, owner string, ttl time.Duration) (*Claim, error) {
+// ClaimRun gives owner the lease of one queued run of kind (KindRun,
+// KindHarness, or "" for either) for ttl, or nil when there is none: first
+// a claimed run whose worker is gone (its lease expired, or its process
+// provably dead), then the longest waiting run whose session has no run
+// held by anyone, since a session's runs go one at a time.
+func (db *DB) ClaimRun(ctx context.Context, owner string, ttl time.Duration, kind string) (*Claim, error) {
 	if owner == "" {
 		return nil, errors.New("claim run: empty owner")
 	}
@@ -102,9 +102,9 @@ func (db *DB) ClaimRun(ctx context.Context, owner string, ttl time.Duration) (*C
 	}
 	defer tx.Rollback()
 	now := db.now()
-	claim, err := db.takeOver(ctx, tx, owner, ttl, now)
+	claim, err := db.takeOver(ctx, tx, owner, ttl, kind, now)
 	if err == nil && claim == nil {
-		claim, err = db.claimWaiting(ctx, tx, owner, ttl, now)
+		claim, err = db.claimWaiting(ctx, tx, owner, ttl, kind, now)
 	}
 	if err != nil || claim == nil {
 		return nil, err
@@ -115,11 +115,20 @@ func (db *DB) ClaimRun(ctx context.Context, owner string, ttl time.Duration) (*C
 	return claim, nil
 }
 
+// kindPattern matches runs of kind in a LIKE, any run for "".
+func kindPattern(kind string) string {
+	if kind == "" {
+		return "%"
+	}
+	return kind
+}
+
 // takeOver takes the lease of a claimed run whose worker is gone.
-func (db *DB) takeOver(ctx context.Context, tx *txn, owner string, ttl time.Duration, now time.Time) (*Claim, error) {
+func (db *DB) takeOver(ctx context.Context, tx *txn, owner string, ttl time.Duration, kind string, now time.Time) (*Claim, error) {
 	runs, err := queryRuns(ctx, tx, `SELECT `+runColumns+` FROM runs
 		WHERE status = 'running' AND queue = 'claimed' AND lease_owner IS NOT NULL AND lease_owner != ?
-		ORDER BY lease_expires_at, rowid`, owner)
+			AND kind LIKE ?
+		ORDER BY lease_expires_at, rowid`, owner, kindPattern(kind))
 	if err != nil {
 		return nil, fmt.Errorf("claim run: %w", err)
 	}
@@ -143,7 +152,7 @@ func (db *DB) takeOver(ctx context.Context, tx *txn, owner string, ttl time.Dura
 }
 
 // claimWaiting takes the lease of the longest waiting run that can start.
-func (db *DB) claimWaiting(ctx context.Context, tx *txn, owner string, ttl time.Duration, now time.Time) (*Claim, error) {
+func (db *DB) claimWaiting(ctx context.Context, tx *txn, owner string, ttl time.Duration, kind string, now time.Time) (*Claim, error) {
 	lock := ""
 	if tx.pg {
 		// Writers are serialised already; this keeps a future finer lock
@@ -153,10 +162,10 @@ func (db *DB) claimWaiting(ctx context.Context, tx *txn, owner string, ttl time.
 	var id string
 	err := tx.QueryRowContext(ctx, `
 		SELECT id FROM runs r
-		WHERE queue = 'waiting' AND lease_owner IS NULL AND queued_at <= ?
+		WHERE queue = 'waiting' AND lease_owner IS NULL AND queued_at <= ? AND kind LIKE ?
 			AND NOT EXISTS (SELECT 1 FROM runs o
 				WHERE o.session_id = r.session_id AND o.id != r.id AND o.lease_owner IS NOT NULL)
-		ORDER BY queued_at, rowid LIMIT 1`+lock, formatTime(now)).Scan(&id)
+		ORDER BY queued_at, rowid LIMIT 1`+lock, formatTime(now), kindPattern(kind)).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

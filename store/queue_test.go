@@ -26,7 +26,7 @@ func openClocked(t *testing.T) (*DB, *time.Time) {
 // claim claims a run for owner and returns its id, "" for none.
 func claim(t *testing.T, db *DB, owner string) (string, *Claim) {
 	t.Helper()
-	c, err := db.ClaimRun(context.Background(), owner, time.Minute)
+	c, err := db.ClaimRun(context.Background(), owner, time.Minute, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,11 +40,13 @@ type Receipt struct {
 	// happened: recovery forgets it instead of marking it unknown.
 	Acked bool
 	// LeaseOwner, when set, is the lease the intent is made under: it is
-	// refused (ErrLeaseLost) unless LeaseOwner still holds the run.
-	// Not stored.
-	LeaseOwner string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// refused (ErrLeaseLost) unless LeaseOwner still holds the run, or,
+	// with AttemptLease, the phase attempt (a worker running it from the
+	// attempt queue). Not stored.
+	LeaseOwner   string
+	AttemptLease bool
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 // Receipts returns the receipts of one phase of a run, or of the whole run
@@ -119,7 +121,12 @@ func (db *DB) MarkReceiptUnknown(ctx context.Context, key string) error {
 }
 
 func addIntent(ctx context.Context, tx *txn, r Receipt, now time.Time) (*Receipt, error) {
-	if r.LeaseOwner != "" {
+	switch {
+	case r.LeaseOwner != "" && r.AttemptLease:
+		if err := fenceAttempt(ctx, tx, AttemptKey{RunID: r.RunID, PhaseID: r.PhaseID, Attempt: r.Attempt}, r.LeaseOwner); err != nil {
+			return nil, err
+		}
+	case r.LeaseOwner != "":
 		if err := fence(ctx, tx, r.RunID, r.LeaseOwner); err != nil {
 			return nil, err
 		}

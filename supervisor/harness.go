@@ -47,6 +47,10 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 		return failed(ctx, err)
 	}
 	defer commands.Close()
+	var spawn orchestrator.Spawner // children of this process
+	if s.cfg.QueueAttempts {
+		spawn = s.queuedAttempts(r)
+	}
 	orch, err := orchestrator.New(orchestrator.Config{
 		Store: s.db, Sink: sink, Intents: s.intent, RunID: r.ID, SessionID: r.SessionID,
 		Workspace: r.Workspace, RunDir: RunDir(r), Model: o.model(), Tools: o.Tools,
@@ -54,7 +58,7 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 		ContextWindow: o.ContextWindow, NoCompact: o.Compact == "off", MaxTokens: o.MaxTokens, MaxCost: o.MaxCost, Price: o.Price,
 		MaxTurns: o.MaxTurns, ContextBudget: o.ContextBudget, Parallel: o.Parallel, PhaseTimeout: phaseTimeout,
 		Exe: s.cfg.Exe, Env: s.cfg.Env, HeartbeatTimeout: s.cfg.HeartbeatTimeout, Grace: s.cfg.KillGrace,
-		Blobs: s.blobs(),
+		Blobs: s.blobs(), Spawn: spawn,
 	})
 	if err != nil {
 		return failed(ctx, err)

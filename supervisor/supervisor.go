@@ -53,9 +53,13 @@ type Config struct {
 	// keep a session's stream gapless across a takeover, and stream text
 	// through the store (store.Journal.Unshown).
 	Unshown bool
-	Owner   string       // lease owner; default a new one for this process
-	Version string       // for the model client's User-Agent
-	Logger  *slog.Logger // default: discard
+	// QueueAttempts puts a harness's phase attempts in the store's attempt
+	// queue, for any worker to run (DriveAttempt), rather than in children
+	// of this process: `agent worker`. Planning stays here.
+	QueueAttempts bool
+	Owner         string       // lease owner; default a new one for this process
+	Version       string       // for the model client's User-Agent
+	Logger        *slog.Logger // default: discard
 	// BackgroundExport sends a run's trace (OTEL_EXPORTER_OTLP_ENDPOINT)
 	// after Drive returns rather than before, so that a process driving
 	// many runs (the gateway) never holds one for its collector;
@@ -212,6 +216,24 @@ func (s *Supervisor) Renew(ctx context.Context, runID string) error {
 // keepLease renews the run's lease until stopped; losing it to another
 // process stops the run.
 func (s *Supervisor) keepLease(ctx context.Context, stop context.CancelCauseFunc, runID string) (halt func()) {
+	return s.keepRenewing(ctx, stop, func(ctx context.Context) error {
+		err := s.Renew(ctx, runID)
+		var held *store.LeaseHeldError
+		if errors.As(err, &held) {
+			s.log.Warn("lost a run lease", "run_id", runID, "holder", held.Owner)
+			return errLeaseLost
+		}
+		if err != nil {
+			s.log.Error("renew lease", "run_id", runID, "err", err)
+		}
+		return nil
+	})
+}
+
+// keepRenewing calls renew every LeaseTTL/3 until ctx ends or renew
+// returns why the hold is lost, and then stops with that cause. halt ends
+// the renewals and waits for the last one.
+func (s *Supervisor) keepRenewing(ctx context.Context, stop context.CancelCauseFunc, renew func(context.Context) error) (halt func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -224,15 +246,9 @@ func (s *Supervisor) keepLease(ctx context.Context, stop context.CancelCauseFunc
 				return
 			case <-t.C:
 			}
-			err := s.Renew(context.WithoutCancel(ctx), runID)
-			var held *store.LeaseHeldError
-			if errors.As(err, &held) {
-				s.log.Warn("lost a run lease", "run_id", runID, "holder", held.Owner)
-				stop(errLeaseLost)
+			if lost := renew(context.WithoutCancel(ctx)); lost != nil {
+				stop(lost)
 				return
-			}
-			if err != nil {
-				s.log.Error("renew lease", "run_id", runID, "err", err)
 			}
 		}
 	}()
