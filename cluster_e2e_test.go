@@ -408,3 +408,63 @@ func (e *e2e) smallCluster(t *testing.T) (dsn string, c *gatewaytest.Client, ses
 	gwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sessionID})
 	return dsn, c, sessionID
 }
+
+// TestClusterCancelQueued: a run queued behind another run of its session
+// (which a worker drives) is cancelled at once: the answer says cancelled,
+// its run.cancelled takes the session's next seq while the worker keeps
+// writing the other run's events, and it never runs.
+func TestClusterCancelQueued(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		llmtest.Turn{When: "first", ToolCalls: []llmtest.Call{call("bash", `{"command":"sleep 2; echo slept"}`)}},
+		llmtest.Turn{When: "first", Text: "first done"},
+		llmtest.Turn{When: "second", Text: "second done"},
+	)
+	dsn, c, sid := e.smallCluster(t)
+	first := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "first"})
+	ctx, cancel := gatewaytest.Timeout(30 * time.Second)
+	defer cancel()
+	if _, err := c.WaitEvent(ctx, func(f gateway.EventFrame) bool { return f.Event == event.ToolStarted && f.RunID == first.RunID }); err != nil {
+		t.Fatal(err)
+	}
+	second := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "second"})
+	began := time.Now()
+	info := gwCall[gateway.RunInfo](t, c, gateway.MethodRunCancel, gateway.RunCancelParams{RunID: second.RunID})
+	if info.Status != event.StatusCancelled || time.Since(began) > time.Second {
+		t.Fatalf("cancel of a queued run answered %q after %s, want cancelled at once", info.Status, time.Since(began))
+	}
+	gwWait(t, c, first.RunID)
+	db, err := store.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stored, err := db.ListSessionEvents(context.Background(), sid, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hole := firstHole(stored); hole != "" {
+		t.Fatal(hole)
+	}
+	var secondTypes []string
+	cancelledAt, firstEnd := int64(0), int64(0)
+	for _, ev := range stored {
+		switch {
+		case ev.RunID == second.RunID:
+			secondTypes = append(secondTypes, ev.Type)
+			cancelledAt = ev.Seq
+		case ev.Type == event.RunCompleted:
+			firstEnd = ev.Seq
+		}
+	}
+	if !slices.Equal(secondTypes, []string{event.RunCancelled}) || cancelledAt > firstEnd {
+		t.Errorf("the queued run's events %v (seq %d), want only run.cancelled, before the first run's end (seq %d)", secondTypes, cancelledAt, firstEnd)
+	}
+	if got, want := frameKeys(c.Events()), eventKeys(stored); !slices.Equal(got, want) {
+		t.Errorf("the client got\n%v\nthe store has\n%v", got, want)
+	}
+	time.Sleep(500 * time.Millisecond) // a worker would have claimed it by now
+	if r, _ := db.GetRun(context.Background(), second.RunID); r.Status != event.StatusCancelled || r.Result != "" {
+		t.Errorf("the cancelled run: %s %q", r.Status, r.Result)
+	}
+}

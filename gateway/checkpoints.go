@@ -77,7 +77,7 @@ func (s *Server) rewind(ctx context.Context, p CheckpointRewindParams) (any, err
 		if err := sessionIdle(ctx, s.db, row.SessionID, row.ID); err != nil {
 			return nil, err
 		}
-		record = &storedSink{db: s.db, sessionID: row.SessionID, runID: row.ID}
+		record = &storedSink{db: s.db, sessionID: row.SessionID, runID: row.ID, idle: true}
 	case row.SessionID != "":
 		sess, _, err := s.sessions.open(ctx, row.SessionID)
 		if err != nil {

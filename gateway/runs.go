@@ -220,7 +220,7 @@ func (s *Server) cancelRun(ctx context.Context, p RunCancelParams) (*RunInfo, er
 		if p.Mode == CancelModeInterrupt {
 			kind = store.StopInterrupt
 		}
-		return s.stopQueued(ctx, row, kind)
+		return s.stopQueued(ctx, row, kind, cause)
 	}
 	waiting, found := s.queue.stop(row.ID, cause)
 	switch {
@@ -250,18 +250,9 @@ func (s *Server) cancelRun(ctx context.Context, p RunCancelParams) (*RunInfo, er
 func (s *Server) endUnstarted(ctx context.Context, r *run, cause error) {
 	defer s.queue.forget(r)
 	persist := context.WithoutCancel(ctx)
-	typ, fin := supervisor.Ending(supervisor.Outcome{Cause: cause})
-	if !errors.Is(cause, errDrained) { // the next start looks for exactly reasonDrained
-		fin.Detail += " before it started"
-	}
-	if row, err := s.db.GetRun(persist, r.id); err == nil {
-		fin.Turns, fin.Usage = row.Turns, row.Usage // a resumed run has some already
-	}
-	e := event.New(typ, fin)
-	e.RunID = r.id
 	sess, _, err := s.sessions.open(persist, r.sessionID)
 	if err == nil {
-		_, err = sess.append(persist, e)
+		_, err = sess.append(persist, s.unstartedEnd(persist, r.id, cause))
 	}
 	if err != nil {
 		s.log.Error("record the end of a queued run; the next start reclaims it", "run_id", r.id, "err", err)
@@ -270,6 +261,21 @@ func (s *Server) endUnstarted(ctx context.Context, r *run, cause error) {
 	if err := s.sup.Release(persist, r.id); err != nil {
 		s.log.Error("release lease", "run_id", r.id, "err", err)
 	}
+}
+
+// unstartedEnd is the terminal event of a run stopped with cause while it
+// waited to start.
+func (s *Server) unstartedEnd(ctx context.Context, runID string, cause error) event.Event {
+	typ, fin := supervisor.Ending(supervisor.Outcome{Cause: cause})
+	if !errors.Is(cause, errDrained) { // the next start looks for exactly reasonDrained
+		fin.Detail += " before it started"
+	}
+	if row, err := s.db.GetRun(ctx, runID); err == nil {
+		fin.Turns, fin.Usage = row.Turns, row.Usage // a resumed run has some already
+	}
+	e := event.New(typ, fin)
+	e.RunID = runID
+	return e
 }
 
 // sink persists a run's events through its session, which then fans

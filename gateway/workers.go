@@ -94,20 +94,38 @@ func (s *Server) queueResume(ctx context.Context, row *store.Run) (*RunStartResu
 	return &RunStartResult{RunID: row.ID, SessionID: row.SessionID, Status: RunQueued}, nil
 }
 
-// stopQueued asks the worker of a run to stop it, and waits a little for
-// the run to end, so the answer can show how it ended.
-func (s *Server) stopQueued(ctx context.Context, row *store.Run, kind string) (*RunInfo, error) {
-	ok, err := s.db.RequestStop(ctx, row.ID, kind)
+// stopQueued stops a run workers drive. One no worker claimed yet ends
+// here and now, even while another run of its session is driven: its one
+// event takes the session's next seq in its own transaction. Otherwise it
+// asks the run's worker to stop it, and waits a little for the run to
+// end, so the answer can show how it ended.
+func (s *Server) stopQueued(ctx context.Context, row *store.Run, kind string, cause error) (*RunInfo, error) {
+	claim, err := s.db.ClaimQueuedRun(ctx, row.ID, s.sup.Owner(), s.sup.LeaseTTL())
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
-		return nil, errorf(CodeConflict, "run %s is not queued or running (status %s)", row.ID, row.ShownStatus())
-	}
-	select {
-	case <-s.ended(ctx, row.ID):
-	case <-time.After(10 * time.Second):
-	case <-ctx.Done():
+	if claim != nil {
+		persist := context.WithoutCancel(ctx)
+		end := &storedSink{db: s.db, sessionID: row.SessionID, runID: row.ID, owner: s.sup.Owner()}
+		if err := end.Emit(persist, s.unstartedEnd(persist, row.ID, cause)); err != nil {
+			return nil, err // the lease expires and a worker ends it
+		}
+		if err := s.sup.Release(persist, row.ID); err != nil {
+			s.log.Error("release lease", "run_id", row.ID, "err", err)
+		}
+	} else {
+		ok, err := s.db.RequestStop(ctx, row.ID, kind)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, errorf(CodeConflict, "run %s is not queued or running (status %s)", row.ID, row.ShownStatus())
+		}
+		select {
+		case <-s.ended(ctx, row.ID):
+		case <-time.After(10 * time.Second):
+		case <-ctx.Done():
+		}
 	}
 	if row, err = s.db.GetRun(context.WithoutCancel(ctx), row.ID); err != nil {
 		return nil, err
@@ -145,26 +163,36 @@ func (s *Server) ended(ctx context.Context, runID string) <-chan struct{} {
 	return done
 }
 
-// storedSink records an event of a finished run (a rewind) in a session
-// that workers write to. The gateway's own journal of the session may be
+// storedSink records one event of a run no process drives (a rewind, the
+// end of a run stopped before a worker claimed it) in a session that
+// workers write to. The gateway's own journal of the session may be
 // behind what workers stored, so it writes through a journal opened for
-// the one event, after the last stored seq, and only while no other run of
-// the session is driven; follow then publishes it, as every worker event.
+// the one event, which takes the session's next seq in its transaction;
+// follow then publishes it, as every worker event. With owner, the write
+// must hold the run's lease; with idle, no other run of the session may be
+// driven (a rewind changes the files it works on).
 type storedSink struct {
 	db               *store.DB
 	sessionID, runID string
+	owner            string
+	idle             bool
 }
 
 func (k *storedSink) Emit(ctx context.Context, e event.Event) error {
 	if e.RunID == "" {
 		e.RunID = k.runID
 	}
-	if err := sessionIdle(ctx, k.db, k.sessionID, k.runID); err != nil {
-		return err
+	if k.idle {
+		if err := sessionIdle(ctx, k.db, k.sessionID, k.runID); err != nil {
+			return err
+		}
 	}
 	j, err := k.db.SessionJournal(ctx, k.sessionID)
 	if err != nil {
 		return err
+	}
+	if k.owner != "" {
+		j.Fence(k.owner)
 	}
 	j.Unshown(0)
 	if _, err := j.Append(ctx, e); err != nil {

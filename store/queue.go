@@ -172,6 +172,11 @@ func (db *DB) claimWaiting(ctx context.Context, tx *txn, owner string, ttl time.
 	if err != nil {
 		return nil, fmt.Errorf("claim run: %w", err)
 	}
+	return claimRow(ctx, tx, id, owner, ttl, now)
+}
+
+// claimRow gives owner the lease of the waiting run id.
+func claimRow(ctx context.Context, tx *txn, id, owner string, ttl time.Duration, now time.Time) (*Claim, error) {
 	if _, err := tx.ExecContext(ctx, `
 		UPDATE runs SET queue = 'claimed', lease_owner = ?, lease_expires_at = ?, lease_heartbeat_at = ?
 		WHERE id = ?`, owner, formatTime(now.Add(ttl)), formatTime(now), id); err != nil {
@@ -186,6 +191,28 @@ func (db *DB) claimWaiting(ctx context.Context, tx *txn, owner string, ttl time.
 		return nil, fmt.Errorf("claim run %s: %w", id, err)
 	}
 	return &Claim{Run: r, Resume: started > 0}, nil
+}
+
+// ClaimQueuedRun gives owner the lease of one run still waiting for a
+// worker, whatever its session's other runs do; nil if no worker may claim
+// it any more (one did, or it is not queued). A gateway takes a run it is
+// asked to stop this way, to end it at once.
+func (db *DB) ClaimQueuedRun(ctx context.Context, runID, owner string, ttl time.Duration) (*Claim, error) {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("claim run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM runs WHERE id = ? AND queue = 'waiting' AND lease_owner IS NULL`,
+		runID).Scan(&n); err != nil || n == 0 {
+		return nil, err
+	}
+	c, err := claimRow(ctx, tx, runID, owner, ttl, db.now())
+	if err != nil {
+		return nil, err
+	}
+	return c, tx.Commit()
 }
 
 // Requeue gives a claimed run back to the queue, for another worker to

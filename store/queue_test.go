@@ -118,3 +118,29 @@ func TestClaimRunTakesOverExpired(t *testing.T) {
 		t.Errorf("the holder sees stop requests %v, want r1 cancel", reqs)
 	}
 }
+
+// ClaimQueuedRun takes one waiting run even while another run of its
+// session is driven (a gateway ending it at once), and nothing a worker
+// already took or nobody queued.
+func TestClaimQueuedRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, clock := openClocked(t)
+	createSession(t, db, "s1")
+	queueRun(t, db, "s1", "a1")
+	*clock = clock.Add(time.Millisecond)
+	queueRun(t, db, "s1", "a2")
+	createSessionRun(t, db, "s1", "local")
+	if id, _ := claim(t, db, "w/1/x"); id != "a1" {
+		t.Fatalf("worker claimed %q, want a1", id)
+	}
+	c, err := db.ClaimQueuedRun(ctx, "a2", "gw/2/x", time.Minute)
+	if err != nil || c == nil || c.Run.ID != "a2" || c.Run.LeaseOwner != "gw/2/x" || c.Resume {
+		t.Fatalf("claim a2 behind a1: %+v %v", c, err)
+	}
+	for _, id := range []string{"a1", "a2", "local"} {
+		if c, err := db.ClaimQueuedRun(ctx, id, "gw/3/x", time.Minute); err != nil || c != nil {
+			t.Errorf("claimed %s, which no worker may claim: %+v %v", id, c, err)
+		}
+	}
+}
