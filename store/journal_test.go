@@ -134,14 +134,18 @@ func assertSeqs(t *testing.T, db *DB, runID string, types []string) {
 // fsynced; on PostgreSQL (pgtest's server runs with fsync off) the round
 // trips, the write lock and the transaction.
 func BenchmarkJournalAppend(b *testing.B) {
-	// PostgreSQL as tests run it (no fsync) and as production runs it.
+	// PostgreSQL as tests run it (no fsync) and as production runs it;
+	// "worker" is how `agent worker` writes: a session's journal, fenced
+	// by the run's lease, its seqs taken in each write's transaction.
 	for _, store := range []struct {
 		name     string
 		location func(b *testing.B) string
+		worker   bool
 	}{
-		{"sqlite", func(b *testing.B) string { return b.TempDir() + "/agent.db" }},
-		{"postgres-nofsync", func(b *testing.B) string { return pgtest.Database(b, pgtest.Start(b), "") }},
-		{"postgres-fsync", func(b *testing.B) string { return pgtest.Database(b, pgtest.StartDurable(b), "") }},
+		{"sqlite", func(b *testing.B) string { return b.TempDir() + "/agent.db" }, false},
+		{"postgres-nofsync", func(b *testing.B) string { return pgtest.Database(b, pgtest.Start(b), "") }, false},
+		{"postgres-fsync", func(b *testing.B) string { return pgtest.Database(b, pgtest.StartDurable(b), "") }, false},
+		{"postgres-fsync-worker", func(b *testing.B) string { return pgtest.Database(b, pgtest.StartDurable(b), "") }, true},
 	} {
 		b.Run(store.name, func(b *testing.B) {
 			db, err := Open(store.location(b))
@@ -149,22 +153,37 @@ func BenchmarkJournalAppend(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer db.Close()
-			benchmarkAppend(b, db)
+			benchmarkAppend(b, db, store.worker)
 		})
 	}
 }
 
-func benchmarkAppend(b *testing.B, db *DB) {
+func benchmarkAppend(b *testing.B, db *DB, worker bool) {
 	ctx := context.Background()
-	if err := db.CreateRun(ctx, &Run{ID: "run-1"}, "", 0); err != nil {
+	r, owner, ttl := &Run{ID: "run-1"}, "", time.Duration(0)
+	if worker {
+		if err := db.CreateSession(ctx, &Session{ID: "s1"}); err != nil {
+			b.Fatal(err)
+		}
+		r.SessionID, owner, ttl = "s1", "w/1/x", time.Hour
+	}
+	if err := db.CreateRun(ctx, r, owner, ttl); err != nil {
 		b.Fatal(err)
 	}
 	j, err := db.Journal(ctx, "run-1", "")
+	if worker {
+		if j, err = db.SessionJournal(ctx, "s1"); err == nil {
+			j.Fence(owner)
+			j.Unshown(200 * time.Millisecond)
+		}
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := j.Append(ctx, event.New(event.Heartbeat, nil)); err != nil {
+		e := event.New(event.Heartbeat, nil)
+		e.RunID = "run-1"
+		if _, err := j.Append(ctx, e); err != nil {
 			b.Fatal(err)
 		}
 	}
