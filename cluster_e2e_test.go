@@ -390,14 +390,15 @@ func TestClusterRateLimitPause(t *testing.T) {
 }
 
 // smallCluster starts a gateway and a worker on a new PostgreSQL database,
-// and returns the database, a client of the gateway and a session it is
-// attached to.
-func (e *e2e) smallCluster(t *testing.T) (dsn string, c *gatewaytest.Client, sessionID string) {
+// both with env added to their environment, and returns the database, a
+// client of the gateway and a session it is attached to.
+func (e *e2e) smallCluster(t *testing.T, env ...string) (dsn string, c *gatewaytest.Client, sessionID string) {
 	dsn = pgtest.Database(t, pgtest.Start(t), "")
-	env := func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, config.DatabaseEnv+"="+dsn) }
-	gw := e.startGatewayWith(env)
+	extra := append([]string{config.DatabaseEnv + "=" + dsn}, env...)
+	withEnv := func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, extra...) }
+	gw := e.startGatewayWith(withEnv)
 	worker := e.command("worker", "--poll", "100ms")
-	env(worker)
+	withEnv(worker)
 	worker.Stderr = logFile(t, "worker.stderr")
 	if err := worker.Start(); err != nil {
 		t.Fatal(err)

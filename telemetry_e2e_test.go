@@ -304,3 +304,36 @@ func httpGet(t *testing.T, url string, header map[string]string) (int, string) {
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
 }
+
+// TestClusterHarnessTrace: a harness run on a shared store, its phase
+// attempt run by a worker from the attempt queue, exports the same span
+// tree as one run in one process: the phase under the run, its iteration,
+// model call and tool call below it.
+func TestClusterHarnessTrace(t *testing.T) {
+	t.Parallel()
+	planArgs := json.RawMessage(`{"objective":"A note","phases":[
+		{"id":"alpha","title":"Note A","instructions":"Write a.md.","evidence":{"type":"artifact","artifacts":["a.md"]}}]}`)
+	turns := []llmtest.Turn{{When: plannerMarker, ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: planArgs}}}}
+	turns = append(turns, forPhase("alpha", writeTurn("a.md", "A\n"), llmtest.Turn{Text: "a.md written."})...)
+	e := newE2E(t, turns...)
+	collector := telemetrytest.Start(t)
+	_, c, sid := e.smallCluster(t, "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL())
+	run := gwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{
+		SessionID: sid, Input: "write a note", Options: gateway.RunOptions{Harness: true}})
+	if end := lastFrame(gwWait(t, c, run.RunID)); end.Event != event.RunCompleted {
+		t.Fatalf("harness ended %s", end.Event)
+	}
+	var spans []*tracev1.Span
+	waitFor(t, "the worker to export the harness's trace", func() bool {
+		spans = telemetrytest.Spans(collector.Requests())
+		return len(telemetrytest.Named(spans, "run")) == 1
+	})
+	checkParent(t, spans, one(t, spans, "phase alpha"), "run")
+	tool := one(t, spans, "execute_tool write_file")
+	model := telemetrytest.Parent(spans, tool)
+	it := telemetrytest.Parent(spans, model)
+	if model.GetName() != "chat test-model" || it.GetName() != "iteration" || telemetrytest.Parent(spans, it).GetName() != "phase alpha" {
+		t.Errorf("the attempt's tool call is under %s < %s < %s, want a model call, an iteration and its phase: %s",
+			model.GetName(), it.GetName(), telemetrytest.Parent(spans, it).GetName(), spanNames(spans))
+	}
+}

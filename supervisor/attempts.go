@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"agent/event"
 	"agent/orchestrator"
 	"agent/store"
+	"agent/telemetry"
 )
 
 // Phase attempts on many machines (DESIGN.md §14, Config.QueueAttempts):
@@ -39,8 +41,9 @@ const stopWait = 5 * time.Second
 
 // queuedAttempts is the spawner of a harness whose phase attempts any
 // worker may run. The planner still runs here: its plan is needed before
-// anything else can start.
-func (s *Supervisor) queuedAttempts(r *store.Run) orchestrator.Spawner {
+// anything else can start. The drive's trace, if any, gets each attempt's
+// events from the store once it has ended, as a child's would have come.
+func (s *Supervisor) queuedAttempts(r *store.Run, sink Sink) orchestrator.Spawner {
 	return func(ctx context.Context, cfg adapter.Config, spec adapter.PhaseSpec) (*adapter.Result, error) {
 		if spec.Mode != adapter.ModePhase {
 			return adapter.Run(ctx, cfg, spec)
@@ -63,7 +66,26 @@ func (s *Supervisor) queuedAttempts(r *store.Run) orchestrator.Spawner {
 		if grace <= 0 {
 			grace = 10 * time.Second // the adapter's default
 		}
-		return s.awaitAttempt(ctx, k, grace), nil
+		res := s.awaitAttempt(ctx, k, grace)
+		if trace := traceOf(sink); trace != nil {
+			s.traceAttempt(context.WithoutCancel(ctx), trace, k)
+		}
+		return res, nil
+	}
+}
+
+// traceAttempt adds to a harness's trace the events a worker stored for
+// one of its attempts; the harness recorded the attempt's phase.* events.
+func (s *Supervisor) traceAttempt(ctx context.Context, trace *telemetry.Trace, k store.AttemptKey) {
+	evs, err := s.db.ListEvents(ctx, k.RunID, 0, 0)
+	if err != nil {
+		s.log.Warn("trace a phase attempt", "attempt", k.String(), "err", err)
+		return
+	}
+	for _, e := range evs {
+		if e.PhaseID == k.PhaseID && e.Attempt == k.Attempt && !strings.HasPrefix(e.Type, "phase.") {
+			trace.Observe(e)
+		}
 	}
 }
 

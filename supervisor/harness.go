@@ -49,7 +49,7 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 	defer commands.Close()
 	var spawn orchestrator.Spawner // children of this process
 	if s.cfg.QueueAttempts {
-		spawn = s.queuedAttempts(r)
+		spawn = s.queuedAttempts(r, sink)
 	}
 	orch, err := orchestrator.New(orchestrator.Config{
 		Store: s.db, Sink: sink, Intents: s.intent, RunID: r.ID, SessionID: r.SessionID,

@@ -36,6 +36,17 @@ func (s *Supervisor) traced(r *store.Run, sink Sink) (Sink, *telemetry.Trace) {
 	return &tracedSink{Sink: sink, trace: t}, t
 }
 
+// traceOf is the trace a drive's sink feeds; nil when traces are off.
+func traceOf(sink Sink) *telemetry.Trace {
+	if w, ok := sink.(*watchedSink); ok {
+		sink = w.Sink
+	}
+	if t, ok := sink.(*tracedSink); ok {
+		return t.trace
+	}
+	return nil
+}
+
 // tracedSink adds each event it persisted to a run's trace.
 type tracedSink struct {
 	Sink
