@@ -82,11 +82,7 @@ func TestClusterHarnessAttempts(t *testing.T) {
 		}
 		_ = cmd.Wait()
 	}
-	db, err := store.Open(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openCluster(t, dsn)
 	ctx := context.Background()
 	pidOf := func(owner string) int {
 		_, pid, _ := store.OwnerProcess(owner)
@@ -201,13 +197,7 @@ func TestClusterHarnessAttempts(t *testing.T) {
 		}
 	}
 
-	stored, err := db.ListSessionEvents(ctx, sid, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if hole := firstHole(stored); hole != "" {
-		t.Fatal(hole)
-	}
+	stored := gaplessSession(t, db, sid)
 	wctx, cancel := gatewaytest.Timeout(30 * time.Second)
 	defer cancel()
 	if _, err := c.WaitEvent(wctx, func(f gateway.EventFrame) bool { return f.Seq == stored[len(stored)-1].Seq }); err != nil {
@@ -266,11 +256,7 @@ func TestClusterHarnessOneWorker(t *testing.T) {
 	if now, _ := os.ReadFile(beat); string(now) != string(was) {
 		t.Errorf("the attempt's bash still runs after the cancel")
 	}
-	db, err := store.Open(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openCluster(t, dsn)
 	attempts, err := db.Attempts(context.Background(), first.RunID)
 	if err != nil || len(attempts) != 1 || attempts[0].Status != store.AttemptCancelled {
 		t.Errorf("attempts of the cancelled harness: %+v %v", attempts, err)

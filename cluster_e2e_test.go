@@ -72,11 +72,7 @@ func TestCluster(t *testing.T) {
 		workers = append(workers, cmd)
 	}
 
-	db, err := store.Open(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openCluster(t, dsn)
 
 	// Ten sessions, made through either gateway; clients of both attach
 	// to every one of them from its start.
@@ -221,6 +217,31 @@ func TestCluster(t *testing.T) {
 	}
 }
 
+// openCluster opens a cluster's database for the test to look at.
+func openCluster(t *testing.T, dsn string) *store.DB {
+	t.Helper()
+	db, err := store.Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// gaplessSession returns a session's stored events, numbered 1, 2, 3, …
+// with no hole, or fails the test.
+func gaplessSession(t *testing.T, db *store.DB, sessionID string) []event.Event {
+	t.Helper()
+	evs, err := db.ListSessionEvents(context.Background(), sessionID, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hole := firstHole(evs); hole != "" {
+		t.Fatal(hole)
+	}
+	return evs
+}
+
 // firstHole says where a session's stored events stop being numbered
 // 1, 2, 3, …; "" when they never do.
 func firstHole(evs []event.Event) string {
@@ -323,18 +344,8 @@ func TestClusterRewind(t *testing.T) {
 	if _, err := c.WaitEvent(ctx, func(f gateway.EventFrame) bool { return f.Event == event.RewindCompleted }); err != nil {
 		t.Fatalf("no rewind.completed on the session stream: %v", err)
 	}
-	db, err := store.Open(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	stored, err := db.ListSessionEvents(context.Background(), sid, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if hole := firstHole(stored); hole != "" {
-		t.Fatal(hole)
-	}
+	db := openCluster(t, dsn)
+	stored := gaplessSession(t, db, sid)
 	if last := stored[len(stored)-1]; last.Type != event.RewindCompleted {
 		t.Errorf("the session's last event is %s, want rewind.completed", last.Type)
 	}
@@ -364,11 +375,7 @@ func TestClusterRateLimitPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := store.Open(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := openCluster(t, dsn)
 	waitFor(t, "a worker to resume the run", func() bool {
 		r, err := db.GetRun(context.Background(), run.RunID)
 		return err == nil && r.Status == event.StatusCompleted
@@ -435,18 +442,8 @@ func TestClusterCancelQueued(t *testing.T) {
 		t.Fatalf("cancel of a queued run answered %q after %s, want cancelled at once", info.Status, time.Since(began))
 	}
 	gwWait(t, c, first.RunID)
-	db, err := store.Open(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	stored, err := db.ListSessionEvents(context.Background(), sid, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if hole := firstHole(stored); hole != "" {
-		t.Fatal(hole)
-	}
+	db := openCluster(t, dsn)
+	stored := gaplessSession(t, db, sid)
 	var secondTypes []string
 	cancelledAt, firstEnd := int64(0), int64(0)
 	for _, ev := range stored {

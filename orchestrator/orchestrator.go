@@ -568,9 +568,7 @@ func (o *Orchestrator) adapterConfig(ctx context.Context, phaseID string, attemp
 
 // intent answers a child's effect.intent through the run's outbox.
 func (o *Orchestrator) intent(ctx context.Context, phaseID string, attempt int, in event.EffectIntentData) adapter.Control {
-	return o.cfg.Intents(ctx, store.Receipt{
-		Key: in.Key, RunID: o.cfg.RunID, PhaseID: phaseID, Attempt: attempt, Tool: in.Tool, Type: in.ReceiptType, Args: in.Args,
-	})
+	return o.cfg.Intents(ctx, store.IntentReceipt(o.cfg.RunID, phaseID, attempt, in))
 }
 
 func (o *Orchestrator) receipts(ctx context.Context, phaseID string) ([]event.ReceiptData, error) {

@@ -49,6 +49,12 @@ type Receipt struct {
 	UpdatedAt    time.Time
 }
 
+// IntentReceipt is the receipt a child's effect.intent asks for, in a run
+// (and phase attempt, for a harness).
+func IntentReceipt(runID, phaseID string, attempt int, in event.EffectIntentData) Receipt {
+	return Receipt{Key: in.Key, RunID: runID, PhaseID: phaseID, Attempt: attempt, Tool: in.Tool, Type: in.ReceiptType, Args: in.Args}
+}
+
 // Receipts returns the receipts of one phase of a run, or of the whole run
 // when phaseID is "", in the order they were first written.
 func (db *DB) Receipts(ctx context.Context, runID, phaseID string) ([]Receipt, error) {

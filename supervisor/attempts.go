@@ -167,13 +167,7 @@ func (s *Supervisor) DriveAttempt(ctx context.Context, u *store.AttemptUnit) err
 	halt := sync.OnceFunc(s.keepAttempt(run, stop, k))
 	defer halt()
 
-	var j *store.Journal
-	var err error
-	if u.SessionID != "" {
-		j, err = s.db.SessionJournal(persist, u.SessionID)
-	} else {
-		j, err = s.db.Journal(persist, k.RunID, "")
-	}
+	j, err := s.journal(persist, k.RunID, u.SessionID)
 	if err != nil {
 		return s.finishAttempt(persist, k, &adapter.Result{Status: adapter.StatusCrashed, Reason: err.Error()})
 	}
@@ -187,10 +181,9 @@ func (s *Supervisor) DriveAttempt(ctx context.Context, u *store.AttemptUnit) err
 			return err
 		},
 		OnIntent: func(in event.EffectIntentData) adapter.Control {
-			return s.intent(persist, store.Receipt{
-				Key: in.Key, RunID: k.RunID, PhaseID: k.PhaseID, Attempt: k.Attempt, Tool: in.Tool, Type: in.ReceiptType, Args: in.Args,
-				AttemptLease: true,
-			})
+			r := store.IntentReceipt(k.RunID, k.PhaseID, k.Attempt, in)
+			r.AttemptLease = true
+			return s.intent(persist, r)
 		},
 	}
 	res, err := adapter.Run(run, cfg, us.Spec)

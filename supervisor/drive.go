@@ -172,7 +172,7 @@ func (s *Supervisor) driveChild(ctx context.Context, r *store.Run, d Drive, sink
 		Timeout: backstop(time.Duration(d.Options.Timeout)),
 		OnEvent: func(e event.Event) error { return sink.Emit(persist, e) },
 		OnIntent: func(in event.EffectIntentData) adapter.Control {
-			return s.intent(persist, store.Receipt{Key: in.Key, RunID: r.ID, Tool: in.Tool, Type: in.ReceiptType, Args: in.Args})
+			return s.intent(persist, store.IntentReceipt(r.ID, "", 0, in))
 		},
 	}
 	if s.cfg.LogDir != "" {

@@ -56,19 +56,20 @@ func (s *Supervisor) openJournal(ctx context.Context, r *store.Run, show func(ev
 	if show == nil {
 		show = func(event.Event) {}
 	}
-	// A run in a gateway session shares the session's sequence.
-	if r.SessionID != "" {
-		j, err := s.db.SessionJournal(ctx, r.SessionID)
-		if err != nil {
-			return nil, err
-		}
-		return s.sink(r, j, show), nil
-	}
-	j, err := s.db.Journal(ctx, r.ID, "")
+	j, err := s.journal(ctx, r.ID, r.SessionID)
 	if err != nil {
 		return nil, err
 	}
 	return s.sink(r, j, show), nil
+}
+
+// journal opens the journal a run's events go to: a run in a gateway
+// session shares the session's sequence.
+func (s *Supervisor) journal(ctx context.Context, runID, sessionID string) (*store.Journal, error) {
+	if sessionID != "" {
+		return s.db.SessionJournal(ctx, sessionID)
+	}
+	return s.db.Journal(ctx, runID, "")
 }
 
 // deltaFlush is how long a streamed delta may wait to be stored when the
