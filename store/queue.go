@@ -306,7 +306,8 @@ func (db *DB) SessionHeld(ctx context.Context, sessionID, except string) (bool, 
 }
 
 // fence fails with ErrLeaseLost unless owner holds the run's lease: a
-// process that lost it writes nothing more for the run.
+// process that lost it writes nothing more for the run. A run nobody holds
+// (lease_owner NULL: requeued, released) is not owner's either.
 func fence(ctx context.Context, tx *txn, runID, owner string) error {
 	var holder string
 	err := tx.QueryRowContext(ctx, `SELECT COALESCE(lease_owner, '') FROM runs WHERE id = ?`, runID).Scan(&holder)

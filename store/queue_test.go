@@ -2,8 +2,12 @@ package store
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"testing"
 	"time"
+
+	"agent/event"
 )
 
 // queueRun inserts a run waiting for a worker in a session.
@@ -142,5 +146,53 @@ func TestClaimQueuedRun(t *testing.T) {
 		if c, err := db.ClaimQueuedRun(ctx, id, "gw/3/x", time.Minute); err != nil || c != nil {
 			t.Errorf("claimed %s, which no worker may claim: %+v %v", id, c, err)
 		}
+	}
+}
+
+// A worker whose run went back to the queue (its lease owner is NULL:
+// Requeue, a release) is fenced out as surely as one whose lease another
+// worker took: its events, intents and attempts are refused, and nothing
+// of them is stored.
+func TestFenceRefusesARunNobodyHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	createSession(t, db, "s1")
+	queueRun(t, db, "s1", "r1")
+	if id, _ := claim(t, db, "w/1/x"); id != "r1" {
+		t.Fatalf("claim got %q", id)
+	}
+	j, err := db.SessionJournal(ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Fence("w/1/x")
+	j.Unshown(0)
+	if _, err := j.Append(ctx, withRunID(userMsg("go", 0), "r1")); err != nil {
+		t.Fatalf("the holder's event: %v", err)
+	}
+	if err := db.Requeue(ctx, "r1", "w/1/x"); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := j.Append(ctx, withRunID(assistantMsg("stale", 0), "r1")); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("an event after the run was requeued: err = %v, want ErrLeaseLost", err)
+	}
+	if _, err := db.BeginEffect(ctx, Receipt{Key: "k1", RunID: "r1", Tool: "send_email", LeaseOwner: "w/1/x"}, false); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("an intent after the run was requeued: err = %v, want ErrLeaseLost", err)
+	}
+	u := AttemptUnit{AttemptKey: AttemptKey{RunID: "r1", PhaseID: "build", Attempt: 1}, SessionID: "s1", Spec: json.RawMessage(`{}`)}
+	if err := db.QueueAttempt(ctx, u, "w/1/x"); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("an attempt queued after the run was requeued: err = %v, want ErrLeaseLost", err)
+	}
+	evs, err := db.ListSessionEvents(ctx, "s1", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Type != event.MessageCompleted {
+		t.Errorf("stored %d events, want only the holder's one", len(evs))
+	}
+	if _, err := db.ReceiptByKey(ctx, "k1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("the stale intent was stored: %v", err)
 	}
 }
