@@ -242,8 +242,8 @@ func forkEvents(run *Run, history []Message, calls map[string]ToolCall, now time
 				forkToolCompleted(m, calls[callKey(m.RunID, m.ToolCallID)])), m.CreatedAt))
 		}
 	}
-	return append(evs, stamp(event.New(event.RunCompleted,
-		event.RunFinishedData{Status: event.StatusCompleted, Result: result, Turns: turns}), now))
+	return append(evs, stamp(event.New(event.RunCompleted, event.RunFinishedData{
+		Status: event.StatusCompleted, Reason: event.ReasonCompleted, Result: result, Turns: turns}), now))
 }
 
 // callKey names a source tool call: call ids are unique only within a run.

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"agent/event"
 )
 
 // A fork at a seq the source has not reached is refused with an error
@@ -131,5 +133,33 @@ func TestMigrateMarksOldForks(t *testing.T) {
 	}
 	if r, err := db.GetRun(ctx, "synthetic"); err != nil || !r.Fork {
 		t.Errorf("old fork run = %+v, %v; want it marked Fork", r, err)
+	}
+}
+
+// The fork's copied run ends as every run does: its run.completed says
+// why (completed), and so does the run's row.
+func TestForkRunEndsWithAReason(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	forkSource(t, db)
+	if _, err := db.ForkSession(ctx, "src", "fork", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := db.ListSessionEvents(ctx, "fork", 0, 0)
+	if err != nil || len(evs) == 0 {
+		t.Fatalf("fork's events: %d, %v", len(evs), err)
+	}
+	last := evs[len(evs)-1]
+	var d event.RunFinishedData
+	if err := last.Decode(&d); err != nil || last.Type != event.RunCompleted || d.Reason != event.ReasonCompleted {
+		t.Errorf("fork's last event = %s %s (%v), want run.completed with reason completed", last.Type, last.Data, err)
+	}
+	r, err := db.GetRun(ctx, last.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != event.StatusCompleted || r.Reason != event.ReasonCompleted {
+		t.Errorf("fork's run: status %q reason %q, want completed, completed", r.Status, r.Reason)
 	}
 }
