@@ -34,7 +34,7 @@ func modelFlags() []cli.Flag {
 		// options; DefaultText says the default instead of urfave's zero.
 		&cli.IntFlag{Name: "max-turns", Usage: "model calls allowed per iteration", DefaultText: "50, or max_turns in config.toml"},
 		&cli.IntFlag{Name: "model-attempts", Usage: "attempts per model call before giving up on 429/5xx/connection errors", DefaultText: "5, or model_attempts in config.toml"},
-		&cli.DurationFlag{Name: "model-idle-timeout", Usage: "give up on a model reply after this long without a data chunk; keep-alive comments do not count", DefaultText: durationText(llm.DefaultIdleTimeout)},
+		&cli.DurationFlag{Name: "model-idle-timeout", Usage: "give up on a model reply after this long without a data chunk; keep-alive comments do not count, and a call that stalls twice is not tried again", DefaultText: durationText(llm.DefaultIdleTimeout)},
 		&cli.DurationFlag{Name: "model-call-timeout", Usage: "give up on a model call, its retries and waits included, after this long", DefaultText: durationText(llm.DefaultCallTimeout)},
 		&cli.DurationFlag{Name: "timeout", Usage: "stop the run after this long, e.g. 10m", DefaultText: "no limit"},
 		&cli.IntFlag{Name: "context-window", Usage: "the model's context window in `TOKENS`: the conversation is compacted before a request would pass it", DefaultText: "context_window in config.toml, or the model's known window"},

@@ -29,6 +29,12 @@ type Config struct {
 	// blank lines (keep-alives) do not, so a server or proxy that only
 	// sends keep-alives cannot hold a call forever.
 	IdleTimeout time.Duration
+	// MaxStalls is how many attempts of a call may stall (IdleTimeout)
+	// before it gives up; default DefaultMaxStalls. A provider that stalls
+	// once is likely to stall again, so a stall is retried once, not
+	// MaxAttempts times: a stalled provider ends the call within
+	// MaxStalls × IdleTimeout and a few backoffs, not minutes later.
+	MaxStalls int
 	// CallTimeout bounds one Stream or Complete call, all its attempts and
 	// the waits between them included; default DefaultCallTimeout. When
 	// the next wait (backoff or a server's Retry-After) would pass it, the
@@ -46,10 +52,13 @@ type Config struct {
 	UserAgent string // default "agent"
 }
 
-// Defaults for Config (and Setup) fields left zero.
+// Defaults for Config (and Setup) fields left zero. With them a stalled
+// provider ends a call within about 4 minutes (two stalls of 2m, and the
+// backoff between), and no call outlasts 5 minutes, whatever happens.
 const (
 	DefaultIdleTimeout = 2 * time.Minute
-	DefaultCallTimeout = 10 * time.Minute
+	DefaultCallTimeout = 5 * time.Minute
+	DefaultMaxStalls   = 2
 )
 
 // Client talks to one OpenAI-compatible Chat Completions endpoint. It is
@@ -77,6 +86,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxStalls <= 0 {
+		cfg.MaxStalls = DefaultMaxStalls
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = DefaultCallTimeout
@@ -133,9 +145,10 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Response, error) {
 	})
 }
 
-// retry runs try up to MaxAttempts times while it fails retryably, all
-// within CallTimeout: try gets a context that ends at the call's deadline,
-// and a wait that would pass the deadline fails the call at once.
+// retry runs try up to MaxAttempts times while it fails retryably (and
+// at most MaxStalls attempts stall), all within CallTimeout: try gets a
+// context that ends at the call's deadline, and a wait that would pass
+// the deadline fails the call at once.
 func (c *Client) retry(ctx context.Context, try func(context.Context) (*Response, error)) (*Response, error) {
 	start := time.Now()
 	callCtx, cancel := context.WithDeadlineCause(ctx, start.Add(c.cfg.CallTimeout), errCallTimeout)
@@ -144,6 +157,7 @@ func (c *Client) retry(ctx context.Context, try func(context.Context) (*Response
 	// of it and the clock's, so the deadline holds for an injected Sleep
 	// that returns at once, too.
 	var waited time.Duration
+	stalls := 0
 	for attempt := 1; ; attempt++ {
 		resp, err := try(callCtx)
 		if err == nil {
@@ -158,6 +172,15 @@ func (c *Client) retry(ctx context.Context, try func(context.Context) (*Response
 		var e *Error
 		if !errors.As(err, &e) {
 			return nil, err
+		}
+		if e.Stalled {
+			stalls++
+		}
+		if e.Stalled && stalls >= c.cfg.MaxStalls {
+			out := *e
+			out.Attempts = attempt
+			out.Message = fmt.Sprintf("%s; the provider stalled %d times, so the call is not tried again", e.Message, stalls)
+			return nil, &out
 		}
 		if !e.Retryable || attempt >= c.cfg.MaxAttempts {
 			e.Attempts = attempt // only the final error says how many were made
@@ -189,7 +212,7 @@ var errCallTimeout = errors.New("model call timeout")
 // attempt (or a wait); err is what the cut-off attempt returned.
 func (c *Client) callTimedOut(attempts int, err error) *Error {
 	return &Error{Kind: KindTimeout, Attempts: attempts, Err: err, Retryable: true,
-		Message: fmt.Sprintf("no complete reply within %s, the longest a model call may take; try again later", c.cfg.CallTimeout)}
+		Message: fmt.Sprintf("no complete reply within %s, the longest a model call may take (--model-call-timeout); try again later", c.cfg.CallTimeout)}
 }
 
 // waitTooLong is the error of a call that gives up rather than wait delay
@@ -229,7 +252,7 @@ func (c *Client) attempt(ctx context.Context, body []byte, stream bool, onText f
 	progress := func() { watchdog.Reset(c.cfg.IdleTimeout) }
 	resp, err := c.exchange(ctx, body, stream, onText, progress)
 	if err != nil && errors.Is(context.Cause(ctx), errIdle) {
-		return nil, &Error{Kind: KindTruncated, Retryable: true, Err: err,
+		return nil, &Error{Kind: KindTruncated, Retryable: true, Stalled: true, Err: err,
 			Message: fmt.Sprintf("no data from the model for %s (--model-idle-timeout)", c.cfg.IdleTimeout)}
 	}
 	return resp, err

@@ -531,7 +531,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 		{"milliseconds", map[string]string{"Retry-After-Ms": "1500"}, 1500 * time.Millisecond, 1500 * time.Millisecond},
 		{"http date", map[string]string{"Retry-After": date}, 15 * time.Second, 20 * time.Second},
 		{"above the cap is honoured", map[string]string{"Retry-After": "120"}, 120 * time.Second, 120 * time.Second},
-		{"up to the call timeout", map[string]string{"Retry-After": "540"}, 9 * time.Minute, 9 * time.Minute},
+		{"up to the call timeout", map[string]string{"Retry-After": "270"}, 270 * time.Second, 270 * time.Second},
 		{"garbage is ignored", map[string]string{"Retry-After": "soon"}, 375 * time.Millisecond, 375 * time.Millisecond},
 	}
 	for _, tt := range tests {
@@ -888,5 +888,32 @@ func TestIdleStreamIsRetried(t *testing.T) {
 		if len(retries) != 1 || !errors.As(retries[0].Err, &e) || e.Kind != llm.KindTruncated || !strings.Contains(e.Error(), "no data from the model") {
 			t.Errorf("retries = %+v, want one truncated 'no data' retry", retries)
 		}
+	}
+}
+
+// A refusal as too long is not retried, and says the window when the
+// server states it: every wording llmtest reproduces but Ollama's.
+func TestContextWindowFromTheRefusal(t *testing.T) {
+	t.Parallel()
+	for _, name := range llmtest.ContextErrors() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := llmtest.NewServer(t, llmtest.Script{ContextWindow: 50, ContextError: name, Turns: []llmtest.Turn{{Text: "never"}}})
+			c, clock := newClient(t, srv.URL(), nil)
+			_, err := c.Stream(context.Background(), simpleRequest, nil)
+			want := 50
+			if name == "ollama" {
+				want = 0 // it states only the excess
+			}
+			if !llm.IsContextLength(err) || llm.ContextWindowOf(err) != want {
+				t.Errorf("err = %v: window %d, want a context-length error stating %d", err, llm.ContextWindowOf(err), want)
+			}
+			if srv.RequestCount() != 1 || len(clock.Delays()) != 0 {
+				t.Errorf("%d requests, waits %v: a refusal as too long was retried", srv.RequestCount(), clock.Delays())
+			}
+		})
+	}
+	if w := llm.ContextWindowOf(errors.New("maximum context length is 8192 tokens")); w != 0 {
+		t.Errorf("a plain error gave window %d", w)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,6 +50,14 @@ type Error struct {
 	// longer than a call may take: Kind == KindRateLimit && WaitTooLong,
 	// with RetryAfter saying for how long.
 	WaitTooLong bool
+	// Stalled says the attempt got no data for Config.IdleTimeout (silence
+	// or only keep-alives). A provider that stalls once is likely to again:
+	// a call retries at most Config.MaxStalls of them.
+	Stalled bool
+	// ContextWindow is the model's context window in tokens when a
+	// context-length refusal states it (OpenAI, vLLM, OpenRouter,
+	// llama.cpp do); 0 when it does not.
+	ContextWindow int
 }
 
 func (e *Error) Error() string {
@@ -138,7 +147,7 @@ func statusError(status int, body []byte, retryAfter time.Duration) *Error {
 		// 408 is the server giving up on a slow request: as transient as a 503.
 		e.Kind, e.Retryable = KindServer, true
 	case (status == 400 || status == 413) && contextTooLong(string(body)):
-		e.Kind = KindContextLength
+		e.Kind, e.ContextWindow = KindContextLength, statedWindow(string(body))
 	case status == 404 || status == 400 && missingModel(string(body)):
 		e.Kind, e.Message = KindNotFound, withHint(msg, notFoundHint)
 	default:
@@ -154,15 +163,51 @@ func IsContextLength(err error) bool {
 	return errors.As(err, &e) && e.Kind == KindContextLength
 }
 
+// ContextWindowOf is the context window a provider stated when it refused
+// a request as too long, in tokens; 0 when err is no such refusal or the
+// provider did not say.
+func ContextWindowOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) && e.Kind == KindContextLength {
+		return e.ContextWindow
+	}
+	return 0
+}
+
+// windowPatterns find the window in a context-length refusal: OpenAI,
+// vLLM and OpenRouter ("maximum context length is 8192 tokens"),
+// llama.cpp ("n_ctx":8192 beside its message), Anthropic's compatible
+// endpoint ("210000 tokens > 200000 maximum") and LM Studio ("context
+// length of only 8192 tokens"). Ollama states only the excess.
+var windowPatterns = []*regexp.Regexp{
+	regexp.MustCompile(`(?i)maximum context length is (\d+) tokens`),
+	regexp.MustCompile(`"n_ctx"\s*:\s*(\d+)`),
+	regexp.MustCompile(`(?i)\d+ tokens > (\d+) maximum`),
+	regexp.MustCompile(`(?i)context length of only (\d+) tokens`),
+}
+
+// statedWindow is the context window an error body states, or 0.
+func statedWindow(body string) int {
+	for _, re := range windowPatterns {
+		if m := re.FindStringSubmatch(body); m != nil {
+			if n, err := strconv.Atoi(m[1]); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
 // contextTooLong reports whether an error body says the prompt does not
 // fit the context window, as OpenAI (code context_length_exceeded), vLLM
 // and OpenRouter ("maximum context length is N tokens"), llama.cpp
-// ("exceeds the available context size") and Ollama ("prompt too long;
-// exceeded max context length") put it.
+// ("exceeds the available context size"), Ollama ("prompt too long;
+// exceeded max context length") and LM Studio ("loaded with context
+// length of only N tokens") put it.
 func contextTooLong(body string) bool {
 	s := strings.ToLower(body)
 	for _, p := range []string{"context_length_exceeded", "maximum context length", "context size", "exceed_context_size",
-		"max context length", "context window", "prompt is too long", "prompt too long"} {
+		"max context length", "context window", "prompt is too long", "prompt too long", "context length of only"} {
 		if strings.Contains(s, p) {
 			return true
 		}

@@ -262,23 +262,34 @@ func TestNewDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.cfg.IdleTimeout != 2*time.Minute || c.cfg.CallTimeout != 10*time.Minute {
-		t.Errorf("idle %v, call %v; want 2m and 10m", c.cfg.IdleTimeout, c.cfg.CallTimeout)
+	if c.cfg.IdleTimeout != 2*time.Minute || c.cfg.CallTimeout != 5*time.Minute || c.cfg.MaxStalls != 2 {
+		t.Errorf("idle %v, call %v, stalls %d; want 2m, 5m and 2", c.cfg.IdleTimeout, c.cfg.CallTimeout, c.cfg.MaxStalls)
 	}
 }
 
 // Every real server's wording of a prompt past the context window is
-// recognised (llmtest's contextErrors carry the same texts).
+// recognised (llmtest's contextErrors carry the same texts), and the
+// window read when it is stated.
 func TestContextLengthErrors(t *testing.T) {
-	for name, body := range map[string]string{
-		"openai":     `{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
-		"vllm":       `{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9100 tokens","type":"BadRequestError","code":400}`,
-		"llamacpp":   `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`,
-		"ollama":     `{"error":{"message":"prompt too long; exceeded max context length by 908 tokens","type":"api_error"}}`,
-		"openrouter": `{"error":{"message":"This endpoint's maximum context length is 8192 tokens. However, you requested about 9100 tokens","code":400}}`,
+	for _, tt := range []struct {
+		name, body string
+		window     int
+	}{
+		{"openai", `{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, 8192},
+		{"vllm", `{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9100 tokens","type":"BadRequestError","code":400}`, 8192},
+		{"llamacpp", `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9100,"n_ctx":8192}}`, 8192},
+		{"llamacpp without n_ctx", `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`, 0},
+		{"ollama", `{"error":{"message":"prompt too long; exceeded max context length by 908 tokens","type":"api_error"}}`, 0},
+		{"openrouter", `{"error":{"message":"This endpoint's maximum context length is 8192 tokens. However, you requested about 9100 tokens","code":400}}`, 8192},
+		{"anthropic", `{"error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}`, 200000},
+		{"lm studio", `{"error":"Trying to keep the first 9100 tokens when context the overflows. However, the model is loaded with context length of only 8192 tokens, which is not enough."}`, 8192},
 	} {
-		if err := statusError(400, []byte(body), 0); !IsContextLength(err) {
-			t.Errorf("%s: %v is not a context-length error", name, err)
+		err := statusError(400, []byte(tt.body), 0)
+		if !IsContextLength(err) {
+			t.Errorf("%s: %v is not a context-length error", tt.name, err)
+		}
+		if got := ContextWindowOf(err); got != tt.window {
+			t.Errorf("%s: window %d, want %d", tt.name, got, tt.window)
 		}
 	}
 	if IsContextLength(statusError(400, []byte(`{"error":{"message":"temperature must be at most 2"}}`), 0)) {

@@ -116,10 +116,90 @@ func TestSetupTimeouts(t *testing.T) {
 	}
 }
 
-func TestDefaultTimeouts(t *testing.T) {
+// With the default settings a stalled provider ends the call, and so the
+// run (exit 3, resumable), within 5 minutes: a stall is retried once, the
+// transient errors around it as before, and no call outlasts
+// DefaultCallTimeout. The stalls here last the default idle timeout
+// scaled down 1200 times (100ms for 2m), and Sleep returns at once; the
+// time a user would wait adds up each stalled attempt at the default idle
+// timeout and each backoff at its largest jitter.
+func TestDefaultsEndAStalledProviderWithinFiveMinutes(t *testing.T) {
 	t.Parallel()
-	if llm.DefaultIdleTimeout != 2*time.Minute || llm.DefaultCallTimeout != 10*time.Minute {
-		t.Errorf("defaults: idle %v, call %v; want 2m and 10m", llm.DefaultIdleTimeout, llm.DefaultCallTimeout)
+	const bound = 5 * time.Minute
+	if llm.DefaultCallTimeout > bound {
+		t.Errorf("DefaultCallTimeout %v: a call may outlast %v", llm.DefaultCallTimeout, bound)
+	}
+	const scale = 1200
+	keepalives := llmtest.Turn{Text: "late", DelayMS: 60_000, KeepaliveMS: 10}
+	silence := llmtest.Turn{Text: "late", DelayMS: 60_000}
+	afterContent := llmtest.Turn{Text: "stalls", Hang: true, KeepaliveMS: 10}
+	busy := llmtest.Turn{Status: 503, Body: "upstream busy"}
+	for _, tt := range []struct {
+		name  string
+		turns []llmtest.Turn
+	}{
+		{"keep-alives only", []llmtest.Turn{keepalives}},
+		{"silence", []llmtest.Turn{silence}},
+		{"stalls after some content", []llmtest.Turn{afterContent}},
+		{"server errors then stalls", []llmtest.Turn{busy, busy, busy, keepalives, silence}},
+		{"stalls between server errors", []llmtest.Turn{keepalives, busy, busy, silence, {Text: "never reached"}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := llmtest.NewServer(t, llmtest.Script{Loop: true, Turns: tt.turns})
+			var retries []llm.RetryInfo
+			c, clock := newClient(t, srv.URL(), func(cfg *llm.Config) {
+				cfg.IdleTimeout = llm.DefaultIdleTimeout / scale
+				cfg.Rand = func() float64 { return 0.999 }
+				cfg.OnRetry = func(ri llm.RetryInfo) { retries = append(retries, ri) }
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
+			defer cancel()
+			_, err := c.Stream(ctx, simpleRequest, nil)
+			var e *llm.Error
+			if !errors.As(err, &e) || !e.Stalled || !e.Retryable {
+				t.Fatalf("err = %v, want the call ended by a stall, retryable (resume)", err)
+			}
+			stalls := 1 // the last attempt
+			for _, r := range retries {
+				var re *llm.Error
+				if errors.As(r.Err, &re) && re.Stalled {
+					stalls++
+					if want := "no data from the model for 100ms (--model-idle-timeout)"; !strings.Contains(re.Error(), want) {
+						t.Errorf("a stall's retry says %q, not why (%q)", re, want)
+					}
+				} else if want := "server error (503): upstream busy"; !strings.Contains(r.Err.Error(), want) {
+					t.Errorf("a 503's retry says %q, not why (%q)", r.Err, want)
+				}
+			}
+			waited := time.Duration(stalls) * llm.DefaultIdleTimeout
+			for _, d := range clock.Delays() {
+				waited += d
+			}
+			if waited > bound {
+				t.Errorf("%d stalls of %v and waits %v: the provider holds the run %v, more than %v", stalls, llm.DefaultIdleTimeout, clock.Delays(), waited, bound)
+			}
+			if !strings.Contains(err.Error(), "the provider stalled 2 times, so the call is not tried again") {
+				t.Errorf("the final error %q does not say why it gave up", err)
+			}
+			t.Logf("%d requests, %d stalls: over after %v with the defaults", srv.RequestCount(), stalls, waited)
+		})
+	}
+}
+
+// A stall is retried once, and transient errors as often as before: a
+// provider that recovers after one stall and a few 503s answers.
+func TestOneStallIsRetried(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.NewServer(t, llmtest.Script{Turns: []llmtest.Turn{
+		{Status: 503}, {Text: "late", DelayMS: 60_000, KeepaliveMS: 10}, {Status: 503}, {Status: 502}, {Text: "fresh"},
+	}})
+	c, _ := newClient(t, srv.URL(), func(cfg *llm.Config) { cfg.IdleTimeout = 100 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
+	defer cancel()
+	resp, err := c.Stream(ctx, simpleRequest, nil)
+	if err != nil || resp.Message.Content != "fresh" || srv.RequestCount() != 5 {
+		t.Fatalf("resp %+v, err %v after %d requests; want the fifth attempt's reply", resp, err, srv.RequestCount())
 	}
 }
 
@@ -141,7 +221,7 @@ func TestRetryAfterLongerThanTheCall(t *testing.T) {
 	if e.Kind != llm.KindRateLimit || e.Status != 429 || !e.WaitTooLong || e.RetryAfter != time.Hour || !e.Retryable {
 		t.Errorf("error = %+v, want a retryable 429 rate limit, WaitTooLong, RetryAfter 1h", e)
 	}
-	want := "model provider: rate limited (429): the provider asks to wait 1h0m0s (Retry-After), longer than the call may take (10m0s); try again later (server said: slow down)"
+	want := "model provider: rate limited (429): the provider asks to wait 1h0m0s (Retry-After), longer than the call may take (5m0s); try again later (server said: slow down)"
 	if err.Error() != want {
 		t.Errorf("error = %q\nwant    %q", err, want)
 	}
@@ -195,7 +275,7 @@ func TestCallTimeoutCutsAnAttempt(t *testing.T) {
 	if !errors.As(err, &e) || e.Kind != llm.KindTimeout {
 		t.Fatalf("err = %v, want a timeout *llm.Error", err)
 	}
-	if want := "model provider: timed out: no complete reply within 200ms, the longest a model call may take; try again later"; err.Error() != want {
+	if want := "model provider: timed out: no complete reply within 200ms, the longest a model call may take (--model-call-timeout); try again later"; err.Error() != want {
 		t.Errorf("error = %q\nwant    %q", err, want)
 	}
 	if srv.RequestCount() != 1 || retries != 0 {

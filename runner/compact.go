@@ -16,9 +16,10 @@ import (
 // (with no tools offered). The system prompt, the iteration's first user
 // message and the most recent turns stay as they are; so does any tool
 // call still waiting for its result, since compaction happens only
-// between turns. It is recorded as context.compacted before the
-// conversation changes, so a resume, a fork or a replay rebuilds the same
-// one.
+// between turns. A refusal that states the window (most providers' do)
+// sets it for the rest of the loop, so at most one request is refused. It
+// is recorded as context.compacted before the conversation changes, so a
+// resume, a fork or a replay rebuilds the same one.
 
 // Triggers of a compaction.
 const (
@@ -78,6 +79,19 @@ func (l *loop) keepTokens(level int) int {
 		base = l.estimateTokens(l.messages())
 	}
 	return (base / 4) >> level
+}
+
+// learnWindow takes the context window a provider stated when it refused
+// a request as too long: from then on the conversation is compacted
+// before a request would pass it, rather than after each refusal. A
+// smaller window configured by the user is kept.
+func (l *loop) learnWindow(ctx context.Context, window int) error {
+	if window <= 0 || l.cfg.ContextWindow > 0 && l.cfg.ContextWindow <= window {
+		return nil
+	}
+	l.cfg.ContextWindow = window
+	return l.emit(ctx, event.New(event.Warning, event.WarningData{Message: fmt.Sprintf(
+		"the model's context window is %d tokens, as the provider says: the conversation is compacted before a request would pass it (set --context-window or context_window to skip the refusal)", window)}))
 }
 
 // reserve is the room a request leaves for the reply.

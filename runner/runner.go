@@ -57,7 +57,8 @@ type Config struct {
 	RequireTool string
 	// Compact replaces the middle of the conversation with a summary
 	// when a request would not fit ContextWindow (tokens; 0: unknown,
-	// then only after the provider refuses one as too long). DESIGN.md §12.
+	// then only after the provider refuses one as too long, and before
+	// sending once a refusal stated the window). DESIGN.md §12.
 	Compact       bool
 	ContextWindow int
 	// MaxTokens and MaxCost (USD, at Price) bound the run's usage as a
@@ -451,6 +452,9 @@ func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
 			}
 		})
 		if err != nil && llm.IsContextLength(err) && l.cfg.Compact && attempt < maxCompactions {
+			if werr := l.learnWindow(ctx, llm.ContextWindowOf(err)); werr != nil {
+				return nil, werr
+			}
 			compacted, cerr := l.compact(ctx, triggerContextError, l.keepTokens(attempt+1))
 			if cerr != nil {
 				return nil, cerr

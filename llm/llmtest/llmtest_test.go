@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +62,7 @@ func TestParseScript(t *testing.T) {
 		`{"turns":[{"quirks":["no_such_quirk"]}]}`,
 		`{"turns":[{"status":42}]}`,
 		`{"turns":[{"keepalive_ms":-1}]}`,
+		`{"turns":[],"context_error":"no_such_server"}`,
 		`{"turns":[`,
 	} {
 		if _, err := ParseScript([]byte(bad)); err == nil {
@@ -390,5 +392,47 @@ func TestWhenRoutesTurns(t *testing.T) {
 		if got := ask(c.prompt); !strings.Contains(got, c.want) {
 			t.Errorf("%q got %s, want %s", c.prompt, got, c.want)
 		}
+	}
+}
+
+// A request past the window is refused in each server's words, stating
+// the window and the request's tokens (Ollama states only the excess);
+// one that fits gets its turn, with usage counted the same way.
+func TestContextWindowRefusals(t *testing.T) {
+	t.Parallel()
+	long := `{"model":"m","stream":false,"messages":[{"role":"user","content":"` + strings.Repeat("w", 400) + `"}]}`
+	short := `{"model":"m","stream":false,"messages":[{"role":"user","content":"hi"}]}`
+	for _, name := range ContextErrors() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := NewServer(t, Script{ContextWindow: 64, ContextError: name, Turns: []Turn{{Text: "fits"}}})
+			resp, body := post(t, srv.URL(), long)
+			tokens := len(long) / 4
+			var want []string
+			switch name {
+			case "ollama":
+				want = []string{"exceeded max context length by " + strconv.Itoa(tokens-64) + " tokens"}
+			case "llamacpp":
+				want = []string{`"n_ctx":64`, `"n_prompt_tokens":` + strconv.Itoa(tokens)}
+			default:
+				want = []string{"maximum context length is 64 tokens", strconv.Itoa(tokens) + " tokens"}
+			}
+			if resp.StatusCode != 400 || !json.Valid([]byte(body)) {
+				t.Fatalf("HTTP %d %s, want 400 and a JSON body", resp.StatusCode, body)
+			}
+			for _, w := range want {
+				if !strings.Contains(body, w) {
+					t.Errorf("refusal %s does not say %q", body, w)
+				}
+			}
+			resp, body = post(t, srv.URL(), short)
+			if resp.StatusCode != 200 || !strings.Contains(body, "fits") {
+				t.Errorf("a request within the window: HTTP %d %s", resp.StatusCode, body)
+			}
+			reqs := srv.Requests()
+			if len(reqs) != 2 || !reqs[0].TooLong || reqs[0].Turn != -1 || reqs[1].TooLong || reqs[1].Turn != 0 {
+				t.Errorf("requests: %+v", reqs)
+			}
+		})
 	}
 }

@@ -294,7 +294,7 @@ func usageFor(t Turn, body []byte) Usage {
 	for _, c := range t.ToolCalls {
 		out += len(c.Name) + len(c.arguments())
 	}
-	return Usage{PromptTokens: max(1, len(body)/4), CompletionTokens: max(1, out/4)}
+	return Usage{PromptTokens: promptTokens(body), CompletionTokens: max(1, out/4)}
 }
 
 // defaultSize splits s into about three pieces, at most 16 runes each.

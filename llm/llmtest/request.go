@@ -12,7 +12,10 @@ type RecordedRequest struct {
 	Header http.Header
 	Body   []byte // the raw JSON body
 	Turn   int    // index into Script.Turns that answered it; -1 if none
-	parsed wireRequest
+	// TooLong says the server refused it as past its context window
+	// (Script.ContextWindow, MaxRequestBytes).
+	TooLong bool
+	parsed  wireRequest
 }
 
 // Message is a request message, flattened for assertions.

@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -53,10 +54,14 @@ type Script struct {
 	Loop bool `json:"loop,omitempty"`
 	// LogPath, if set, gets every request body appended as one JSON line.
 	LogPath string `json:"log_path,omitempty"`
-	// MaxRequestBytes, if set, refuses a request whose body is larger,
-	// as a server refuses a prompt past its context window: HTTP 400
-	// with OpenAI's context_length_exceeded error (ContextError picks
-	// another server's wording). The request takes no turn.
+	// ContextWindow, if set, refuses a request of more prompt tokens (the
+	// server counts a token per 4 bytes of body, as its usage does), as a
+	// server refuses a prompt past its context window: HTTP 400 with
+	// OpenAI's context_length_exceeded error stating the window and the
+	// request's tokens (ContextError picks another server's wording). The
+	// request takes no turn. MaxRequestBytes does the same for a body of
+	// more bytes; its window is a quarter of them.
+	ContextWindow   int    `json:"context_window,omitempty"`
 	MaxRequestBytes int    `json:"max_request_bytes,omitempty"`
 	ContextError    string `json:"context_error,omitempty"` // openai (default), vllm, llamacpp, ollama, openrouter
 	// Standing turns answer every request whose messages contain their
@@ -66,14 +71,52 @@ type Script struct {
 }
 
 // contextErrors are real servers' answers to a prompt past the context
-// window, by ContextError.
+// window, by ContextError; contextError fills in the numbers.
 var contextErrors = map[string]string{
-	"openai":     `{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9100 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
-	"vllm":       `{"object":"error","message":"This model's maximum context length is 8192 tokens. However, you requested 9100 tokens (8900 in the messages, 200 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}`,
-	"llamacpp":   `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9100,"n_ctx":8192}}`,
-	"ollama":     `{"error":{"message":"prompt too long; exceeded max context length by 908 tokens","type":"api_error","param":null,"code":null}}`,
-	"openrouter": `{"error":{"message":"This endpoint's maximum context length is 8192 tokens. However, you requested about 9100 tokens (8900 of text input, 200 in the output). Please reduce the length of either one, or use the \"middle-out\" transform to compress your prompt automatically.","code":400,"metadata":{"provider_name":null}}}`,
+	"openai":     `{"error":{"message":"This model's maximum context length is {window} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+	"vllm":       `{"object":"error","message":"This model's maximum context length is {window} tokens. However, you requested {tokens} tokens ({tokens} in the messages, 0 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}`,
+	"llamacpp":   `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":{tokens},"n_ctx":{window}}}`,
+	"ollama":     `{"error":{"message":"prompt too long; exceeded max context length by {excess} tokens","type":"api_error","param":null,"code":null}}`,
+	"openrouter": `{"error":{"message":"This endpoint's maximum context length is {window} tokens. However, you requested about {tokens} tokens ({tokens} of text input, 0 in the output). Please reduce the length of either one, or use the \"middle-out\" transform to compress your prompt automatically.","code":400,"metadata":{"provider_name":null}}}`,
 }
+
+// ContextErrors lists the wordings ContextError may pick.
+func ContextErrors() []string {
+	names := make([]string, 0, len(contextErrors))
+	for name := range contextErrors {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// contextError is the refusal of a request of tokens past window, in the
+// wording of server (OpenAI's by default).
+func contextError(server string, window, tokens int) string {
+	msg, ok := contextErrors[server]
+	if !ok {
+		msg = contextErrors["openai"]
+	}
+	return strings.NewReplacer("{window}", strconv.Itoa(window), "{tokens}", strconv.Itoa(tokens),
+		"{excess}", strconv.Itoa(tokens-window)).Replace(msg)
+}
+
+// tooLong reports whether a request body is past the script's window,
+// and the window and the body's tokens.
+func (s Script) tooLong(body []byte) (window, tokens int, refused bool) {
+	tokens = promptTokens(body)
+	switch {
+	case s.ContextWindow > 0 && tokens > s.ContextWindow:
+		return s.ContextWindow, tokens, true
+	case s.MaxRequestBytes > 0 && len(body) > s.MaxRequestBytes:
+		return s.MaxRequestBytes / 4, tokens, true
+	}
+	return 0, tokens, false
+}
+
+// promptTokens is how many tokens the server counts in a request body:
+// one per 4 bytes, as in the usage it reports.
+func promptTokens(body []byte) int { return max(1, len(body)/4) }
 
 // Turn is one scripted reply. With Status or Body set it is a raw HTTP
 // response; otherwise an SSE stream (or a JSON body when the request has
@@ -223,6 +266,9 @@ func (s Script) validate() error {
 		if t.DelayMS < 0 || t.ChunkDelayMS < 0 || t.KeepaliveMS < 0 {
 			return fmt.Errorf("turn %d: negative delay", i+1)
 		}
+	}
+	if _, ok := contextErrors[s.ContextError]; s.ContextError != "" && !ok {
+		return fmt.Errorf("unknown context_error %q (known: %s)", s.ContextError, strings.Join(ContextErrors(), ", "))
 	}
 	return nil
 }

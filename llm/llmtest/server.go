@@ -167,8 +167,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var turn Turn
 	var seq int
 	var exhausted, tooLong, standing bool
+	var window, tokens int
 	if parseErr == nil {
-		tooLong = s.script.MaxRequestBytes > 0 && len(body) > s.script.MaxRequestBytes
+		window, tokens, tooLong = s.script.tooLong(body)
+		rec.TooLong = tooLong
 		turn, standing = s.standing(rec)
 	}
 	if parseErr == nil && !tooLong && !standing {
@@ -199,13 +201,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "llmtest: request body is not JSON: "+parseErr.Error())
 		return
 	case tooLong:
-		msg, ok := contextErrors[s.script.ContextError]
-		if !ok {
-			msg = contextErrors["openai"]
-		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		io.WriteString(w, msg)
+		io.WriteString(w, contextError(s.script.ContextError, window, tokens))
 		return
 	case exhausted:
 		writeError(w, http.StatusInternalServerError,
