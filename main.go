@@ -17,6 +17,7 @@ import (
 	"agent/gateway"
 	"agent/llm"
 	"agent/mcp"
+	"agent/sandbox"
 	"agent/store"
 	"agent/supervisor"
 	"agent/worker"
@@ -34,6 +35,7 @@ func main() {
 
 // run is main without os.Exit, so it can be driven in tests.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	sandbox.Harden()
 	app := newApp(stdin, stdout, stderr)
 	args, err := normalizeArgs(app, args)
 	if err == nil {

@@ -25,6 +25,8 @@ func TestMain(m *testing.M) {
 		"agent": func() { os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr)) },
 		// A real MCP tool server (agent/mcp/mcptest) for the tests.
 		"mcptest-server": mcptest.Serve,
+		// What an adversary's SQLite client would do to agent.db.
+		"forge-receipt": forgeReceipt,
 	})
 }
 

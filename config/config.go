@@ -154,9 +154,13 @@ func (e *Error) Error() string { return e.Msg }
 type HomeError struct {
 	Path string
 	Err  error
+	Fix  string // what to do; default: make AGENT_HOME a directory you own
 }
 
 func (e *HomeError) Error() string {
+	if e.Fix != "" {
+		return fmt.Sprintf("cannot use %s: %v; %s", e.Path, e.Err, e.Fix)
+	}
 	return fmt.Sprintf("cannot use AGENT_HOME: %s: %v; make it a directory you own, or set AGENT_HOME to one", e.Path, e.Err)
 }
 
@@ -225,6 +229,11 @@ func ReadFile(home string) (File, string, error) {
 	case err != nil:
 		return f, path, &Error{Msg: fmt.Sprintf("config %s: %v", path, err)}
 	default:
+		if fi, err := os.Stat(path); err == nil {
+			if err := checkOwnership(path, fi); err != nil {
+				return File{}, path, err
+			}
+		}
 		if undecoded := md.Undecoded(); len(undecoded) > 0 {
 			keys := make([]string, len(undecoded))
 			for i, k := range undecoded {

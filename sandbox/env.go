@@ -11,7 +11,8 @@ import (
 )
 
 // Secrets are agent's own: never given to the model's processes.
-var Secrets = []string{"OPENAI_API_KEY", "AGENT_SMTP_PASS", "AGENT_SMTP_USER", "AGENT_SLACK_TOKEN", "AGENT_GATEWAY_TOKEN"}
+var Secrets = []string{"OPENAI_API_KEY", "AGENT_SMTP_PASS", "AGENT_SMTP_USER", "AGENT_SLACK_TOKEN", "AGENT_GATEWAY_TOKEN",
+	"AGENT_DATABASE_URL", "PGPASSWORD"}
 
 // looksSecret matches names that usually hold a credential: a word KEY,
 // TOKEN, SECRET, PASSWORD, PASS, PASSWD, CREDENTIAL(S) or PAT.

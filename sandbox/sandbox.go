@@ -1,19 +1,25 @@
 // Package sandbox confines the processes a run starts for the model
-// (DESIGN.md §13): bash commands and programmatic evidence. A sandboxed
-// command runs in new user, PID and (network off) network namespaces, so
-// it has no network, not even the host's loopback, and every process it
-// starts dies with it; Landlock lets it write only in the workspace and a
-// private temporary directory, and read anything but AGENT_HOME; its
+// (DESIGN.md §13): bash commands, programmatic evidence and MCP stdio
+// servers. A sandboxed command runs in new user, PID, mount and (network
+// off) network namespaces, so it has no network, not even the host's
+// loopback, and every process it starts dies with it; it leads a session
+// of its own with no controlling terminal; AGENT_HOME and the other hidden
+// paths are covered by empty, read-only mounts, wherever they are (inside
+// the workspace too); Landlock lets it write only in the workspace and a
+// private temporary directory; no file descriptor but 0-2 reaches it; its
 // environment has none of agent's secrets.
 //
-// Landlock is applied to one locked OS thread, which then starts the
-// command and is thrown away: agent itself stays unrestricted, and no
-// helper process is needed.
+// The confinement is applied by a helper: this same binary, started as
+// the command's first process (helper.go). It sets up the mounts, closes
+// the descriptors, restricts itself with Landlock and then becomes the
+// command. agent itself stays unrestricted.
 package sandbox
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,8 +61,9 @@ type Policy struct {
 	Network bool // on in a sandboxed mode: no network namespace
 	// Workspace is where workspace-write commands may write.
 	Workspace string
-	// Hidden are never readable: AGENT_HOME (the database, the gateway
-	// token, blobs).
+	// Hidden are never readable nor writable, even inside the workspace:
+	// AGENT_HOME (the database, the gateway token, config.toml, blobs) and
+	// a PostgreSQL client's files.
 	Hidden []string
 	// Writable are more directories commands may write in (config.toml's
 	// sandbox_writable), in both sandboxed modes.
@@ -78,33 +85,47 @@ func (e *UnsupportedError) Error() string {
 	return "the sandbox cannot be enforced here: " + e.What + "; use --sandbox off to run unsandboxed (agent sandbox check says what this machine supports)"
 }
 
-// Sandbox is a run's sandbox: its private temporary directory and its
-// Landlock ruleset, made once and used for every command.
+// HiddenWorkspaceError is a workspace inside a hidden path (AGENT_HOME):
+// the model's commands could not see their own workspace.
+type HiddenWorkspaceError struct{ Workspace, Hidden string }
+
+func (e *HiddenWorkspaceError) Error() string {
+	return fmt.Sprintf("the workspace %s is inside %s, which the model's tools never reach: choose a workspace outside it, or set AGENT_HOME to another directory", e.Workspace, e.Hidden)
+}
+
+// Sandbox is a run's sandbox: its policy and private temporary
+// directory, made once and used for every command.
 type Sandbox struct {
 	policy Policy
 
-	once    sync.Once // prepare
-	err     error     // of prepare
-	tmp     string
-	ruleset int // -1 when off or not yet prepared
-	env     []string
+	once sync.Once // prepare
+	err  error     // of prepare
+	tmp  string
+	env  []string
 }
 
 // minABI is the Landlock ABI a sandbox needs: 3 (Linux 6.2) is the first
 // that stops truncating files a command may not write.
 const minABI = 3
 
-// New checks that this machine can enforce p. The ruleset and the private
-// temporary directory are made when the first command starts, so a run
-// that runs none pays only for the checks. Close removes the directory.
+// New checks that this machine can enforce p. The private temporary
+// directory is made when the first command starts, so a run that runs
+// none pays only for the checks. Close removes the directory.
 func New(p Policy) (*Sandbox, error) {
-	s := &Sandbox{policy: p, ruleset: -1}
+	s := &Sandbox{policy: p}
 	if p.Mode == "" {
 		s.policy.Mode = Default
 	}
 	if s.policy.Mode == Off {
 		s.env = p.Env
 		return s, nil
+	}
+	if ws := realPath(p.Workspace); ws != "" {
+		for _, h := range s.hidden() {
+			if ws == h || within(ws, h) {
+				return nil, &HiddenWorkspaceError{Workspace: p.Workspace, Hidden: h}
+			}
+		}
 	}
 	if err := probe(); err != nil {
 		return nil, err
@@ -115,7 +136,7 @@ func New(p Policy) (*Sandbox, error) {
 	return s, nil
 }
 
-// prepare makes the temporary directory and the ruleset, once.
+// prepare makes the temporary directory and the environment, once.
 func (s *Sandbox) prepare() error {
 	s.once.Do(func() {
 		tmp, err := os.MkdirTemp("", "agent-sandbox-")
@@ -124,10 +145,6 @@ func (s *Sandbox) prepare() error {
 			return
 		}
 		s.tmp = tmp
-		if s.ruleset, err = s.rules(); err != nil {
-			s.err = err
-			return
-		}
 		s.env = append(Environment(s.policy.Env, s.policy.Secrets, s.policy.Pass), "TMPDIR="+tmp)
 		s.env = append(s.env, s.caches()...)
 	})
@@ -144,14 +161,10 @@ func (s *Sandbox) Network() bool { return s.policy.Mode == Off || s.policy.Netwo
 // the first command).
 func (s *Sandbox) TmpDir() string { return s.tmp }
 
-// Close releases the ruleset and removes the temporary directory.
+// Close removes the temporary directory.
 func (s *Sandbox) Close() {
 	if s == nil {
 		return
-	}
-	if s.ruleset >= 0 {
-		_ = unix.Close(s.ruleset)
-		s.ruleset = -1
 	}
 	if s.tmp != "" {
 		_ = os.RemoveAll(s.tmp)
@@ -159,8 +172,13 @@ func (s *Sandbox) Close() {
 }
 
 // Start starts cmd in the sandbox: its environment replaced by the
-// sandbox's, in new namespaces, from a thread Landlock restricts. cmd's
-// SysProcAttr may set Setpgid; the rest is the sandbox's.
+// sandbox's, in new user, PID, mount and (network off) network
+// namespaces, in a session of its own with no controlling terminal. cmd is
+// started through this binary's sandbox helper (helper.go), which hides
+// the policy's hidden paths, applies Landlock, closes every descriptor but
+// 0-2 and then becomes the command. cmd's SysProcAttr and ExtraFiles are
+// the sandbox's: the command leads its own session and process group, and
+// extra files never reach it.
 func (s *Sandbox) Start(cmd *exec.Cmd) error {
 	if s == nil {
 		return cmd.Start()
@@ -169,40 +187,56 @@ func (s *Sandbox) Start(cmd *exec.Cmd) error {
 		cmd.Env = s.env
 		return cmd.Start()
 	}
+	if cmd.Err != nil {
+		return cmd.Err // exec.Command could not find the program
+	}
 	if err := s.prepare(); err != nil {
 		return err
 	}
-	cmd.Env = s.env
-	attr := cmd.SysProcAttr
-	if attr == nil {
-		attr = &syscall.SysProcAttr{}
+	spec, err := json.Marshal(helperSpec{
+		Mode: s.policy.Mode, Workspace: s.policy.Workspace, Tmp: s.tmp, Writable: s.policy.Writable, Hidden: s.hidden(),
+	})
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
 	}
-	attr.Cloneflags = syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID
+	cmd.Args = append([]string{helperName, string(spec), cmd.Path}, cmd.Args...)
+	cmd.Path = "/proc/self/exe" // this very binary, even if replaced on disk meanwhile
+	cmd.Env = s.env
+	// The helper says on this pipe what failed before it became the
+	// command; the command never sees it (it is closed on exec).
+	status, report, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	defer status.Close()
+	cmd.ExtraFiles = []*os.File{report}
+	attr := &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
+		// A session of its own: no controlling terminal, so nothing can be
+		// pushed into the user's terminal (TIOCSTI) and /dev/tty opens
+		// nothing.
+		Setsid: true,
+		// The command is init of its PID namespace: when it dies, everything
+		// it started dies, setsid or not. It dies when the thread that
+		// started it does, which lives until it has exited: so a kill -9 of
+		// agent ends it.
+		Pdeathsig: syscall.SIGKILL,
+		// For the helper's mounts in its own mount namespace; it drops it
+		// before it becomes the command. No id mappings: without them the
+		// command keeps its own uid for files while it holds no capability
+		// over anything outside its namespaces.
+		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN},
+	}
 	if !s.policy.Network {
 		attr.Cloneflags |= syscall.CLONE_NEWNET
 	}
-	// The command is init of its PID namespace: when it dies, everything it
-	// started dies, setsid or not. It dies when the thread that started it
-	// does, which lives until it has exited: so a kill -9 of agent ends it.
-	attr.Pdeathsig = syscall.SIGKILL
-	// No id mappings: writing them from this thread is what Landlock
-	// forbids, and without them the command keeps its own uid for files
-	// while it holds no capability over anything outside its namespaces.
 	cmd.SysProcAttr = attr
 
 	started := make(chan error, 1)
 	go func() {
-		// Never unlocked: the thread ends with this goroutine, and the
-		// restriction with it; only the command inherits it.
+		// Never unlocked: Pdeathsig follows the thread that started the
+		// command, so this one lives as long as the command does.
 		runtime.LockOSThread()
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			started <- fmt.Errorf("sandbox: no_new_privs: %w", err)
-			return
-		}
-		if err := landlockRestrictThread(s.ruleset); err != nil {
-			started <- fmt.Errorf("sandbox: landlock_restrict_self: %w", err)
-			return
-		}
 		if err := cmd.Start(); err != nil {
 			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSPC) {
 				err = namespaceError(err) // the namespaces, refused after all
@@ -216,79 +250,18 @@ func (s *Sandbox) Start(cmd *exec.Cmd) error {
 		for unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
 		}
 	}()
-	return <-started
-}
-
-// Access rights, by what they allow.
-const (
-	readFile  = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_READ_FILE
-	readTree  = readFile | unix.LANDLOCK_ACCESS_FS_READ_DIR
-	writeFile = unix.LANDLOCK_ACCESS_FS_WRITE_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE
-	writeTree = writeFile | unix.LANDLOCK_ACCESS_FS_REMOVE_DIR | unix.LANDLOCK_ACCESS_FS_REMOVE_FILE |
-		unix.LANDLOCK_ACCESS_FS_MAKE_CHAR | unix.LANDLOCK_ACCESS_FS_MAKE_DIR | unix.LANDLOCK_ACCESS_FS_MAKE_REG |
-		unix.LANDLOCK_ACCESS_FS_MAKE_SOCK | unix.LANDLOCK_ACCESS_FS_MAKE_FIFO | unix.LANDLOCK_ACCESS_FS_MAKE_BLOCK |
-		unix.LANDLOCK_ACCESS_FS_MAKE_SYM | unix.LANDLOCK_ACCESS_FS_REFER
-)
-
-// rules makes the Landlock ruleset: list any directory, read anything
-// but the hidden paths, write in the workspace (workspace-write), the
-// temporary directory and the usual devices.
-func (s *Sandbox) rules() (int, error) {
-	attr := unix.LandlockRulesetAttr{Handled_access_fs: readTree | writeTree}
-	if abi, _ := landlockABI(); abi >= 6 {
-		// No signals to processes outside, such as agent itself.
-		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
-	}
-	fd, err := landlockCreateRuleset(&attr)
+	err = <-started
+	report.Close()
 	if err != nil {
-		return -1, &UnsupportedError{What: fmt.Sprintf("Landlock refused the ruleset: %v", err)}
+		return err
 	}
-	add := func(path string, access uint64) error {
-		f, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(f)
-		var st unix.Stat_t
-		if err := unix.Fstat(f, &st); err != nil {
-			return err
-		}
-		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-			access &= readFile | writeFile // what a file's rule can hold
-		}
-		return landlockAddPath(fd, f, access)
+	// EOF with nothing said: the helper became the command.
+	msg, _ := io.ReadAll(io.LimitReader(status, 4<<10))
+	if len(msg) == 0 {
+		return nil
 	}
-	fail := func(err error) (int, error) {
-		_ = unix.Close(fd)
-		return -1, fmt.Errorf("sandbox: %w", err)
-	}
-	if err := add("/", unix.LANDLOCK_ACCESS_FS_READ_DIR); err != nil {
-		return fail(err)
-	}
-	if err := readableBeneath("/", s.hidden(), add); err != nil {
-		return fail(err)
-	}
-	if s.policy.Mode == WorkspaceWrite {
-		if err := add(s.policy.Workspace, readTree|writeTree); err != nil {
-			return fail(fmt.Errorf("workspace: %w", err))
-		}
-	} else if err := add(s.policy.Workspace, readTree); err != nil {
-		return fail(fmt.Errorf("workspace: %w", err))
-	}
-	if err := add(s.tmp, readTree|writeTree); err != nil {
-		return fail(err)
-	}
-	for _, dir := range s.policy.Writable {
-		if err := add(dir, readTree|writeTree); err != nil {
-			return fail(fmt.Errorf("sandbox_writable %s: %w", dir, err))
-		}
-	}
-	for _, dev := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts"} {
-		if _, err := os.Stat(dev); err == nil {
-			_ = add(dev, readTree|writeFile) // a missing or odd device is no reason to fail
-		}
-	}
-	return fd, nil
+	_ = cmd.Wait()
+	return helperError(string(msg))
 }
 
 // caches points the usual build and package caches into the private
@@ -314,7 +287,7 @@ func (s *Sandbox) hidden() []string {
 		if h == "" {
 			continue
 		}
-		if real, err := filepath.EvalSymlinks(h); err == nil {
+		if real := realPath(h); real != "" {
 			h = real
 		}
 		out = append(out, filepath.Clean(h))
@@ -322,33 +295,21 @@ func (s *Sandbox) hidden() []string {
 	return out
 }
 
-// readableBeneath grants reading everything under dir but the hidden
-// paths: Landlock only grants, so each directory on the way to a hidden
-// path is split into its other entries.
-func readableBeneath(dir string, hidden []string, add func(string, uint64) error) error {
-	var inside []string
-	for _, h := range hidden {
-		if h == dir {
-			return nil
-		}
-		if within(h, dir) {
-			inside = append(inside, h)
-		}
+// realPath is path absolute with its symlinks resolved, "" when it cannot
+// be resolved (it does not exist).
+func realPath(path string) string {
+	if path == "" {
+		return ""
 	}
-	if len(inside) == 0 {
-		return add(dir, readTree)
-	}
-	entries, err := os.ReadDir(dir)
+	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil // unreadable to agent too: nothing to grant
+		return ""
 	}
-	for _, e := range entries {
-		p := filepath.Join(dir, e.Name())
-		if err := readableBeneath(p, inside, add); err != nil && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EACCES) {
-			return err
-		}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return ""
 	}
-	return nil
+	return real
 }
 
 // within reports whether path is strictly beneath dir.
@@ -378,7 +339,7 @@ func probe() error {
 // namespaces: containers often forbid them.
 func namespaceError(err error) error {
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EACCES) {
-		return &UnsupportedError{What: fmt.Sprintf("user, PID and network namespaces cannot be created (%v): "+
+		return &UnsupportedError{What: fmt.Sprintf("user, PID, mount and network namespaces cannot be created (%v): "+
 			"in a container, allow them (e.g. docker run --security-opt seccomp=unconfined), or check "+
 			"kernel.unprivileged_userns_clone, user.max_user_namespaces and AppArmor's userns restriction", err)}
 	}
@@ -421,11 +382,11 @@ func namespacesUsable() error {
 	return nil
 }
 
-// namespacesWork starts a command in new user, PID and network
+// namespacesWork starts a command in new user, PID, mount and network
 // namespaces, without Landlock.
 func namespacesWork() error {
 	cmd := exec.Command("/bin/sh", "-c", "exit 0")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWNET}
 	if err := cmd.Run(); err != nil {
 		return namespaceError(err)
 	}

@@ -208,7 +208,7 @@ func TestUnsupportedKernelFailsClearly(t *testing.T) {
 	t.Setenv("AGENT_SANDBOX_SIMULATE_MISSING", "")
 	t.Setenv("AGENT_SANDBOX_SIMULATE_NO_NAMESPACES", "1")
 	if _, err := New(Policy{Mode: WorkspaceWrite, Workspace: t.TempDir()}); err == nil ||
-		!strings.Contains(err.Error(), "user, PID and network namespaces cannot be created") {
+		!strings.Contains(err.Error(), "user, PID, mount and network namespaces cannot be created") {
 		t.Errorf("without namespaces: %v", err)
 	}
 	if _, err := New(Policy{Mode: Off, Workspace: t.TempDir()}); err != nil {
@@ -218,9 +218,13 @@ func TestUnsupportedKernelFailsClearly(t *testing.T) {
 
 func TestEnvironment(t *testing.T) {
 	env := []string{"PATH=/bin", "OPENAI_API_KEY=x", "AWS_SECRET_ACCESS_KEY=x", "GITHUB_TOKEN=x", "DB_PASSWORD=x", "KEYBOARD=us",
-		"MONKEY=x", "MCP_THING=x", "GITHUB_TOKEN_OK=x"}
+		"MONKEY=x", "MCP_THING=x", "GITHUB_TOKEN_OK=x",
+		// Short words count too, but only as whole words.
+		"DB_PASS=x", "GITHUB_PAT=x", "MY_PAT_FILE=x", "SMTP_PASSWD=x", "GCP_CREDENTIALS=x", "PATTERN=x", "PASSPORT_NO=x",
+		// agent's own store, and PostgreSQL's password variable.
+		"AGENT_DATABASE_URL=postgres://agent:pw@db/agent", "PGPASSWORD=x"}
 	got := strings.Join(Environment(env, []string{"MCP_THING"}, []string{"GITHUB_TOKEN_OK"}), " ")
-	if got != "PATH=/bin KEYBOARD=us MONKEY=x GITHUB_TOKEN_OK=x" {
+	if got != "PATH=/bin KEYBOARD=us MONKEY=x GITHUB_TOKEN_OK=x PATTERN=x PASSPORT_NO=x" {
 		t.Errorf("Environment = %s", got)
 	}
 }

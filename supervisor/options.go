@@ -172,7 +172,7 @@ func (s *Supervisor) Prepare(o Options, dir string) (Options, *tools.Workspace, 
 	if err := o.Validate(); err != nil {
 		return o, nil, err
 	}
-	ws, err := tools.NewWorkspace(dir)
+	ws, err := tools.NewWorkspace(dir, config.Private(s.cfg.Home)...)
 	if err != nil {
 		return o, nil, optionErr("workspace", "{workspace} %v", err)
 	}

@@ -64,7 +64,7 @@ func (t *editFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 	// Read and write through the root: a directory on the way swapped for a
 	// symlink leading out is refused, and a FIFO is refused without blocking.
 	name := filepath.FromSlash(rel)
-	f, fi, err := openRegular(root, name)
+	f, fi, err := openRegular(ws, root, name)
 	var nr *notRegularError
 	switch {
 	case errors.As(err, &nr) && nr.isDir():
@@ -111,7 +111,7 @@ func (t *editFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 		updated = strings.Replace(text, old, repl, 1)
 	}
 	out := []byte(updated)
-	if err := writeAtomic(root, name, out, fi.Mode().Perm()); err != nil {
+	if err := writeAtomic(ws, root, name, out, fi.Mode().Perm()); err != nil {
 		if e := ws.escapeErr(a.Path, err); e != err {
 			return errorf("%v", e)
 		}

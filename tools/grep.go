@@ -70,7 +70,7 @@ func (t *grepTool) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 		return errorf("grep %s: %v", rel, err)
 	}
 	defer root.Close()
-	fsys := walkFS{root}
+	fsys := walkFS{root, ws}
 	fi, err := fsys.Stat(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return errorf("path %q does not exist", rel)
@@ -85,7 +85,7 @@ func (t *grepTool) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 	// Files are opened through the root and never blockingly (see
 	// openRegular): a FIFO, socket or device is skipped, and a directory
 	// swapped for a symlink leading out is refused by the root.
-	s := &search{ctx: ctx, re: re, root: root}
+	s := &search{ctx: ctx, re: re, root: root, ws: ws}
 	if !fi.IsDir() {
 		s.file(rel, rel)
 	} else {
@@ -149,6 +149,7 @@ type search struct {
 	ctx    context.Context
 	re     *regexp.Regexp
 	root   *os.Root
+	ws     *Workspace
 	lines  []string
 	capped bool
 }
@@ -158,7 +159,7 @@ type search struct {
 // Unreadable, binary and non-regular files are skipped silently: they are
 // not what the model is looking for.
 func (s *search) file(rel, display string) bool {
-	f, _, err := openRegular(s.root, filepath.FromSlash(rel))
+	f, _, err := openRegular(s.ws, s.root, filepath.FromSlash(rel))
 	if err != nil {
 		return false
 	}

@@ -64,7 +64,7 @@ func (t *listFiles) Run(ctx context.Context, ws *Workspace, args json.RawMessage
 		return errorf("list %s: %v", rel, err)
 	}
 	defer root.Close()
-	fsys := walkFS{root}
+	fsys := walkFS{root, ws}
 	fi, err := fsys.Stat(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return errorf("path %q does not exist", rel)

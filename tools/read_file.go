@@ -78,7 +78,7 @@ func (t *readFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 	defer root.Close()
 	// Through the root and never blocking: a path swapped for a symlink
 	// leading out is refused, and a FIFO or device is refused, not read.
-	f, _, err := openRegular(root, filepath.FromSlash(rel))
+	f, _, err := openRegular(ws, root, filepath.FromSlash(rel))
 	var nr *notRegularError
 	switch {
 	case errors.As(err, &nr) && nr.isDir():

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -55,7 +56,11 @@ func fileKind(m fs.FileMode) string {
 // opening, so a device is not even opened, and the open itself is
 // non-blocking, so a FIFO swapped in after the check is refused by the
 // fstat of what was actually opened.
-func openRegular(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
+//
+// What it opened must not be agent's own (ws's hidden paths): the check is
+// made on the descriptor, so a directory swapped for a symlink into
+// AGENT_HOME after Resolve is refused too.
+func openRegular(ws *Workspace, root *os.Root, name string) (*os.File, fs.FileInfo, error) {
 	fi, err := root.Stat(name)
 	if err != nil {
 		return nil, nil, err
@@ -65,6 +70,10 @@ func openRegular(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
 	}
 	f, err := root.OpenFile(name, openReadFlags, 0)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := ws.refuseOpened(f, name); err != nil {
+		f.Close()
 		return nil, nil, err
 	}
 	fi, err = f.Stat()
@@ -84,7 +93,10 @@ func openRegular(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
 // old file or the new one, never a torn one, and nothing is written
 // outside root even if a directory on the way is swapped for a symlink. The
 // temporary file is fsynced before the rename and the directory after it.
-func writeAtomic(root *os.Root, name string, data []byte, mode fs.FileMode) (err error) {
+//
+// ws, when not nil, refuses a temporary file that landed in one of its
+// hidden paths (a directory swapped for a symlink into AGENT_HOME).
+func writeAtomic(ws *Workspace, root *os.Root, name string, data []byte, mode fs.FileMode) (err error) {
 	dir, base := filepath.Split(name)
 	var (
 		f   *os.File
@@ -106,6 +118,9 @@ func writeAtomic(root *os.Root, name string, data []byte, mode fs.FileMode) (err
 			root.Remove(tmp)
 		}
 	}()
+	if err = ws.refuseOpened(f, name); err != nil {
+		return err
+	}
 	if _, err = f.Write(data); err != nil {
 		return err
 	}
@@ -136,13 +151,20 @@ func writeAtomic(root *os.Root, name string, data []byte, mode fs.FileMode) (err
 // anything but directories, and those with O_DIRECTORY|O_NONBLOCK: a
 // directory swapped for a FIFO during the walk fails instead of blocking,
 // and one swapped for a symlink leading out is refused by the root.
+//
+// Agent's own paths (Workspace.hidden) are not there: left out of
+// listings, and not found when named.
 type walkFS struct {
 	root *os.Root
+	ws   *Workspace
 }
 
 func (w walkFS) Open(name string) (fs.File, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
+	if w.ws.isHiddenRel(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	}
 	return w.root.OpenFile(filepath.FromSlash(name), openReadFlags, 0)
 }
@@ -150,6 +172,9 @@ func (w walkFS) Open(name string) (fs.File, error) {
 func (w walkFS) Stat(name string) (fs.FileInfo, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrInvalid}
+	}
+	if w.ws.isHiddenRel(name) {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrNotExist}
 	}
 	return w.root.Stat(filepath.FromSlash(name))
 }
@@ -163,7 +188,11 @@ func (w walkFS) ReadDir(name string) ([]fs.DirEntry, error) {
 		return nil, err
 	}
 	defer d.Close()
+	if err := w.ws.refuseOpened(d, name); err != nil {
+		return nil, err
+	}
 	ents, err := d.ReadDir(-1)
+	ents = slices.DeleteFunc(ents, func(e fs.DirEntry) bool { return w.ws.isHiddenRel(path.Join(name, e.Name())) })
 	slices.SortFunc(ents, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
 	return ents, err
 }
@@ -178,4 +207,20 @@ func underSlash(dir, p string) string {
 		return "."
 	}
 	return strings.TrimPrefix(p, dir+"/")
+}
+
+// refuseOpened refuses f, opened for name, when the kernel says it is in
+// one of w's hidden paths. Nil w refuses nothing.
+func (w *Workspace) refuseOpened(f *os.File, name string) error {
+	if w == nil || len(w.hidden) == 0 {
+		return nil
+	}
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil {
+		return nil // no /proc: Resolve's check is all there is
+	}
+	if w.isHidden(real) {
+		return &HiddenError{Path: filepath.ToSlash(name)}
+	}
+	return nil
 }

@@ -33,6 +33,10 @@ const maxSymlinks = 40
 // tools never open anything but regular files and directories.
 type Workspace struct {
 	root string // absolute, clean, symlinks resolved
+	// hidden are agent's own paths the tools never reach, even inside the
+	// workspace (AGENT_HOME when agent runs from $HOME): real absolute
+	// paths, and those inside the workspace relative to it, slash form.
+	hidden, hiddenRel []string
 }
 
 // OutsideError reports a path that resolves outside the workspace.
@@ -49,10 +53,22 @@ func (e *OutsideError) Error() string {
 	return fmt.Sprintf("path %q is outside the workspace", e.Path)
 }
 
+// HiddenError reports a path in agent's own data (AGENT_HOME), which the
+// model's tools never reach.
+type HiddenError struct {
+	Path string // as the model gave it
+}
+
+func (e *HiddenError) Error() string {
+	return fmt.Sprintf("path %q is in agent's own data directory, which the model's tools never reach", e.Path)
+}
+
 // NewWorkspace returns the workspace rooted at dir, which must be an
-// existing directory. The root is made absolute with symlinks resolved so
-// that containment checks compare real paths.
-func NewWorkspace(dir string) (*Workspace, error) {
+// existing directory, with hidden (config.Private: AGENT_HOME…) out of the
+// tools' reach. The root is made absolute with symlinks resolved so that
+// containment checks compare real paths. A workspace inside a hidden path
+// is refused: its tools could reach nothing.
+func NewWorkspace(dir string, hidden ...string) (*Workspace, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
@@ -73,7 +89,48 @@ func NewWorkspace(dir string) (*Workspace, error) {
 	case !fi.IsDir():
 		return nil, fmt.Errorf("%s: not a directory", dir)
 	}
-	return &Workspace{root: root}, nil
+	w := &Workspace{root: root}
+	for _, h := range hidden {
+		if h == "" {
+			continue
+		}
+		h, err := filepath.Abs(h)
+		if err != nil {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(h); err == nil {
+			h = real
+		}
+		if within(h, root) {
+			return nil, fmt.Errorf("%s is inside %s, agent's own data, which the model's tools never reach; choose a workspace outside it, or set AGENT_HOME to another directory", dir, h)
+		}
+		w.hidden = append(w.hidden, h)
+		if rel, err := filepath.Rel(root, h); err == nil && within(root, h) {
+			w.hiddenRel = append(w.hiddenRel, filepath.ToSlash(rel))
+		}
+	}
+	return w, nil
+}
+
+// isHidden reports whether the real absolute path p is in a hidden path.
+func (w *Workspace) isHidden(p string) bool {
+	for _, h := range w.hidden {
+		if within(h, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// isHiddenRel reports whether the workspace-relative slash path p is in
+// a hidden path.
+func (w *Workspace) isHiddenRel(p string) bool {
+	for _, h := range w.hiddenRel {
+		if p == h || strings.HasPrefix(p, h+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // MissingDir says why dir cannot be a workspace when it does not exist or
@@ -137,6 +194,9 @@ func (w *Workspace) Resolve(path string) (abs string, rel string, err error) {
 	}
 	if !w.contains(resolved) {
 		return "", "", &OutsideError{Path: path, Resolved: resolved, Symlink: viaLink}
+	}
+	if w.isHidden(resolved) {
+		return "", "", &HiddenError{Path: path}
 	}
 	r, err := filepath.Rel(w.root, resolved)
 	if err != nil {

@@ -82,7 +82,7 @@ func (t *writeFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage
 		}
 	}
 	data := []byte(a.Content)
-	if err := writeAtomic(root, name, data, mode); err != nil {
+	if err := writeAtomic(ws, root, name, data, mode); err != nil {
 		if e := ws.escapeErr(a.Path, err); e != err {
 			return errorf("%v", e)
 		}
@@ -106,7 +106,7 @@ func WriteFileAtomic(path string, data []byte, mode fs.FileMode) error {
 		return err
 	}
 	defer root.Close()
-	if err := writeAtomic(root, filepath.Base(path), data, mode); err != nil {
+	if err := writeAtomic(nil, root, filepath.Base(path), data, mode); err != nil {
 		return &fs.PathError{Op: "write", Path: path, Err: err}
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 
 	"agent/adapter"
 	"agent/checkpoint"
+	"agent/config"
 	"agent/event"
 	"agent/llm"
 	"agent/mcp"
@@ -53,7 +54,7 @@ func (e *SpecError) Unwrap() error { return e.Err }
 // reports how it ended as runner.result carries it. A loop stopped by ctx
 // is reported cancelled. The error is a *SpecError when nothing ran.
 func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.RunnerResultData, error) {
-	ws, err := tools.NewWorkspace(spec.Workspace)
+	ws, err := tools.NewWorkspace(spec.Workspace, config.Private(env.Home)...)
 	if err != nil {
 		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: workspace: %w", err)}
 	}

@@ -12,7 +12,8 @@ import (
 )
 
 // NewSandbox is a run's sandbox for the commands the model runs (bash,
-// programmatic evidence), in workspace: AGENT_HOME (home) hidden, agent's
+// programmatic evidence), in workspace: AGENT_HOME (home) and the rest of
+// config.Private hidden, agent's
 // secrets and the credentials of the MCP servers (as mcp.Configured read
 // them with f) out of env, except the names f's sandbox_env_pass lists.
 // A machine that cannot enforce the mode gives a *sandbox.UnsupportedError.
@@ -22,8 +23,8 @@ func NewSandbox(home, workspace, mode string, network bool, env []string, f conf
 		return nil, err
 	}
 	p := sandbox.Policy{Mode: m, Network: network, Workspace: workspace, Env: env, Secrets: mcp.SecretNames(servers)}
+	p.Hidden = config.Private(home)
 	if home != "" {
-		p.Hidden = []string{home}
 		p.Pass = f.SandboxEnvPass
 		for _, dir := range f.SandboxWritable {
 			if rest, ok := strings.CutPrefix(dir, "~/"); ok {
