@@ -163,6 +163,12 @@ func TestOrigin(t *testing.T) {
 		{"", true},
 		{"http://127.0.0.1:7420", true},
 		{"http://127.0.0.1:7421", false},
+		// A port or host that only extends or shortens the gateway's.
+		{"http://127.0.0.1:74201", false},
+		{"http://127.0.0.1:742", false},
+		{"http://127.0.0.1", false},
+		{"http://127.0.0.1:7420.evil.example", false},
+		{"http://127.0.0.10:7420", false},
 		{"https://evil.example", false},
 		{"null", false},
 	} {
