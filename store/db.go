@@ -93,7 +93,7 @@ func openSQLite(path string) (*DB, error) {
 		rw.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	db := &DB{rw: &pool{db: rw, write: true}, ro: &pool{db: ro}, Now: time.Now, OwnerDead: ownerDead, file: path, location: path}
+	db := &DB{rw: &pool{db: rw, write: true, file: path}, ro: &pool{db: ro, file: path}, Now: time.Now, OwnerDead: ownerDead, file: path, location: path}
 	var dead []string
 	db.marker, dead = claimMarker(path)
 	if err := db.migrate(context.Background()); err != nil {
@@ -261,7 +261,7 @@ const noLimit = math.MaxInt64
 // ambiguousShown is how many matches an ambiguous prefix's error names.
 const ambiguousShown = 5
 
-// scanner is a row to scan: *sql.Row or *sql.Rows.
+// scanner is a row to scan: *row or *rows.
 type scanner interface{ Scan(...any) error }
 
 // scanAll runs query in tx and scans every row with scan.

@@ -27,12 +27,14 @@ type pool struct {
 	db    *sql.DB
 	pg    bool
 	write bool
+	file  string // the SQLite file, named when SQLite finds it damaged
 }
 
 // txn is a transaction of a pool, speaking its dialect.
 type txn struct {
-	tx *sql.Tx
-	pg bool
+	tx   *sql.Tx
+	pg   bool
+	file string
 }
 
 // BeginTx starts a transaction: a write (BEGIN IMMEDIATE, or the advisory
@@ -47,7 +49,7 @@ func (p *pool) BeginTx(ctx context.Context, opts *sql.TxOptions) (*txn, error) {
 	}
 	tx, err := p.db.BeginTx(ctx, opts)
 	if err != nil {
-		return nil, err
+		return nil, damaged(p.file, err)
 	}
 	if p.pg && p.write {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, writeLock); err != nil {
@@ -55,41 +57,89 @@ func (p *pool) BeginTx(ctx context.Context, opts *sql.TxOptions) (*txn, error) {
 			return nil, err
 		}
 	}
-	return &txn{tx: tx, pg: p.pg}, nil
+	return &txn{tx: tx, pg: p.pg, file: p.file}, nil
 }
+
+// Every error of a query passes through damaged, so a damaged SQLite file
+// is an *UnusableError naming it whichever statement finds the damage.
 
 func (p *pool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return p.db.ExecContext(ctx, bind(p.pg, query), values(p.pg, args)...)
+	res, err := p.db.ExecContext(ctx, bind(p.pg, query), values(p.pg, args)...)
+	return res, damaged(p.file, err)
 }
 
-func (p *pool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return p.db.QueryContext(ctx, bind(p.pg, query), values(p.pg, args)...)
+func (p *pool) QueryContext(ctx context.Context, query string, args ...any) (*rows, error) {
+	r, err := p.db.QueryContext(ctx, bind(p.pg, query), values(p.pg, args)...)
+	if err != nil {
+		return nil, damaged(p.file, err)
+	}
+	return &rows{Rows: r, file: p.file}, nil
 }
 
-func (p *pool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return p.db.QueryRowContext(ctx, bind(p.pg, query), values(p.pg, args)...)
+func (p *pool) QueryRowContext(ctx context.Context, query string, args ...any) *row {
+	return &row{row: p.db.QueryRowContext(ctx, bind(p.pg, query), values(p.pg, args)...), file: p.file}
 }
 
 func (p *pool) Close() error { return p.db.Close() }
 
 func (t *txn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, bind(t.pg, query), values(t.pg, args)...)
+	res, err := t.tx.ExecContext(ctx, bind(t.pg, query), values(t.pg, args)...)
+	return res, damaged(t.file, err)
 }
 
-func (t *txn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(ctx, bind(t.pg, query), values(t.pg, args)...)
+func (t *txn) QueryContext(ctx context.Context, query string, args ...any) (*rows, error) {
+	r, err := t.tx.QueryContext(ctx, bind(t.pg, query), values(t.pg, args)...)
+	if err != nil {
+		return nil, damaged(t.file, err)
+	}
+	return &rows{Rows: r, file: t.file}, nil
 }
 
-func (t *txn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, bind(t.pg, query), values(t.pg, args)...)
+func (t *txn) QueryRowContext(ctx context.Context, query string, args ...any) *row {
+	return &row{row: t.tx.QueryRowContext(ctx, bind(t.pg, query), values(t.pg, args)...), file: t.file}
 }
 
-func (t *txn) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
-	return t.tx.PrepareContext(ctx, bind(t.pg, query))
+func (t *txn) PrepareContext(ctx context.Context, query string) (*stmt, error) {
+	s, err := t.tx.PrepareContext(ctx, bind(t.pg, query))
+	if err != nil {
+		return nil, damaged(t.file, err)
+	}
+	return &stmt{stmt: s, pg: t.pg, file: t.file}, nil
 }
 
-func (t *txn) Commit() error   { return t.tx.Commit() }
+func (t *txn) Commit() error   { return damaged(t.file, t.tx.Commit()) }
 func (t *txn) Rollback() error { return t.tx.Rollback() }
+
+// rows are a query's rows; their errors pass through damaged.
+type rows struct {
+	*sql.Rows
+	file string
+}
+
+func (r *rows) Scan(dest ...any) error { return damaged(r.file, r.Rows.Scan(dest...)) }
+func (r *rows) Err() error             { return damaged(r.file, r.Rows.Err()) }
+
+// row is a query's one row; its error passes through damaged.
+type row struct {
+	row  *sql.Row
+	file string
+}
+
+func (r *row) Scan(dest ...any) error { return damaged(r.file, r.row.Scan(dest...)) }
+
+// stmt is a statement prepared in a transaction.
+type stmt struct {
+	stmt *sql.Stmt
+	pg   bool
+	file string
+}
+
+func (s *stmt) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	res, err := s.stmt.ExecContext(ctx, values(s.pg, args)...)
+	return res, damaged(s.file, err)
+}
+
+func (s *stmt) Close() error { return s.stmt.Close() }
 
 // greatest is SQL for the larger of two values: SQLite's two-argument
 // MAX, PostgreSQL's GREATEST.

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -236,7 +235,7 @@ func listEvents(ctx context.Context, tx *txn, runID string, afterSeq int64, limi
 
 // scanEvents reads rows of (seq, ts, run_id, session_id, phase_id,
 // attempt, type, data) and closes them.
-func scanEvents(rows *sql.Rows) ([]event.Event, error) {
+func scanEvents(rows *rows) ([]event.Event, error) {
 	defer rows.Close()
 	var evs []event.Event
 	for rows.Next() {

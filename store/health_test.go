@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -82,5 +83,67 @@ func TestCheck(t *testing.T) {
 		if err := db.Check(context.Background(), full); err != nil {
 			t.Errorf("Check(full=%v) of a healthy store: %v", full, err)
 		}
+	}
+}
+
+// Damage that Open does not look for (no process died) is found by the
+// first statement that reads the damaged page, read or write: it is an
+// *UnusableError naming the file and the way out, as Open's would be.
+func TestDamageFoundByAnyStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "agent.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		createRun(t, db, fmt.Sprintf("run-%d", i))
+	}
+	db.Close()
+	damageTable(t, path, "runs")
+
+	db, err = Open(path)
+	if err != nil {
+		t.Fatalf("open: %v (the schema is whole: Open should not see the damage)", err)
+	}
+	defer db.Close()
+	_, listErr := db.ListRuns(ctx, 0)
+	createErr := db.CreateRun(ctx, &Run{ID: "new", Prompt: "p"}, "", 0)
+	for what, err := range map[string]error{"list runs": listErr, "create run": createErr} {
+		var bad *UnusableError
+		if !errors.As(err, &bad) || bad.Path != path || !strings.Contains(err.Error(), "mv "+path+" "+path+".broken") {
+			t.Errorf("%s in a damaged store: %v, want an *UnusableError naming %s and the way out", what, err, path)
+		}
+	}
+}
+
+// damageTable overwrites the root page of a table of the SQLite file at
+// path, as a failing disk would.
+func damageTable(t *testing.T, path, table string) {
+	t.Helper()
+	raw, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page, size int64
+	err = raw.QueryRow(`SELECT rootpage FROM sqlite_master WHERE name = ?`, table).Scan(&page)
+	if err == nil {
+		err = raw.QueryRow(`PRAGMA page_size`).Scan(&size)
+	}
+	if err == nil {
+		_, err = raw.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+	}
+	raw.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte(strings.Repeat("\xff", int(size))), (page-1)*size); err != nil {
+		t.Fatal(err)
 	}
 }

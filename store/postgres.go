@@ -129,7 +129,7 @@ func (db *DB) migratePostgres(ctx context.Context) error {
 
 // querier is a pool or a transaction.
 type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryRowContext(ctx context.Context, query string, args ...any) *row
 }
 
 func (db *DB) postgresVersion(ctx context.Context, q querier) (int, error) {

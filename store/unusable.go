@@ -49,6 +49,20 @@ func unusable(path string, err error) error {
 	return err
 }
 
+// damaged is err, or, when SQLite says the file is damaged or is not a
+// database, an *UnusableError naming file and the way out: whichever
+// statement finds the damage, every command then exits 5 saying so.
+func damaged(file string, err error) error {
+	var lite sqlite3.Error
+	if err == nil || file == "" || !errors.As(err, &lite) {
+		return err
+	}
+	if lite.Code != sqlite3.ErrCorrupt && lite.Code != sqlite3.ErrNotADB {
+		return err
+	}
+	return unusable(file, err)
+}
+
 // probeWritable tries to create a file in dir.
 func probeWritable(dir string) error {
 	f, err := os.CreateTemp(dir, ".agent-probe-*")
