@@ -2,11 +2,15 @@ package main
 
 import (
 	"database/sql"
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"agent/event"
 	"agent/llm/llmtest"
 )
 
@@ -80,5 +84,113 @@ func damageTable(t *testing.T, path, table string) {
 	defer f.Close()
 	if _, err := f.WriteAt([]byte(strings.Repeat("\xff", int(size))), (page-1)*size); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestKill9MidStreamLeavesNoGap: kill -9 while the model streams its
+// reply, after --json printed a delta, then resume. The run's stored
+// seqs are 1..N with no gap (a client waiting for the next seq is not
+// left waiting), and every seq printed as a delta still holds a delta.
+func TestKill9MidStreamLeavesNoGap(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t,
+		llmtest.Turn{Text: "Writing.", ToolCalls: []llmtest.Call{call("write_file", `{"path":"a.txt","content":"a"}`)}},
+		llmtest.Turn{Text: "I am thinking about", Hang: true},
+		llmtest.Turn{Text: "Done."},
+	)
+	b := e.start("run", "--json", "write a")
+	runID := b.waitEvent(t, event.RunStarted).RunID
+	waitFor(t, "a streamed delta of the second reply", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		last := b.events[len(b.events)-1]
+		return e.srv.RequestCount() == 2 && last.Type == event.MessageDelta
+	})
+	b.kill9(t)
+	b.mu.Lock()
+	printed := append([]event.Event(nil), b.events...)
+	b.mu.Unlock()
+
+	res := e.run("resume", runID, "--json")
+	if res.code != 0 {
+		t.Fatalf("resume exit %d: %s", res.code, res.stderr)
+	}
+	resumed := decodeEvents(t, res.stdout)
+	stored := gaplessEvents(t, e, runID)
+	if last := stored[len(stored)-1]; last.Type != event.RunCompleted || last.Seq != resumed[len(resumed)-1].Seq {
+		t.Errorf("the store ends with %s at %d; resume printed its end at %d", last.Type, last.Seq, resumed[len(resumed)-1].Seq)
+	}
+	if first := resumed[0].Seq; first < 2 || stored[first-2].Seq != first-1 {
+		t.Errorf("resume began at seq %d, not right after a stored event", first)
+	}
+	for _, p := range printed {
+		if p.Type == event.MessageDelta && stored[p.Seq-1].Type != event.MessageDelta {
+			t.Errorf("seq %d was printed as a delta, then given to %s", p.Seq, stored[p.Seq-1].Type)
+		}
+	}
+}
+
+// gaplessEvents returns a run's events as `agent runs events --json`
+// prints them from the store, failing the test unless their seqs are
+// 1, 2, 3… with no gap.
+func gaplessEvents(t *testing.T, e *e2e, runID string) []event.Event {
+	t.Helper()
+	res := e.run("runs", "events", runID, "--json")
+	if res.code != 0 {
+		t.Fatalf("runs events: exit %d %s", res.code, res.stderr)
+	}
+	evs := decodeEvents(t, res.stdout)
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("stored event %d (%s) has seq %d: a client waiting for seq %d waits forever", i, ev.Type, ev.Seq, i+1)
+		}
+	}
+	return evs
+}
+
+// TestDiskFullLeavesNoGap: the store's disk fills up mid-run, so the
+// write of a tool.started fails; once space is freed and the run resumed,
+// its stored seqs are 1..N with no gap.
+func TestDiskFullLeavesNoGap(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs for AGENT_HOME")
+	}
+	content := strings.Repeat("a line of the big file\n", (400<<10)/23)
+	e := newE2E(t, writeTurn("big.txt", content), writeTurn("big.txt", content), llmtest.Turn{Text: "Wrote it."})
+	if err := os.MkdirAll(e.home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", e.home).CombinedOutput(); err != nil {
+		t.Fatalf("mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", e.home).Run() })
+	if res := e.run("runs", "list"); res.code != 0 {
+		t.Fatalf("create the store: %d %s", res.code, res.stderr)
+	}
+	// Leave about 150 KB: the write's tool.started alone is 400 KB.
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(e.home, &fs); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(e.home, "filler")
+	if err := os.WriteFile(filler, make([]byte, int64(fs.Bavail)*fs.Bsize-150<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := e.run("run", "--json", "write a big file")
+	if res.code != 5 || !strings.Contains(res.stderr, "the disk is full") {
+		t.Fatalf("disk full: exit %d %q, want 5 saying the disk is full", res.code, res.stderr)
+	}
+	runID := decodeRunID(t, res.stdout)
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.run("resume", runID); res.code != 0 {
+		t.Fatalf("resume after freeing space: exit %d %s", res.code, res.stderr)
+	}
+	stored := gaplessEvents(t, e, runID)
+	var fin event.RunFinishedData
+	if last := stored[len(stored)-1]; last.Type != event.RunCompleted || json.Unmarshal(last.Data, &fin) != nil || fin.Result != "Wrote it." {
+		t.Errorf("the run ended %s %s, want completed with the model's last reply", last.Type, last.Data)
 	}
 }

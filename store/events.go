@@ -50,22 +50,22 @@ func (db *DB) AppendEvents(ctx context.Context, evs []event.Event) error {
 
 // journalWrite is one write of a journal: to the sequence of a run or a
 // session (table "runs" or "sessions", row id), checked against the lease
-// of owner (if set) on each event's run or on one phase attempt, with the
-// seqs after the last stored one if renumber (Journal.Unshown), and the
-// reservation raised to reserve, or set to it on release.
+// of owner (if set) on each event's run or on one phase attempt, and with
+// the reservation set to reserve; or, if renumber (Journal.Unshown), with
+// the seqs after the last stored one and the reservation left as it is,
+// since its deltas are shown to no one before they are stored.
 type journalWrite struct {
 	table, id string
 	owner     string
 	attempt   *AttemptKey
 	renumber  bool
 	reserve   int64
-	release   bool
 }
 
 // appendJournal persists a journal's events (evs may be empty) and sets
 // the seqs reserved for the run or session in the same transaction. A
 // session's write also marks the session active. It returns the
-// reservation it set; with renumber, evs have their final seqs.
+// reservation as it left it; with renumber, evs have their final seqs.
 func (db *DB) appendJournal(ctx context.Context, w journalWrite, evs []event.Event) (int64, error) {
 	fail := func(err error) (int64, error) {
 		return 0, fmt.Errorf("append events of %s %s: %w", w.table, w.id, unusable(db.file, err))
@@ -79,6 +79,7 @@ func (db *DB) appendJournal(ctx context.Context, w journalWrite, evs []event.Eve
 		return fail(err)
 	}
 	reserve := w.reserve
+	set := `seq_reserved = ?`
 	if w.renumber {
 		// Writers are serialised: the last stored seq cannot move
 		// before this transaction commits.
@@ -95,18 +96,12 @@ func (db *DB) appendJournal(ctx context.Context, w journalWrite, evs []event.Eve
 		for i := range evs {
 			evs[i].Seq = last + 1 + int64(i)
 		}
-		last += int64(len(evs))
-		if reserve = last; !w.release {
-			reserve += reserveAhead
-		}
+		reserve = last + int64(len(evs))
+		set = `seq_reserved = ` + tx.greatest(`seq_reserved`, `?`)
 	}
 	now := db.now()
 	if err := appendEvents(ctx, tx, evs, now); err != nil {
 		return fail(err)
-	}
-	set := `seq_reserved = ` + tx.greatest(`seq_reserved`, `?`)
-	if w.release {
-		set = `seq_reserved = ?`
 	}
 	query := `UPDATE runs SET ` + set + ` WHERE id = ?`
 	args := []any{reserve, w.id}

@@ -31,8 +31,10 @@ func TestJournalBuffersDeltas(t *testing.T) {
 			t.Errorf("delta %d = seq %d run %q session %q", i, e.Seq, e.RunID, e.SessionID)
 		}
 	}
-	if evs, _ := db.ListEvents(ctx, "run-1", 1, 0); len(evs) != 0 {
-		t.Fatalf("deltas were written before a meaningful event: %+v", evs)
+	// The first delta is written, reserving seqs for the reply's next
+	// ones, which wait for the next meaningful event.
+	if evs, _ := db.ListEvents(ctx, "run-1", 1, 0); len(evs) != 1 {
+		t.Fatalf("%d deltas were written before a meaningful event, want the first alone", len(evs))
 	}
 
 	if _, err := j.Append(ctx, assistantMsg("Hello!", 0)); err != nil {
@@ -361,5 +363,180 @@ func TestJournalUnshownFlushesDeltas(t *testing.T) {
 	evs, _ := db.ListEvents(ctx, "run-1", 0, 0)
 	if len(evs) != 1+3 {
 		t.Errorf("%d of 5 deltas stored; want the first three", len(evs)-1)
+	}
+}
+
+// storedSeqs returns the events of a run (sessionID "") or a session as
+// stored, failing the test unless their seqs are 1, 2, 3… with no gap.
+func storedSeqs(t *testing.T, db *DB, runID, sessionID string) []event.Event {
+	t.Helper()
+	ctx := context.Background()
+	var evs []event.Event
+	var err error
+	if sessionID != "" {
+		evs, err = db.ListSessionEvents(ctx, sessionID, 0, 0)
+	} else {
+		evs, err = db.ListEvents(ctx, runID, 0, 0)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("stored event %d (%s) has seq %d: a reader waiting for seq %d waits forever", i, e.Type, e.Seq, i+1)
+		}
+	}
+	return evs
+}
+
+// isLost reports whether e is the delta stored for one lost in a crash.
+func isLost(e event.Event) bool {
+	var d struct {
+		Text string `json:"text"`
+		Lost bool   `json:"lost"`
+	}
+	return e.Type == event.MessageDelta && e.Decode(&d) == nil && d.Lost && d.Text == ""
+}
+
+// kill -9 mid-reply, then a new journal: the stored seqs have no gap,
+// every seq a delta was shown with holds a delta (stored, or lost), and
+// the next event comes right after. In a run's journal, a session's, and
+// a worker's (unshown) continuing a shown journal's session.
+func TestJournalGaplessAfterACrash(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		session bool
+		unshown bool // the journal after the crash
+	}{
+		{"run", false, false},
+		{"session", true, false},
+		{"worker after a session's crash", true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := openTest(t)
+			sid := ""
+			if tt.session {
+				sid = createSession(t, db, "s1").ID
+				createSessionRun(t, db, sid, "run-1")
+			} else {
+				createRun(t, db, "run-1")
+			}
+			open := func() *Journal {
+				t.Helper()
+				j, err := db.Journal(ctx, "run-1", "")
+				if tt.session {
+					j, err = db.SessionJournal(ctx, sid)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				return j
+			}
+			dead := open()
+			for _, e := range []event.Event{event.New(event.RunStarted, nil), userMsg("go", 0)} {
+				if _, err := dead.Append(ctx, withRunID(e, "run-1")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var shown []event.Event
+			for range 3 {
+				d, err := dead.Append(ctx, withRunID(event.New(event.MessageDelta, event.MessageDeltaData{Text: "x"}), "run-1"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				shown = append(shown, d)
+			}
+			// kill -9: dead is never closed; its buffered deltas are lost.
+
+			next := open()
+			if tt.unshown {
+				next.Unshown(time.Second)
+			}
+			got, err := next.Append(ctx, withRunID(assistantMsg("xxx", 0), "run-1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := storedSeqs(t, db, "run-1", sid)
+			if last := evs[len(evs)-1]; last.Seq != got.Seq || last.Type != event.MessageCompleted {
+				t.Fatalf("the event after the crash got seq %d; the store ends with %s at %d", got.Seq, last.Type, last.Seq)
+			}
+			for _, d := range shown {
+				if d.Seq > int64(len(evs)) {
+					t.Errorf("seq %d was shown as a delta, and the store ends before it", d.Seq)
+				} else if at := evs[d.Seq-1]; at.Type != event.MessageDelta {
+					t.Errorf("seq %d was shown as a delta, then given to %s", d.Seq, at.Type)
+				}
+			}
+			lost := 0
+			for _, e := range evs {
+				if isLost(e) {
+					lost++
+					if e.RunID != "run-1" {
+						t.Errorf("lost delta %d names run %q", e.Seq, e.RunID)
+					}
+				}
+			}
+			if lost == 0 || lost > reserveAhead {
+				t.Errorf("%d lost deltas stored, want between 1 and %d", lost, reserveAhead)
+			}
+
+			// A crash outside a reply (during a tool call) stores no
+			// lost delta: nothing was reserved past the last event.
+			if _, err := next.Append(ctx, withRunID(toolStarted("c1", "bash", `{}`), "run-1")); err != nil {
+				t.Fatal(err)
+			}
+			after := open()
+			if e, err := after.Append(ctx, withRunID(event.New(event.Heartbeat, nil), "run-1")); err != nil || e.Seq != got.Seq+2 {
+				t.Errorf("after a crash outside a reply the next event got seq %d (%v), want %d", e.Seq, err, got.Seq+2)
+			}
+			if n := len(storedSeqs(t, db, "run-1", sid)); n != len(evs)+2 {
+				t.Errorf("stored %d events, want %d: lost deltas where no delta was shown", n, len(evs)+2)
+			}
+		})
+	}
+}
+
+// A write that failed (a full disk, a cancelled context) leaves no hole
+// once writing works again: its event was shown to no one, so the next
+// event takes its seq, after the deltas shown before it.
+func TestJournalFailedWriteLeavesNoHole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	createRun(t, db, "run-1")
+	j, err := db.Journal(ctx, "run-1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(ctx, event.New(event.RunStarted, nil)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := j.Append(ctx, event.New(event.MessageDelta, event.MessageDeltaData{Text: "x"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := j.Append(failed, assistantMsg("xx", 0)); err == nil {
+		t.Fatal("a write with a cancelled context succeeded")
+	}
+	if _, err := j.Append(ctx, assistantMsg("xx", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertSeqs(t, db, "run-1", []string{event.RunStarted, event.MessageDelta, event.MessageDelta, event.MessageCompleted})
+	// The next journal continues right after, with nothing to fill.
+	j2, err := db.Journal(ctx, "run-1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := j2.Append(ctx, event.New(event.Heartbeat, nil)); err != nil || e.Seq != 5 {
+		t.Errorf("the next journal's first event got seq %d (%v), want 5", e.Seq, err)
 	}
 }

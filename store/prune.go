@@ -15,9 +15,9 @@ package store
 // What goes:
 //   - message.delta events: streamed text, which the message.completed
 //     after it repeats whole, one row per fragment: the bulk of the
-//     journal. Their rows are deleted. A run's own seqs need only increase
-//     (a crash leaves holes too), but a session's replay promises seqs
-//     with no gap (DESIGN.md §9), so in a session the deleted seqs are
+//     journal. Their rows are deleted. A finished run's own seqs may then
+//     have holes, but a session's replay promises seqs with no gap
+//     (DESIGN.md §9), so in a session the deleted seqs are
 //     kept as spans in pruned_deltas and ListSessionEvents sends a
 //     placeholder delta for each: {"text":"","pruned":true}.
 //   - tool outputs: data.output of tool.completed events and
