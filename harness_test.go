@@ -488,7 +488,9 @@ func TestHarnessPhaseTimeout(t *testing.T) {
 	planPath := e.writePlan(t, `{"objective":"One file","phases":[
 		{"id":"only","instructions":"Write out.txt.","evidence":{"type":"artifact","artifacts":["out.txt"]}}]}`)
 	cmd := e.command("harness", "--json", "--phase-timeout", "700ms", "--plan-file", planPath)
-	cmd.Env = append(cmd.Env, "AGENT_KILL_GRACE=200ms")
+	// A -race child sleeps a second as it exits, longer than the timeout:
+	// a result counts only once its runner has exited 0.
+	cmd.Env = append(cmd.Env, "AGENT_KILL_GRACE=200ms", noRaceExitSleep)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("harness: %v", err)

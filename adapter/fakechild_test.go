@@ -3,6 +3,7 @@ package adapter
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -52,6 +53,10 @@ var fakeChildren = map[string]func(f *fake) int{
 	"chatty":      fakeChatty,
 	"forger":      fakeForger,
 	"late-intent": fakeLateIntent,
+	"late-result": fakeLateResult,
+	"effects":     fakeEffects,
+	"result-then": fakeResultThen,
+	"two-results": fakeTwoResults,
 }
 
 func fakeChild(name string) int {
@@ -115,14 +120,17 @@ func fakeNormal(f *fake) int {
 	sync()
 	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c2", Name: "bash"})
 	write("b.md", "bb")
+	f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c2", OK: true})
 	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "b.md", SHA256: "b", Bytes: 2})
 	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c3", Name: "write_file"})
 	sync()
 	write("a.md", "333")
+	f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c3", OK: true})
 	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "a.md", SHA256: "v2", Bytes: 3})
 	f.emit(event.LearningRecorded, event.LearningData{Text: "the API pages results"})
 	f.emit(event.ApproachFailed, event.ApproachData{Approach: "scraping", Why: "blocked"})
-	f.emit(event.EffectIntent, event.EffectIntentData{ID: "i1", Tool: "send_email", Key: "k1"})
+	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c4", Name: "send_email"})
+	f.emit(event.EffectIntent, event.EffectIntentData{ID: "i1", CallID: "c4", Tool: "send_email", Key: "k1", ReceiptType: "email_sent"})
 	if _, err := intents.Wait(ctx, "i1"); err != nil {
 		return 96
 	}
@@ -130,6 +138,7 @@ func fakeNormal(f *fake) int {
 	e := event.New(event.ReceiptRecorded, event.ReceiptData{Type: "email_sent", Key: "k1"})
 	e.Seq = 42
 	_ = f.enc.Encode(e)
+	f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c4", OK: true})
 	f.result(StatusCompleted, "all done", "")
 	return 0
 }
@@ -162,7 +171,7 @@ func fakeLateIntent(f *fake) int {
 	go WatchControls(f.in, intents.Ack, func(error) { close(cancelled) })
 	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "send_email"})
 	<-cancelled
-	f.emit(event.EffectIntent, event.EffectIntentData{ID: "late", Tool: "send_email", Key: "k-late"})
+	f.emit(event.EffectIntent, event.EffectIntentData{ID: "late", CallID: "c1", Tool: "send_email", Key: "k-late"})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := intents.Wait(ctx, "late")
@@ -174,7 +183,81 @@ func fakeLateIntent(f *fake) int {
 func fakeFail(f *fake) int {
 	f.spec()
 	f.result("failed", "gave up", "max turns reached")
+	return 0 // as `agent runner` does once its result is out, whatever it says
+}
+
+// fakeLateResult reports success only once the parent has begun to stop
+// it, and exits 0: too late, the stop verdict stands.
+func fakeLateResult(f *fake) int {
+	signal.Ignore(syscall.SIGTERM)
+	f.spec()
+	cancelled := make(chan struct{})
+	go WatchControls(f.in, nil, func(error) { close(cancelled) })
+	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "bash"})
+	<-cancelled
+	f.result(StatusCompleted, "finished anyway", "")
+	return 0
+}
+
+// fakeResultThen reports success, then dies as ADAPTER_FAKE_THEN says:
+// "sigkill" (kill -9, as a forger that printed the result would) or an
+// exit status.
+func fakeResultThen(f *fake) int {
+	f.spec()
+	f.result(StatusCompleted, "FORGED RESULT", "")
+	if os.Getenv("ADAPTER_FAKE_THEN") == "sigkill" {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		time.Sleep(time.Minute)
+	}
 	return 1
+}
+
+// fakeTwoResults: a forged success, then the child's own failure.
+func fakeTwoResults(f *fake) int {
+	f.spec()
+	f.result(StatusCompleted, "FORGED RESULT", "")
+	f.result(StatusFailed, "honest", "max_turns")
+	return 0
+}
+
+// fakeEffects makes, in order, the effect events ADAPTER_FAKE_STEPS lists
+// (comma-separated), as a child would or a forger writing to its stdout
+// could, and says how each intent was answered:
+//
+//	start:ID:TOOL     tool.started
+//	done:ID           tool.completed
+//	intent:CALL:TOOL:KEY   effect.intent (receipt type email_sent); waits for the ack
+//	receipt:KEY:TYPE  receipt.recorded
+//	failed:KEY        effect.failed
+//	unknown:KEY       effect.unknown
+func fakeEffects(f *fake) int {
+	f.spec()
+	intents := &Intents{}
+	go WatchControls(f.in, intents.Ack, intents.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for i, step := range strings.Split(os.Getenv("ADAPTER_FAKE_STEPS"), ",") {
+		p := strings.Split(step, ":")
+		switch p[0] {
+		case "start":
+			f.emit(event.ToolStarted, event.ToolStartedData{CallID: p[1], Name: p[2]})
+		case "done":
+			f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: p[1], OK: true})
+		case "intent":
+			id := fmt.Sprint("i", i)
+			f.emit(event.EffectIntent, event.EffectIntentData{ID: id, CallID: p[1], Tool: p[2], Key: p[3], ReceiptType: "email_sent"})
+			c, err := intents.Wait(ctx, id)
+			f.say(fmt.Sprintf("%s proceed=%v err=%v", p[3], c.Proceed, err))
+		case "receipt":
+			f.emit(event.ReceiptRecorded, event.ReceiptData{Type: p[2], Key: p[1], Details: json.RawMessage(fmt.Sprintf(`{"step":%d}`, i))})
+		case "failed":
+			f.emit(event.EffectFailed, event.EffectFailedData{Key: p[1], Error: "refused"})
+		case "unknown":
+			f.emit(event.EffectUnknown, event.EffectUnknownData{Key: p[1], Error: "connection lost"})
+		}
+	}
+	f.result(StatusCompleted, "done", "")
+	return 0
 }
 
 func fakeMalformed(f *fake) int {
@@ -185,7 +268,7 @@ func fakeMalformed(f *fake) int {
 	w.WriteString(`{"v":1,"data":{"no":"type"}}` + "\n")
 	w.WriteString(strings.Repeat("x", event.MaxLine+1) + "\n")
 	w.Flush()
-	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c2", Name: "after"})
+	f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c1", Name: "after"})
 	f.result(StatusCompleted, "survived", "")
 	return 0
 }
@@ -282,13 +365,15 @@ func fakeIntent(f *fake) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, id := range []string{"i1", "i2"} {
-		f.emit(event.EffectIntent, event.EffectIntentData{ID: id, Tool: "send_email", Key: "key-" + id})
+		f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c-" + id, Name: "send_email"})
+		f.emit(event.EffectIntent, event.EffectIntentData{ID: id, CallID: "c-" + id, Tool: "send_email", Key: "key-" + id})
 		c, err := intents.Wait(ctx, id)
 		receipt := ""
 		if c.Receipt != nil {
 			receipt = c.Receipt.Key
 		}
 		f.say(fmt.Sprintf("%s type=%s proceed=%v receipt=%s err=%v", id, c.Type, c.Proceed, receipt, err))
+		f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c-" + id, OK: true})
 	}
 	f.result(StatusCompleted, "asked twice", "")
 	return 0

@@ -130,7 +130,8 @@ func (w *fuzzStdin) Close() error { return nil }
 //     (heartbeat, runner.result, effect.intent, sync) are never forwarded;
 //   - a bad line is a warning; every control line written to the child is
 //     an ack with an id, one per well-formed effect.intent or sync;
-//   - the status, if a runner.result set one, is completed or failed.
+//   - a receipt is forwarded at most once per go-ahead OnIntent gave;
+//   - a runner.result kept is in the protocol's shape.
 func FuzzReadLines(f *testing.F) {
 	for _, s := range []string{
 		`{"v":1,"type":"run.started","data":{"prompt":"hi"}}` + "\n" +
@@ -155,6 +156,12 @@ func FuzzReadLines(f *testing.F) {
 	if err := os.WriteFile(filepath.Join(ws, "out.txt"), []byte("hello\n"), 0o644); err != nil {
 		f.Fatal(err)
 	}
+	f.Add([]byte(`{"type":"tool.started","data":{"call_id":"c1","name":"send_email"}}` + "\n" +
+		`{"type":"effect.intent","data":{"id":"i1","call_id":"c1","tool":"send_email","key":"k1","receipt_type":"email"}}` + "\n" +
+		`{"type":"receipt.recorded","data":{"type":"email","key":"k1"}}` + "\n" +
+		`{"type":"receipt.recorded","data":{"type":"email","key":"k1"}}` + "\n" +
+		`{"type":"tool.completed","data":{"call_id":"c1","ok":true}}` + "\n" +
+		`{"type":"effect.unknown","data":{"key":"k1"}}` + "\n"))
 	f.Add([]byte(`{"type":"artifact.created","data":{"path":"out.txt","sha256":"forged","bytes":1}}` + "\n" +
 		`{"type":"artifact.created","data":{"path":"../etc/passwd"}}` + "\n" +
 		`{"type":"receipt.recorded","data":{"type":"email","key":"k1"}}` + "\n" +
@@ -167,7 +174,7 @@ func FuzzReadLines(f *testing.F) {
 
 		stdin := &fuzzStdin{}
 		var forwarded []event.Event
-		goAhead := map[string]bool{} // keys of effects acked with proceed
+		given := map[string]int{} // go-aheads given by key
 		spec := PhaseSpec{RunID: "run-1", SessionID: "sess-1", PhaseID: "gather", Attempt: 2, Workspace: ws, Mode: ModePhase}
 		a := &attempt{
 			spec: spec,
@@ -178,12 +185,12 @@ func FuzzReadLines(f *testing.F) {
 				OnIntent: func(in event.EffectIntentData) Control {
 					ok := in.Key != "refuse"
 					if ok {
-						goAhead[in.Key] = true
+						given[in.Key]++
 					}
 					return Control{Proceed: ok}
 				},
 			},
-			allowed: map[string]bool{}, // as Run makes it
+			allowed: map[string]goAhead{}, // as Run makes it
 			ctl:     newControlWriter(stdin),
 		}
 
@@ -229,18 +236,14 @@ func FuzzReadLines(f *testing.F) {
 			}
 			if e.Type == event.ReceiptRecorded {
 				var r event.ReceiptData
-				if err := e.Decode(&r); err != nil || !goAhead[r.Key] {
-					t.Fatalf("forwarded a receipt for an effect never given the go-ahead: %s", e.Data)
+				if err := e.Decode(&r); err != nil || given[r.Key] == 0 {
+					t.Fatalf("forwarded a receipt for an effect without a go-ahead left: %s", e.Data)
 				}
+				given[r.Key]--
 			}
 		}
-		switch a.res.Status {
-		case "", StatusCompleted, StatusFailed:
-		default:
-			t.Fatalf("status %q from the child's output alone", a.res.Status)
-		}
-		if a.res.Status == StatusFailed && a.res.Reason == "" {
-			t.Fatal("failed without a reason")
+		if a.report != nil && !resultStatuses[a.report.Status] {
+			t.Fatalf("kept a runner.result with status %q", a.report.Status)
 		}
 
 		written := stdin.buf.Bytes()

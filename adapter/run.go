@@ -135,7 +135,7 @@ func Run(ctx context.Context, cfg Config, spec PhaseSpec) (*Result, error) {
 	}
 	defer stderr.Close()
 
-	a := &attempt{cfg: cfg, spec: spec, allowed: map[string]bool{}}
+	a := &attempt{cfg: cfg, spec: spec, allowed: map[string]goAhead{}}
 	return a.run(ctx, append(specLine, '\n'), stderr)
 }
 
@@ -174,7 +174,10 @@ type attempt struct {
 	spec PhaseSpec
 	res  Result
 
-	gotResult bool
+	// report is the child's runner.result, results how many it sent:
+	// whether the report counts is settled once the child has exited.
+	report  *event.RunnerResultData
+	results int
 	// stopping is set once Run has asked the child to stop; stopStatus
 	// and stopReason are the verdict when that came before a runner.result.
 	stopping               bool
@@ -182,9 +185,11 @@ type attempt struct {
 	kill                   <-chan time.Time // fires Grace after stopping
 	eventErr               error            // OnEvent failed: forward nothing more
 
-	// allowed are the effects this attempt was given the go-ahead for,
-	// by key: the only ones whose receipt it may report (trust.go).
-	allowed map[string]bool
+	// call is the tool call the child has open, and allowed the effects
+	// this attempt gave the go-ahead for, by key: the only ones whose
+	// outcome it may report (trust.go).
+	call    openCall
+	allowed map[string]goAhead
 
 	ctl   *controlWriter
 	procs *processTree
@@ -298,7 +303,7 @@ func (a *attempt) stop(status, reason string) {
 		return
 	}
 	a.stopping = true
-	if !a.gotResult {
+	if a.report == nil {
 		a.stopStatus, a.stopReason = status, reason
 	}
 	a.sendControl(Control{Type: ControlCancel, Reason: reason})
@@ -367,26 +372,19 @@ func (a *attempt) forward(e event.Event) {
 	}
 }
 
+// result keeps a runner.result until the child has exited (finish). A
+// child sends one: with two, one is not its own, and neither counts.
 func (a *attempt) result(e event.Event) {
 	var r event.RunnerResultData
 	if err := e.Decode(&r); err != nil || !resultStatuses[r.Status] {
 		a.warn(fmt.Sprintf("runner sent a malformed %s: %s", event.RunnerResult, clipLine(string(e.Data))))
 		return
 	}
-	a.res.Output, a.res.Turns, a.res.Usage = r.Output, r.Turns, r.Usage
-	a.res.Report = &r
-	if a.stopStatus != "" {
-		return // the stop verdict came first and stands
+	a.results++
+	if a.results == 2 {
+		a.warn(fmt.Sprintf("runner sent a second %s: one of them is not its own, so neither counts", event.RunnerResult))
 	}
-	a.gotResult = true
-	if r.Status == StatusCompleted {
-		a.res.Status, a.res.Reason = StatusCompleted, ""
-		return
-	}
-	a.res.Status, a.res.Reason = StatusFailed, r.Reason
-	if a.res.Reason == "" {
-		a.res.Reason = fmt.Sprintf("runner reported status %q", r.Status)
-	}
+	a.report = &r
 }
 
 // intent answers an effect.intent on the child's stdin. Once the attempt
@@ -398,14 +396,21 @@ func (a *attempt) intent(e event.Event) {
 		return
 	}
 	c := Control{Proceed: true}
+	why := a.askedBy(in)
 	switch {
 	case a.stopping:
 		c = Control{Reason: "the attempt is stopping"}
+	case why != "":
+		a.warn(fmt.Sprintf("ignored an %s from the runner for %q: %s", event.EffectIntent, in.Key, why))
+		c = Control{Reason: "no open tool call of this runner asked for it"}
 	case a.cfg.OnIntent != nil:
+		a.call.asked = true
 		c = a.cfg.OnIntent(in)
+	default:
+		a.call.asked = true
 	}
 	if c.Proceed {
-		a.allowed[in.Key] = true
+		a.allowed[in.Key] = goAhead{call: in.CallID, receiptType: in.ReceiptType}
 	}
 	c.Type, c.ID = ControlAck, in.ID
 	a.sendControl(c)
@@ -439,31 +444,51 @@ func (a *attempt) sendControl(c Control) {
 	a.ctl.send(append(line, '\n'))
 }
 
-// finish settles Status and Reason once the child is gone.
+// finish settles Status and Reason once the child is gone. Its
+// runner.result counts only if it sent one and then exited 0: anything
+// that can write to its stdout can print a result, and only the child
+// itself can exit 0 after it.
 func (a *attempt) finish(ps *os.ProcessState, waitErr error, tail string) {
 	a.res.ExitCode = -1
 	if ps != nil {
 		a.res.ExitCode = ps.ExitCode()
 	}
+	r := a.report
+	counts := r != nil && a.results == 1 && a.res.ExitCode == 0
+	if counts {
+		a.res.Report = r
+		a.res.Output, a.res.Turns, a.res.Usage = r.Output, r.Turns, r.Usage
+	}
 	switch {
 	case a.stopStatus != "":
+		// The stop verdict came before any runner.result and stands.
 		a.res.Status, a.res.Reason = a.stopStatus, a.stopReason
-	case a.gotResult:
-		return
+	case counts && r.Status == StatusCompleted:
+		a.res.Status, a.res.Reason = StatusCompleted, ""
+	case counts:
+		a.res.Status, a.res.Reason = StatusFailed, r.Reason
+		if a.res.Reason == "" {
+			a.res.Reason = fmt.Sprintf("runner reported status %q", r.Status)
+		}
+	case a.results > 1:
+		a.res.Status, a.res.Reason = StatusCrashed, fmt.Sprintf("runner sent %d results, one not its own, so none counts; it %s", a.results, howEnded(ps, waitErr))
+	case r != nil:
+		a.res.Status, a.res.Reason = StatusCrashed, fmt.Sprintf("runner %s after its result, which counts only from a runner that then exits 0", howEnded(ps, waitErr))
 	default:
-		a.res.Status, a.res.Reason = StatusCrashed, exitReason(ps, waitErr)
+		a.res.Status, a.res.Reason = StatusCrashed, fmt.Sprintf("runner %s without a result", howEnded(ps, waitErr))
 	}
 	if a.res.Status == StatusCrashed && tail != "" {
 		a.res.Reason += ": " + tail
 	}
 }
 
-func exitReason(ps *os.ProcessState, waitErr error) string {
+// howEnded says how the child ended: "exited with status 3".
+func howEnded(ps *os.ProcessState, waitErr error) string {
 	if ps == nil {
-		return fmt.Sprintf("runner vanished without a result: %v", waitErr)
+		return fmt.Sprintf("vanished (%v)", waitErr)
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return fmt.Sprintf("runner killed (signal: %v) without a result", ws.Signal())
+		return fmt.Sprintf("killed (signal: %v)", ws.Signal())
 	}
-	return fmt.Sprintf("runner exited with status %d without a result", ps.ExitCode())
+	return fmt.Sprintf("exited with status %d", ps.ExitCode())
 }

@@ -46,7 +46,7 @@ func TestRun(t *testing.T) {
 		{
 			name: "reports failure", behaviour: "fail",
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusFailed, 1)
+				wantStatus(t, o, StatusFailed, 0)
 				if o.res.Reason != "max turns reached" || o.res.Output != "gave up" {
 					t.Errorf("reason %q, output %q: want the child's", o.res.Reason, o.res.Output)
 				}
@@ -284,8 +284,8 @@ func checkNormal(t *testing.T, o outcome) {
 	}
 
 	wantTypes := []string{event.MessageCompleted, event.ToolStarted, event.ToolCompleted, event.ArtifactCreated,
-		event.ToolStarted, event.ArtifactCreated, event.ToolStarted, event.ArtifactCreated,
-		event.LearningRecorded, event.ApproachFailed, event.ReceiptRecorded}
+		event.ToolStarted, event.ToolCompleted, event.ArtifactCreated, event.ToolStarted, event.ToolCompleted, event.ArtifactCreated,
+		event.LearningRecorded, event.ApproachFailed, event.ToolStarted, event.ReceiptRecorded, event.ToolCompleted}
 	if got := types(o.events); !reflect.DeepEqual(got, wantTypes) {
 		t.Fatalf("forwarded %q,\nwant %q", got, wantTypes)
 	}
@@ -313,7 +313,7 @@ func checkMalformed(t *testing.T, o outcome) {
 	if o.res.Warnings != 3 {
 		t.Errorf("warnings = %d, want 3", o.res.Warnings)
 	}
-	want := []string{event.ToolStarted, event.Warning, event.Warning, event.Warning, event.ToolStarted}
+	want := []string{event.ToolStarted, event.Warning, event.Warning, event.Warning, event.ToolCompleted}
 	if got := types(o.events); !reflect.DeepEqual(got, want) {
 		t.Fatalf("forwarded %q, want %q", got, want)
 	}
@@ -465,8 +465,8 @@ func checkForger(t *testing.T, o outcome) {
 		"ignored a phase.completed event from the runner: only the parent records those",
 		"ignored a verification.completed event from the runner: only the parent records those",
 		"ignored a run.completed event from the runner: only the parent records those",
-		`ignored a receipt.recorded from the runner for "never-asked": this attempt was never given the go-ahead for that effect`,
-		`ignored a effect.failed from the runner for "never-asked": this attempt was never given the go-ahead for that effect`,
+		`ignored a receipt.recorded from the runner for "never-asked": this attempt holds no go-ahead for that effect`,
+		`ignored a effect.failed from the runner for "never-asked": this attempt holds no go-ahead for that effect`,
 		`ignored the runner's artifact.created for "missing.md": no such file in the workspace`,
 		`ignored the runner's artifact.created for "../outside.md"`,
 		`ignored the runner's artifact.created for "dir": not a regular file`,

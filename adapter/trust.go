@@ -16,17 +16,27 @@ import (
 
 // What a parent takes from a child. The child runs a model and the tools
 // it calls, so whatever reaches its stdout may be forged: a tool's
-// subprocess can write to it. The parent trusts nothing it can check
-// itself (DESIGN.md §6): only the event types a child may report, a
-// receipt only for an effect this attempt was given the go-ahead for, an
-// artifact only as it is on disk, a result only in the protocol's shape.
+// subprocess, an MCP server, anything that can open /proc/CHILD/fd/1 can
+// write to it. The parent trusts nothing it cannot check itself (DESIGN.md
+// §6):
+//   - only the event types a child may report;
+//   - an effect.intent only from the tool call the child has open (it runs
+//     one at a time): the one it reported started and not yet completed,
+//     of the tool the intent names, one intent per call;
+//   - an effect's outcome (receipt.recorded, effect.failed, effect.unknown)
+//     only once per go-ahead this attempt gave, and only while the call
+//     that asked is still open; an unknown outcome uses the go-ahead up, so
+//     no later receipt makes the effect done;
+//   - an artifact only as it is on disk;
+//   - a result only in the protocol's shape, only one, and only from a
+//     child that then exits 0 (finish, in run.go).
 
 // childEvents are the event types a child may report. The rest (run.*,
 // phase.*, plan.created, verification.completed, rewind.completed…) are
 // the parent's to say; one from a child is dropped.
 var childEvents = map[string]bool{
 	event.MessageDelta: true, event.MessageCompleted: true, event.ToolStarted: true, event.ToolCompleted: true,
-	event.ArtifactCreated: true, event.ReceiptRecorded: true, event.EffectFailed: true,
+	event.ArtifactCreated: true, event.ReceiptRecorded: true, event.EffectFailed: true, event.EffectUnknown: true,
 	event.LearningRecorded: true, event.ApproachFailed: true, event.CheckpointCreated: true,
 	event.IterationStarted: true, event.IterationCompleted: true, event.Retry: true, event.Warning: true,
 	event.ContextCompacted: true,
@@ -45,12 +55,28 @@ func (a *attempt) check(e event.Event) (event.Event, bool) {
 		return e, false
 	}
 	switch e.Type {
-	case event.ReceiptRecorded, event.EffectFailed:
+	case event.ToolStarted:
+		return e, a.open(e)
+	case event.ToolCompleted:
+		a.close(e)
+	case event.ReceiptRecorded, event.EffectFailed, event.EffectUnknown:
 		var d struct {
-			Key string `json:"key"`
+			Key  string `json:"key"`
+			Type string `json:"type"` // a receipt's
 		}
-		if e.Decode(&d) != nil || !a.allowed[d.Key] {
-			a.warn(fmt.Sprintf("ignored a %s from the runner for %q: this attempt was never given the go-ahead for that effect", e.Type, d.Key))
+		_ = e.Decode(&d)
+		g, ok := a.allowed[d.Key]
+		why := ""
+		switch {
+		case !ok:
+			why = "this attempt holds no go-ahead for that effect (never given, or used by an earlier outcome)"
+		case g.closed:
+			why = fmt.Sprintf("tool call %q that asked for it had completed", g.call)
+		case e.Type == event.ReceiptRecorded && g.receiptType != "" && d.Type != g.receiptType:
+			why = fmt.Sprintf("the effect records %s receipts, not %q", g.receiptType, d.Type)
+		}
+		if why != "" {
+			a.warn(fmt.Sprintf("ignored a %s from the runner for %q: %s", e.Type, d.Key, why))
 			return e, false
 		}
 		delete(a.allowed, d.Key) // one outcome per go-ahead
@@ -68,6 +94,66 @@ func (a *attempt) check(e event.Event) (event.Event, bool) {
 		e.Data = event.New(e.Type, found).Data
 	}
 	return e, true
+}
+
+// openCall is the tool call a child has open.
+type openCall struct {
+	id, name string
+	asked    bool // it made its intent: one per call
+}
+
+// goAhead is an effect this attempt let a child start.
+type goAhead struct {
+	call        string // the tool call that asked
+	receiptType string
+	closed      bool // that call has completed: too late for an outcome
+}
+
+// open takes a tool.started: the child's call is open until its
+// tool.completed. The child runs one call at a time, so a call started
+// while another is open is not its own.
+func (a *attempt) open(e event.Event) bool {
+	var d event.ToolStartedData
+	if err := e.Decode(&d); err != nil || d.CallID == "" {
+		a.warn(fmt.Sprintf("ignored a %s from the runner without a call id: %s", e.Type, clipLine(string(e.Data))))
+		return false
+	}
+	if a.call.id != "" {
+		a.warn(fmt.Sprintf("ignored a %s from the runner for call %q: call %q is still open, and the runner runs one call at a time", e.Type, d.CallID, a.call.id))
+		return false
+	}
+	a.call = openCall{id: d.CallID, name: d.Name}
+	return true
+}
+
+// close takes a tool.completed: the open call's go-aheads can no longer
+// have an outcome. One of another call (answered after a crash, or
+// forged) changes nothing.
+func (a *attempt) close(e event.Event) {
+	var d event.ToolCompletedData
+	if e.Decode(&d) != nil || d.CallID == "" || d.CallID != a.call.id {
+		return
+	}
+	for key, g := range a.allowed {
+		if g.call == d.CallID {
+			g.closed = true
+			a.allowed[key] = g
+		}
+	}
+	a.call = openCall{}
+}
+
+// askedBy says why an intent is not the open call's own, or "" when it is.
+func (a *attempt) askedBy(in event.EffectIntentData) string {
+	switch {
+	case in.CallID == "" || in.CallID != a.call.id:
+		return fmt.Sprintf("it names tool call %q, and the open call is %q", in.CallID, a.call.id)
+	case in.Tool != a.call.name:
+		return fmt.Sprintf("it names tool %q, and call %q is of %q", in.Tool, in.CallID, a.call.name)
+	case a.call.asked:
+		return fmt.Sprintf("call %q already asked for its effect", in.CallID)
+	}
+	return ""
 }
 
 // onDisk describes the regular file at rel in the workspace as it is now,

@@ -174,6 +174,7 @@ type RunnerResultData struct {
 // waits for the parent's ack before acting.
 type EffectIntentData struct {
 	ID          string          `json:"id"`
+	CallID      string          `json:"call_id,omitempty"` // the tool call that asks (see adapter/trust.go)
 	Tool        string          `json:"tool"`
 	Key         string          `json:"key"`
 	ReceiptType string          `json:"receipt_type,omitempty"`
@@ -184,6 +185,15 @@ type EffectIntentData struct {
 // server refused it before accepting anything), so its intent may be
 // retried. Runner protocol and fast path only.
 type EffectFailedData struct {
+	Key   string `json:"key"`
+	Error string `json:"error"`
+}
+
+// EffectUnknownData says a side effect that went ahead may or may not
+// have happened. Its intent becomes unknown: never retried on its own, and
+// no later receipt makes it done (the user may resend it: resume
+// --resend-unknown).
+type EffectUnknownData struct {
 	Key   string `json:"key"`
 	Error string `json:"error"`
 }

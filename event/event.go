@@ -49,7 +49,10 @@ const (
 	// Runner protocol only (DESIGN.md §6): never shown as run events.
 	EffectIntent = "effect.intent"
 	EffectFailed = "effect.failed"
-	RunnerResult = "runner.result"
+	// EffectUnknown: a side effect that went ahead may or may not have
+	// happened (the send broke after it could have been taken).
+	EffectUnknown = "effect.unknown"
+	RunnerResult  = "runner.result"
 	// Sync asks the parent to ack once every earlier event is persisted,
 	// so a child never runs a tool whose tool.started could still be lost.
 	Sync = "sync"

@@ -95,13 +95,17 @@ func fakeRunner() int {
 		emit(event.MessageCompleted, event.MessageData{Role: "assistant", Text: "burst done"})
 		result("completed", "burst done", "", 1)
 	case "intent":
-		emit(event.EffectIntent, event.EffectIntentData{ID: "i1", Tool: "send_email", Key: "send_email-" + spec.RunID[:8], ReceiptType: "email_sent"})
+		// As the real child does: the intent and the receipt within the
+		// tool call that makes them (the parent takes them only then).
+		emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "send_email"})
+		emit(event.EffectIntent, event.EffectIntentData{ID: "i1", CallID: "c1", Tool: "send_email", Key: "send_email-" + spec.RunID[:8], ReceiptType: "email_sent"})
 		ack, err := intents.Wait(ctx, "i1")
 		if err != nil || !ack.Proceed {
 			result("failed", "", fmt.Sprintf("not acked: %v %+v", err, ack), 1)
-			return 1
+			return 0
 		}
 		emit(event.ReceiptRecorded, event.ReceiptData{Type: "email_sent", Key: "send_email-" + spec.RunID[:8]})
+		emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c1", Name: "send_email", OK: true})
 		result("completed", "sent", "", 1)
 	default:
 		result("failed", "", "fake runner: unknown input "+spec.Prompt, 0)

@@ -177,8 +177,10 @@ func (s *Supervisor) DriveAttempt(ctx context.Context, u *store.AttemptUnit) err
 		Exe: s.cfg.Exe, Env: s.cfg.Env, LogPath: us.LogPath, Timeout: time.Duration(us.TimeoutMS) * time.Millisecond,
 		Grace: s.cfg.KillGrace, HeartbeatTimeout: s.cfg.HeartbeatTimeout, Blobs: s.blobs(),
 		OnEvent: func(e event.Event) error {
-			_, err := j.Append(persist, e)
-			return err
+			if _, err := j.Append(persist, e); err != nil {
+				return err
+			}
+			return s.unknown(persist, e)
 		},
 		OnIntent: func(in event.EffectIntentData) adapter.Control {
 			r := store.IntentReceipt(k.RunID, k.PhaseID, k.Attempt, in)

@@ -79,7 +79,7 @@ func (s *Supervisor) Drive(ctx context.Context, r *store.Run, d Drive) (End, err
 	sink, trace := s.traced(r, sink)
 	defer s.export(trace)
 
-	watched := &watchedSink{Sink: sink}
+	watched := &watchedSink{Sink: unknownSink{Sink: sink, s: s}}
 	out := s.drive(ctx, r, d, watched)
 	if err := watched.failure(); err != nil && (out.Report == nil || out.Report.Status != event.StatusCompleted) {
 		// The loop stopped on it, and only knew that an emit failed.
@@ -150,7 +150,7 @@ func (s *Supervisor) driveHere(ctx context.Context, r *store.Run, d Drive, sink 
 		return failed(ctx, err)
 	}
 	report, err := worker.Execute(ctx, spec, worker.Env{
-		Sink: sink, Outbox: &storeOutbox{db: s.db, runID: r.ID, owner: s.cfg.Owner}, APIKey: s.apiKey, Home: s.cfg.Home,
+		Sink: sink, Outbox: &storeOutbox{db: s.db, runID: r.ID, owner: s.cfg.Owner, sink: sink}, APIKey: s.apiKey, Home: s.cfg.Home,
 		Getenv: s.Getenv, Environ: s.cfg.Env, UserAgent: "agent/" + s.cfg.Version,
 	})
 	if err != nil {

@@ -18,11 +18,17 @@ import (
 
 // storeOutbox is the outbox of a loop in this process: the intent is
 // written to the store before the tool acts, which it does as soon as
-// Begin returns.
+// Begin returns. The outcome goes to the run's sink while the call is
+// open, as a child reports it: the same events in the same order.
 type storeOutbox struct {
 	db    *store.DB
 	runID string
 	owner string // the lease the intents are made under
+	sink  Sink
+}
+
+func (o *storeOutbox) Report(ctx context.Context, e event.Event) error {
+	return o.sink.Emit(ctx, e)
 }
 
 func (o *storeOutbox) Begin(ctx context.Context, in tools.Intent) (*event.ReceiptData, error) {
@@ -43,6 +49,33 @@ func (o *storeOutbox) Begin(ctx context.Context, in tools.Intent) (*event.Receip
 	return nil, nil
 }
 
+// unknownSink marks an intent unknown once its effect.unknown is
+// recorded: the effect went ahead and may have happened, so no retry
+// repeats it and only the user can have it sent again (--resend-unknown).
+type unknownSink struct {
+	Sink
+	s *Supervisor
+}
+
+func (u unknownSink) Emit(ctx context.Context, e event.Event) error {
+	if err := u.Sink.Emit(ctx, e); err != nil {
+		return err
+	}
+	return u.s.unknown(ctx, e)
+}
+
+// unknown marks the intent of an effect.unknown; other events pass.
+func (s *Supervisor) unknown(ctx context.Context, e event.Event) error {
+	var d event.EffectUnknownData
+	if e.Type != event.EffectUnknown || e.Decode(&d) != nil || d.Key == "" {
+		return nil
+	}
+	if err := s.db.MarkReceiptUnknown(ctx, d.Key); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
 func receiptData(r *store.Receipt) event.ReceiptData {
 	return event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details}
 }
@@ -52,6 +85,9 @@ func receiptData(r *store.Receipt) event.ReceiptData {
 // before the go-ahead is sent. An intent that never got that far cannot
 // have happened, and recovery forgets it instead of blocking on it.
 func (s *Supervisor) intent(ctx context.Context, in store.Receipt) adapter.Control {
+	if why := s.declared(ctx, in); why != "" {
+		return adapter.Control{Reason: "no side effect of this run: " + why}
+	}
 	in.Acked, in.LeaseOwner = false, s.cfg.Owner
 	r, err := s.db.BeginEffect(ctx, in, false)
 	switch {
@@ -67,6 +103,43 @@ func (s *Supervisor) intent(ctx context.Context, in store.Receipt) adapter.Contr
 		return adapter.Control{Reason: "the intent could not be recorded: " + err.Error()}
 	}
 	return adapter.Control{Proceed: true}
+}
+
+// declared says why a child's intent is for no side effect the run has,
+// or "" when it is for one: a built-in effect, or a tool its MCP servers
+// list under effects, recording the receipt type the intent names. The
+// child's tools ask only for those; anything else came from something
+// else that writes to its stdout, and its receipt could pass for a
+// phase's evidence.
+func (s *Supervisor) declared(ctx context.Context, in store.Receipt) string {
+	for _, e := range tools.Effects {
+		if e.Tool == in.Tool && e.ReceiptType == in.Type {
+			return ""
+		}
+	}
+	if !mcp.IsName(in.Tool) {
+		return fmt.Sprintf("%s does not record %q receipts", in.Tool, in.Type)
+	}
+	r, err := s.db.GetRun(ctx, in.RunID)
+	if err != nil {
+		return err.Error()
+	}
+	o, err := DecodeOptions(r)
+	if err != nil {
+		return err.Error()
+	}
+	_, servers, err := mcp.Configured(s.cfg.Home, o.MCPConfig)
+	if err != nil {
+		return err.Error()
+	}
+	for _, srv := range servers {
+		for remote, e := range srv.Effects {
+			if mcp.ToolName(srv.Name, remote) == in.Tool && e.Receipt == in.Type {
+				return ""
+			}
+		}
+	}
+	return fmt.Sprintf("%s is not listed under its MCP server's effects with %q receipts", in.Tool, in.Type)
 }
 
 // settle deals with the intents a stopped process left pending: nothing

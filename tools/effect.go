@@ -252,7 +252,23 @@ func (t *effectTool) Run(ctx context.Context, _ *Workspace, args json.RawMessage
 	case receipt != nil:
 		return Result{Output: fmt.Sprintf("already sent earlier in this phase (%s); not sent again", describeReceipt(receipt))}
 	}
-	return t.perform(ctx, perform, key)
+	return t.report(ctx, t.perform(ctx, perform, key))
+}
+
+// report hands the outcome's event to an outbox that takes it while the
+// call is open, rather than leave it to follow the call's tool.completed.
+func (t *effectTool) report(ctx context.Context, res Result) Result {
+	r, ok := t.outbox.(Reporter)
+	if !ok {
+		return res
+	}
+	for _, e := range res.Events {
+		if err := r.Report(ctx, e); err != nil {
+			res.Output += fmt.Sprintf(" (its outcome could not be recorded: %v)", err)
+		}
+	}
+	res.Events = nil
+	return res
 }
 
 // perform causes the effect whose intent is recorded under key, and says
@@ -269,11 +285,13 @@ func (t *effectTool) perform(ctx context.Context, perform Perform, key string) R
 		res.Events = []event.Event{event.New(event.EffectFailed, event.EffectFailedData{Key: key, Error: err.Error()})}
 		return res
 	case err != nil:
-		// No event: the intent stays open, so no retry repeats an effect
-		// that may have happened.
-		return errorf("outcome unknown: %v. The %s may or may not have been delivered, so it will not be retried. "+
+		// The intent becomes unknown: no retry repeats an effect that may
+		// have happened, and no later receipt makes it done.
+		res := errorf("outcome unknown: %v. The %s may or may not have been delivered, so it will not be retried. "+
 			"Do not try to send it another way; a person can check and re-send it with `agent resume %s --resend-unknown`.",
 			err, name, t.runRef())
+		res.Events = []event.Event{event.New(event.EffectUnknown, event.EffectUnknownData{Key: key, Error: err.Error()})}
+		return res
 	}
 	details, err := json.Marshal(done.Details)
 	if err != nil { // performers return plain structs; this is a programming error

@@ -72,8 +72,8 @@ func runEffect(t *testing.T, ctx context.Context, tool Tool, args any) Result {
 }
 
 // outcome classifies a result the way the parent sees it: "sent" (a
-// receipt), "not_sent" (effect.failed: may be retried), "unknown" or
-// "refused" (an error with no event).
+// receipt), "not_sent" (effect.failed: may be retried), "unknown"
+// (effect.unknown: never retried) or "refused" (an error with no event).
 func outcome(t *testing.T, res Result) string {
 	t.Helper()
 	switch {
@@ -83,7 +83,7 @@ func outcome(t *testing.T, res Result) string {
 		return "ok, no event"
 	case res.IsError && len(res.Events) == 1 && res.Events[0].Type == event.EffectFailed:
 		return "not_sent"
-	case res.IsError && len(res.Events) == 0 && strings.HasPrefix(res.Output, "outcome unknown"):
+	case res.IsError && len(res.Events) == 1 && res.Events[0].Type == event.EffectUnknown:
 		return "unknown"
 	case res.IsError && len(res.Events) == 0:
 		return "refused"
@@ -285,6 +285,56 @@ func TestEffectToolFlow(t *testing.T) {
 				if f.Key != wantKey || f.Error != "connection refused" {
 					t.Errorf("effect.failed %+v", f)
 				}
+			case "unknown":
+				var u event.EffectUnknownData
+				if err := res.Events[0].Decode(&u); err != nil {
+					t.Fatal(err)
+				}
+				if u.Key != wantKey || u.Error != "connection lost after the message" {
+					t.Errorf("effect.unknown %+v", u)
+				}
+			}
+		})
+	}
+}
+
+// reportingOutbox is an outbox that takes outcomes itself, as a child's
+// does.
+type reportingOutbox struct {
+	fakeOutbox
+	reported []event.Event
+}
+
+func (r *reportingOutbox) Report(_ context.Context, e event.Event) error {
+	r.reported = append(r.reported, e)
+	return nil
+}
+
+// An outbox that is a Reporter gets the outcome while the call is open,
+// and the result carries no event to report after its tool.completed.
+func TestEffectToolReportsOutcomeWhileOpen(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"sent", nil, event.ReceiptRecorded},
+		{"not sent", NotSent(errors.New("refused")), event.EffectFailed},
+		{"unknown", errors.New("connection lost"), event.EffectUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ob := &reportingOutbox{}
+			performed := 0
+			tool := stubEffect(ob, nil, func(context.Context, string) (Sent, error) { return Sent{Summary: "sent"}, tt.err }, &performed)
+			res := runEffect(t, t.Context(), tool, map[string]string{"to": "bob@example.com", "subject": "Hi", "body": "x"})
+			if len(res.Events) != 0 {
+				t.Errorf("the result still carries %d events: they would come after tool.completed", len(res.Events))
+			}
+			if len(ob.reported) != 1 || ob.reported[0].Type != tt.want {
+				t.Fatalf("reported %v, want one %s before the tool returned", ob.reported, tt.want)
 			}
 		})
 	}

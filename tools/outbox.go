@@ -25,7 +25,9 @@ type Intent struct {
 // Outbox guards side effects. Begin durably records the intent before the
 // effect starts. It returns:
 //   - nil, nil: go ahead; afterwards the tool reports receipt.recorded
-//     (done) or effect.failed (certainly not done) as result events;
+//     (done), effect.failed (certainly not done) or effect.unknown (may
+//     have happened) to the outbox's Report if it has one, otherwise as
+//     result events;
 //   - a receipt, nil: the effect already happened; do not repeat it;
 //   - a *DifferentError: the effect under this key happened with other
 //     arguments; do not act, and say so;
@@ -37,6 +39,14 @@ type Intent struct {
 // with the effect.intent/ack exchange (DESIGN.md §6).
 type Outbox interface {
 	Begin(ctx context.Context, in Intent) (*event.ReceiptData, error)
+}
+
+// Reporter is an Outbox that takes a go-ahead effect's outcome at once,
+// while its tool call is still open: a child's parent accepts an outcome
+// only then (DESIGN.md §6), and a result's events come after the call's
+// tool.completed.
+type Reporter interface {
+	Report(ctx context.Context, e event.Event) error
 }
 
 // ErrUnknownOutcome means an identical effect was started before and it

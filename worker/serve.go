@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,10 +41,7 @@ const defaultHeartbeat = 5 * time.Second
 // ErrParentGone when the parent died, and nil once runner.result is out,
 // whatever the run's outcome: that is in the result.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
-	// Tools' subprocesses must not reach the event channel through
-	// /proc/PID/fd: a process that is not dumpable keeps its fds from
-	// processes without CAP_SYS_PTRACE, even of its own user.
-	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	_ = Undumpable()
 	r := bufio.NewReader(in)
 	spec, err := adapter.ReadSpec(r)
 	if err != nil {
@@ -80,6 +78,14 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 	return sink.Emit(context.WithoutCancel(ctx), event.New(event.RunnerResult, res))
 }
 
+// Undumpable makes this process not dumpable, so that other processes of
+// the user, a tool's subprocess or an MCP server, cannot reach its fds or
+// memory through /proc/PID (its event stream, for `agent runner`): only
+// one with CAP_SYS_PTRACE can. It holds until the process execs.
+func Undumpable() error {
+	return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+}
+
 // cancelOnSignal stops the loop on SIGTERM or SIGINT, as a cancel line
 // does: the parent stops a child's whole process group that way.
 func cancelOnSignal(ctx context.Context, cancel context.CancelCauseFunc) (stop func()) {
@@ -107,6 +113,9 @@ type childSink struct {
 	spec    adapter.PhaseSpec
 	intents *adapter.Intents
 	blobs   interface{ PutBytes([]byte) (string, error) } // nil: no data directory
+
+	mu   sync.Mutex
+	call string // the tool call started and not yet completed: tools run one at a time
 }
 
 // blobAbove is the size of event data the child sends through the blob
@@ -126,10 +135,36 @@ func (s *childSink) Emit(ctx context.Context, e event.Event) error {
 	if err := s.enc.Encode(e); err != nil {
 		return fmt.Errorf("write to the parent: %w", err)
 	}
+	s.track(e)
 	if e.Type == event.ToolStarted || e.Type == event.CheckpointCreated {
 		return s.sync(ctx)
 	}
 	return nil
+}
+
+// track notes which tool call is open, for the intents its tool makes.
+func (s *childSink) track(e event.Event) {
+	var d struct {
+		CallID string `json:"call_id"`
+	}
+	if e.Type != event.ToolStarted && e.Type != event.ToolCompleted || e.Decode(&d) != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case e.Type == event.ToolStarted:
+		s.call = d.CallID
+	case s.call == d.CallID:
+		s.call = ""
+	}
+}
+
+// openCall is the tool call running now, "" between calls.
+func (s *childSink) openCall() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.call
 }
 
 // sync waits until the parent has persisted everything sent so far: a
@@ -178,9 +213,11 @@ func heartbeat(ctx context.Context, sink *childSink, every time.Duration) (stop 
 }
 
 // childOutbox is the outbox of `agent runner`: the intent goes to the
-// parent as effect.intent, and the effect starts only after the parent has
-// persisted it and acked. If the parent is gone, nothing starts. The parent
-// alone knows what already happened, and with which arguments.
+// parent as effect.intent, naming the tool call that makes it, and the
+// effect starts only after the parent has persisted it and acked. If the
+// parent is gone, nothing starts. The parent alone knows what already
+// happened, and with which arguments. The outcome goes to the parent while
+// the call is open: the parent takes it only then (adapter/trust.go).
 type childOutbox struct {
 	sink    *childSink
 	intents *adapter.Intents
@@ -189,7 +226,7 @@ type childOutbox struct {
 func (o *childOutbox) Begin(ctx context.Context, in tools.Intent) (*event.ReceiptData, error) {
 	id := uuid.NewString()
 	if err := o.sink.Emit(ctx, event.New(event.EffectIntent, event.EffectIntentData{
-		ID: id, Tool: in.Tool, Key: in.Key, ReceiptType: in.ReceiptType, Args: in.Args,
+		ID: id, CallID: o.sink.openCall(), Tool: in.Tool, Key: in.Key, ReceiptType: in.ReceiptType, Args: in.Args,
 	})); err != nil {
 		return nil, err
 	}
@@ -209,4 +246,8 @@ func (o *childOutbox) Begin(ctx context.Context, in tools.Intent) (*event.Receip
 		return nil, fmt.Errorf("the parent refused: %s", ack.Reason)
 	}
 	return nil, nil
+}
+
+func (o *childOutbox) Report(ctx context.Context, e event.Event) error {
+	return o.sink.Emit(ctx, e)
 }
