@@ -122,7 +122,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		&sdk.ServerOptions{Instructions: serveInstructions})
 	s.addTools(srv)
 	s.log.Info("serving MCP on stdio", "agent_home", cfg.Home, "workspace", cfg.Cwd)
-	err := srv.Run(ctx, &sdk.StdioTransport{})
+	err := srv.Run(ctx, stdioTransport(os.Stdin, os.Stdout, s.log))
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		err = nil // stopped, or the client closed stdin: the runs go on
 	}
