@@ -176,12 +176,12 @@ func check(name string, c config.MCPServer, source string) (Server, error) {
 	case c.ToolTimeoutS < 0:
 		return bad("tool_timeout_s must be positive")
 	}
+	// key_args = [] is one effect per run and phase; whether one left out
+	// is an error depends on the tool's arguments, known once it is listed
+	// (conn.checkKeyArgs).
 	for tool, e := range c.Effects {
-		switch {
-		case e.Receipt == "":
+		if e.Receipt == "" {
 			return bad("effects.%s needs receipt, the type of receipt it records (e.g. \"issue_created\")", tool)
-		case len(e.KeyArgs) == 0:
-			return bad("effects.%s needs key_args, the arguments that make two calls the same effect", tool)
 		}
 	}
 	s := Server{Name: name, Source: source, MCPServer: c, Required: c.Required == nil || *c.Required,

@@ -2,8 +2,10 @@ package mcp
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -350,12 +352,20 @@ func TestLoadConfigAndMCPJSON(t *testing.T) {
 		{`{"mcpServers": {"a": {"type": "sse", "url": "http://x"}}}`, `type "sse" is not supported`},
 		{`{"servers": {}}`, `no "mcpServers" object`},
 		{`{"mcpServers": {"a__b": {"command": "x"}}}`, "single _"},
-		{`{"mcpServers": {"a": {"command": "x", "effects": {"t": {"receipt": "r"}}}}}`, "effects.t needs key_args"},
+		{`{"mcpServers": {"a": {"command": "x", "effects": {"t": {"key_args": []}}}}}`, "effects.t needs receipt"},
 	} {
 		os.WriteFile(file, []byte(c.json), 0o644)
 		if _, err := Load(nil, "", []string{file}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want %q", c.json, err, c.want)
 		}
+	}
+	// key_args = [] is an effect once per run and phase; left out, it is
+	// checked against the tool's arguments when the server starts.
+	os.WriteFile(file, []byte(`{"mcpServers": {"a": {"command": "x", "effects": {"t": {"receipt": "r", "key_args": []}, "u": {"receipt": "r"}}}}}`), 0o644)
+	if servers, err := Load(nil, "", []string{file}); err != nil {
+		t.Errorf("key_args = [] or left out: %v", err)
+	} else if e := servers[0].Effects; e["t"].KeyArgs == nil || e["u"].KeyArgs != nil {
+		t.Errorf("an empty key_args is not told from a missing one: %#v", e)
 	}
 	if _, err := Load(nil, "", []string{filepath.Join(dir, "missing.json")}); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Errorf("missing file: %v", err)
@@ -472,5 +482,134 @@ func BenchmarkMCPCall(b *testing.B) {
 		if res := set.Run(context.Background(), "mcp__tracker__echo", `{"text":"hi"}`); res.IsError {
 			b.Fatal(res.Output)
 		}
+	}
+}
+
+// Binary never reaches the model as text, and a result is read once: a
+// 300 kB image from a server that answers as the reference filesystem
+// server does (the image in content, then again with its base64 in
+// structured content) is one line; a text file comes once, not again as
+// its structured copy; base64 in structured content alone is described.
+func TestBinaryResultsAreDescribedAndReadOnce(t *testing.T) {
+	srv, _ := testServer(t, "fs", nil)
+	w := &warnings{}
+	s, err := Start(context.Background(), []Server{srv}, Options{Warn: w.add, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	ws, err := tools.NewWorkspace(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := tools.NewSet(ws, tools.Options{}, s.Tools(tools.EffectScope{RunID: "r1"}, nil)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	bin := make([]byte, 300<<10)
+	for i := range bin {
+		bin[i] = byte(i*7 + i/251)
+	}
+	for _, name := range []string{"photo.png", "voice.wav", "archive.bin"} {
+		if err := os.WriteFile(filepath.Join(dir, name), bin, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "note.txt"), []byte("the answer is 42\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	arg := func(name string) string { return fmt.Sprintf(`{"path":%q}`, filepath.Join(dir, name)) }
+	for _, c := range []struct{ tool, file, want string }{
+		{"read_media_file", "photo.png", "[image image/png, 307200 bytes, not shown]"},
+		{"read_media_file", "voice.wav", "[audio audio/wav, 307200 bytes, not shown]"},
+		{"read_media_file", "archive.bin", "[resource file://" + filepath.Join(dir, "archive.bin") + " (application/octet-stream), 307200 bytes, not shown]"},
+		{"read_text_file", "note.txt", "the answer is 42\n"},
+		{"file_json", "archive.bin", `{"data":"[base64 data, 307200 bytes, not shown]","name":"archive.bin","size":307200}`},
+	} {
+		res := set.Run(context.Background(), "mcp__fs__"+c.tool, arg(c.file))
+		if res.Output != c.want || res.IsError {
+			t.Errorf("%s %s = %.300q (error %v), want %q", c.tool, c.file, res.Output, res.IsError, c.want)
+		}
+	}
+}
+
+// What counts as encoded binary: long base64 (also wrapped, URL-safe or
+// in a data: URL) and bytes that are not text; never prose, code, hex, a
+// list of names or a string short enough to be a token.
+func TestTextOrBinary(t *testing.T) {
+	b64 := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("\x00\x01binary\xff\xfe", 90)))
+	all := make([]byte, 900)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	wrapped := ""
+	for i := 0; i < len(b64); i += 76 {
+		wrapped += b64[i:min(i+76, len(b64))] + "\r\n"
+	}
+	prose := strings.Repeat("The quick brown fox jumps over the lazy dog 42 times. ", 30)
+	branches := strings.Repeat("feature/ABC-123-fix\nmain\nrelease/v2-rc1\n", 40)
+	for _, c := range []struct {
+		in, want string
+	}{
+		{b64, "[base64 data, 900 bytes, not shown]"},
+		{wrapped, "[base64 data, 900 bytes, not shown]"},
+		{base64.URLEncoding.EncodeToString(all), "[base64 data, 900 bytes, not shown]"},
+		{"data:image/png;base64," + b64, "[base64 data URL image/png, 900 bytes, not shown]"},
+		{strings.Repeat("\x00\x01\x02abc", 200), "[binary data, 1200 bytes, not shown]"},
+		{prose, prose},
+		{strings.Repeat("deadbeef0123", 100), strings.Repeat("deadbeef0123", 100)},
+		{branches, branches},
+		{b64[:1000], b64[:1000]},
+		{"func main() {\n\tfmt.Println(\"hi\")\n}\n" + prose, "func main() {\n\tfmt.Println(\"hi\")\n}\n" + prose},
+	} {
+		if got := textOrBinary(c.in); got != c.want {
+			t.Errorf("textOrBinary(%.40q…) = %.80q, want %.80q", c.in, got, c.want)
+		}
+	}
+}
+
+// An effect with key_args = [] is one per run and phase whatever its
+// arguments; key_args left out is the same on a tool without arguments,
+// and an error naming the fix on a tool with them.
+func TestEffectWithoutKeyArgs(t *testing.T) {
+	srv, _ := testServer(t, "tracker", nil)
+	srv.Effects = map[string]config.MCPEffect{
+		"ping":         {Receipt: "paged"},                              // no arguments, key_args left out
+		"create_issue": {Receipt: "issue_created", KeyArgs: []string{}}, // key_args = []
+	}
+	key := func(set *tools.Set, tool, args string) string {
+		t.Helper()
+		res := set.Run(context.Background(), tool, args)
+		if res.IsError || len(res.Events) != 1 || res.Events[0].Type != event.ReceiptRecorded {
+			t.Fatalf("%s = %q %+v, want a receipt", tool, res.Output, res.Events)
+		}
+		var rd event.ReceiptData
+		_ = json.Unmarshal(res.Events[0].Data, &rd)
+		return rd.Key
+	}
+	set, s, _ := startSet(t, []Server{srv}, &memOutbox{})
+	ws, err := tools.NewWorkspace(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := tools.NewSet(ws, tools.Options{}, s.Tools(tools.EffectScope{RunID: "r1", PhaseID: "p2"}, &memOutbox{})...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := key(set, "mcp__tracker__ping", `{}`), key(set, "mcp__tracker__ping", `{}`); a != b || a == key(other, "mcp__tracker__ping", `{}`) {
+		t.Errorf("ping: keys %s and %s in one phase, want one key per run and phase", a, b)
+	}
+	if a, b := key(set, "mcp__tracker__create_issue", `{"repo":"a/b","title":"One"}`),
+		key(set, "mcp__tracker__create_issue", `{"repo":"c/d","title":"Two"}`); a != b {
+		t.Errorf("key_args = []: keys %s and %s, want the same whatever the arguments", a, b)
+	}
+
+	srv.Effects = map[string]config.MCPEffect{"create_issue": {Receipt: "issue_created"}}
+	_, err = Start(context.Background(), []Server{srv}, Options{})
+	var se *StartError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "effects.create_issue needs key_args") ||
+		!strings.Contains(err.Error(), "key_args = []") || !strings.Contains(err.Error(), "test config") {
+		t.Errorf("key_args left out on a tool with arguments: %v", err)
 	}
 }

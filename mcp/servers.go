@@ -128,8 +128,36 @@ func (c *conn) open(ctx context.Context) ([]*sdk.Tool, error) {
 			break
 		}
 	}
+	list = c.filter(list)
+	if err := c.checkKeyArgs(list); err != nil {
+		s.stop()
+		return nil, err
+	}
 	c.live = s
-	return c.filter(list), nil
+	return list, nil
+}
+
+// checkKeyArgs refuses an effect without key_args on a tool that takes
+// arguments: which of them make two calls the same effect is the
+// operator's to say. On a tool without arguments, none is as key_args = [].
+func (c *conn) checkKeyArgs(list []*sdk.Tool) error {
+	for _, t := range list {
+		if e, ok := c.srv.Effects[t.Name]; ok && e.KeyArgs == nil && takesArguments(t) {
+			return fmt.Errorf("effects.%s needs key_args, the arguments that make two calls the same effect "+
+				"(key_args = [] makes it one per run and phase)", t.Name)
+		}
+	}
+	return nil
+}
+
+// takesArguments reports whether t's input schema has any property.
+func takesArguments(t *sdk.Tool) bool {
+	b, _ := json.Marshal(t.InputSchema)
+	var schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	_ = json.Unmarshal(b, &schema)
+	return len(schema.Properties) > 0
 }
 
 // filter keeps the tools enabled_tools and disabled_tools leave, within

@@ -5,16 +5,21 @@
 //
 // Tools: echo (readOnlyHint), add (structured result), picture (an image),
 // slow (sleeps ms milliseconds), wait (the same, readOnlyHint), fail (an error result), create_issue (a
-// side effect: numbered, logged), crash (the server exits mid-call), and
-// big (n bytes of text).
+// side effect: numbered, logged), crash (the server exits mid-call),
+// big (n bytes of text), ping (a side effect with no arguments),
+// read_text_file and read_media_file (a file, as the reference filesystem
+// server returns it: content and the same again as structured content)
+// and file_json (a file as base64 in structured content only).
 package mcptest
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -239,7 +244,75 @@ func NewServer(logPath string) *sdk.Server {
 			l.log(req)
 			return text(strings.Repeat("x", args[struct{ N int }](req).N)), nil
 		})
+	s.AddTool(&sdk.Tool{Name: "ping", Description: "Ping the on-call engineer.", InputSchema: obj(``)},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			n := l.log(req)
+			return text(fmt.Sprintf("paged the on-call engineer (page #%d)", n)), nil
+		})
+	addFileTools(s, l, obj(`"path":{"type":"string"}`, "path"))
 	return s
+}
+
+// addFileTools adds read_text_file and read_media_file, answering as the
+// reference filesystem server (@modelcontextprotocol/server-filesystem)
+// does, and file_json.
+func addFileTools(s *sdk.Server, l *logger, schema json.RawMessage) {
+	read := func(req *sdk.CallToolRequest) (string, []byte, *sdk.CallToolResult) {
+		l.log(req)
+		path, _ := filepath.Abs(args[struct{ Path string }](req).Path)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			res := text(err.Error())
+			res.IsError = true
+			return "", nil, res
+		}
+		return path, b, nil
+	}
+	s.AddTool(&sdk.Tool{Name: "read_text_file", Description: "Read a text file.", InputSchema: schema,
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			_, b, failed := read(req)
+			if failed != nil {
+				return failed, nil
+			}
+			return &sdk.CallToolResult{
+				Content:           []sdk.Content{&sdk.TextContent{Text: string(b)}},
+				StructuredContent: map[string]any{"content": string(b)},
+			}, nil
+		})
+	s.AddTool(&sdk.Tool{Name: "read_media_file", Description: "Read a file as base64 with its MIME type.", InputSchema: schema,
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			path, b, failed := read(req)
+			if failed != nil {
+				return failed, nil
+			}
+			data := base64.StdEncoding.EncodeToString(b)
+			mimeType := map[string]string{".png": "image/png", ".wav": "audio/wav"}[filepath.Ext(path)]
+			var c sdk.Content
+			item := map[string]any{"type": "image", "data": data, "mimeType": mimeType}
+			switch {
+			case strings.HasPrefix(mimeType, "image/"):
+				c = &sdk.ImageContent{MIMEType: mimeType, Data: b}
+			case strings.HasPrefix(mimeType, "audio/"):
+				c, item["type"] = &sdk.AudioContent{MIMEType: mimeType, Data: b}, "audio"
+			default:
+				uri := "file://" + path
+				c = &sdk.EmbeddedResource{Resource: &sdk.ResourceContents{URI: uri, MIMEType: "application/octet-stream", Blob: b}}
+				item = map[string]any{"type": "resource", "resource": map[string]any{"uri": uri, "mimeType": "application/octet-stream", "blob": data}}
+			}
+			return &sdk.CallToolResult{Content: []sdk.Content{c}, StructuredContent: map[string]any{"content": []any{item}}}, nil
+		})
+	s.AddTool(&sdk.Tool{Name: "file_json", Description: "A file's name, size and bytes (base64), as JSON.", InputSchema: schema,
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			path, b, failed := read(req)
+			if failed != nil {
+				return failed, nil
+			}
+			return &sdk.CallToolResult{StructuredContent: map[string]any{
+				"name": filepath.Base(path), "size": len(b), "data": base64.StdEncoding.EncodeToString(b)}}, nil
+		})
 }
 
 // flood adds more tools than a client should take, and oversized ones.
