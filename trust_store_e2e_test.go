@@ -124,7 +124,10 @@ func TestKill9MidStreamLeavesNoGap(t *testing.T) {
 		t.Errorf("resume began at seq %d, not right after a stored event", first)
 	}
 	for _, p := range printed {
-		if p.Type == event.MessageDelta && stored[p.Seq-1].Type != event.MessageDelta {
+		switch {
+		case p.Seq > int64(len(stored)):
+			t.Errorf("seq %d was printed as %s, and the store ends before it", p.Seq, p.Type)
+		case p.Type == event.MessageDelta && stored[p.Seq-1].Type != event.MessageDelta:
 			t.Errorf("seq %d was printed as a delta, then given to %s", p.Seq, stored[p.Seq-1].Type)
 		}
 	}
