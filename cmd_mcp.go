@@ -17,6 +17,7 @@ import (
 	"agent/config"
 	"agent/mcp"
 	"agent/mcpserve"
+	"agent/worker"
 )
 
 func mcpCommand() *cli.Command {
@@ -43,7 +44,8 @@ func mcpListCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "list",
 		Usage: "start each configured MCP server and list its tools, or say why it did not start",
-		Description: "Each server is started as a run would start it (its startup_timeout_s applies) and stopped again.\n\n" +
+		Description: "Each server is started as a run in this directory would start it (its startup_timeout_s applies;\n" +
+			"a stdio server in the sandbox unless its configuration says sandbox = false) and stopped again.\n\n" +
 			"Exit codes: 0 every required server started, 5 one did not, 2 the configuration is wrong.\n\n" +
 			"Examples:\n" +
 			"  agent mcp list\n" +
@@ -51,6 +53,7 @@ func mcpListCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per server, one per line"},
 			mcpConfigFlag(),
+			&cli.StringFlag{Name: "sandbox", Usage: "the run's sandbox the stdio servers start in, `MODE`: workspace-write or off", DefaultText: "workspace-write"},
 		},
 		Action: mcpListAction,
 	}
@@ -83,9 +86,17 @@ func mcpListAction(c *cli.Context) error {
 		}
 		files = append(files, abs)
 	}
-	_, servers, err := mcp.Configured(settings.Home, files)
+	f, servers, err := mcp.Configured(settings.Home, files)
 	if err != nil {
 		return err
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	confine, err := worker.ServerSandbox(settings.Home, dir, c.String("sandbox"), f)
+	if err != nil {
+		return usageErrorf("--sandbox: %v", err)
 	}
 	out := c.App.Writer
 	if len(servers) == 0 && !c.Bool("json") {
@@ -94,7 +105,7 @@ func mcpListAction(c *cli.Context) error {
 		return nil
 	}
 	failedRequired := 0
-	for _, l := range mcp.List(c.Context, servers, mcp.Options{Dir: ".", Version: "agent/" + version}) {
+	for _, l := range mcp.List(c.Context, servers, mcp.Options{Dir: dir, Version: "agent/" + version, Confine: confine}) {
 		s := serverListing{Server: l.Server.Name, Source: l.Server.Source, Transport: "stdio", Required: l.Server.Required,
 			OK: l.Err == nil, Tools: l.Tools}
 		if l.Server.HTTP() {

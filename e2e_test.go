@@ -238,7 +238,7 @@ func TestCrashDuringToolThenResume(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t,
 		llmtest.Turn{ToolCalls: []llmtest.Call{call("bash", `{"command":"echo ran >> count.txt"}`)}},
-		llmtest.Turn{Text: "Now the long step.", ToolCalls: []llmtest.Call{call("bash", `{"command":"echo `+hostPID+` > started; sleep 30"}`)}},
+		llmtest.Turn{Text: "Now the long step.", ToolCalls: []llmtest.Call{call("bash", `{"command":"`+markThenSleep+`"}`)}},
 		llmtest.Turn{Text: "The long step was interrupted; the count is right, so I am done."},
 	)
 	b := e.start("run", "--json", "count, then wait")
@@ -248,7 +248,7 @@ func TestCrashDuringToolThenResume(t *testing.T) {
 		data, err := os.ReadFile(started)
 		return err == nil && strings.HasSuffix(string(data), "\n")
 	})
-	bash := readPID(t, started)
+	bash, _ := waitSandboxed(t, e.workspace)
 	b.kill9(t)
 	// The sandboxed command dies with the process that ran it.
 	waitFor(t, "the bash call to die with agent", func() bool { return !alive(bash) })

@@ -445,7 +445,7 @@ func TestGatewayKill9Reclaim(t *testing.T) {
 			e := newE2E(t,
 				llmtest.Turn{Text: "Starting the long step.", ToolCalls: []llmtest.Call{
 					call("write_file", `{"path":"notes.md","content":"draft 1\n"}`),
-					call("bash", `{"command":"echo ran >> count.txt; echo `+hostPID+` > started; sleep 30"}`)}},
+					call("bash", `{"command":"echo ran >> count.txt; `+markThenSleep+`"}`)}},
 				llmtest.Turn{ToolCalls: []llmtest.Call{call("write_file", `{"path":"notes.md","content":"draft 2\n"}`)}},
 				llmtest.Turn{Text: "The long step was interrupted; done anyway."},
 			)
@@ -506,7 +506,7 @@ func TestGatewaySIGTERMDrain(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t,
 		llmtest.Turn{When: "SHORT", Text: "short done", DelayMS: 1500},
-		llmtest.Turn{When: "LONG", Text: "Long step.", ToolCalls: []llmtest.Call{call("bash", `{"command":"echo `+hostPID+` > started; sleep 30"}`)}},
+		llmtest.Turn{When: "LONG", Text: "Long step.", ToolCalls: []llmtest.Call{call("bash", `{"command":"`+markThenSleep+`"}`)}},
 		llmtest.Turn{When: "LONG", Text: "long done after the restart"},
 	)
 	g := e.startGateway("--drain-grace", "3s")

@@ -206,7 +206,7 @@ func TestHarnessKillParentThenResume(t *testing.T) {
 	t.Parallel()
 	turns := forPhase("first", writeTurn("a.txt", "a\n"), llmtest.Turn{Text: "a.txt written."})
 	turns = append(turns, forPhase("second",
-		bashTurn(pidsThenSleep),
+		bashTurn(markThenSleep),
 		writeTurn("b.txt", "b\n"),
 		llmtest.Turn{Text: "b.txt written after the restart."},
 	)...)
@@ -222,8 +222,7 @@ func TestHarnessKillParentThenResume(t *testing.T) {
 		data, err := os.ReadFile(started)
 		return err == nil && strings.HasSuffix(string(data), "\n")
 	})
-	runnerPID := readPID(t, filepath.Join(e.workspace, "runner.pid"))
-	bashPGID := readPID(t, started)
+	bashPGID, runnerPID := waitSandboxed(t, e.workspace)
 	firstBefore := requestsFor(e.srv, phaseMarker("first"))
 	b.kill9(t)
 
@@ -262,7 +261,7 @@ func TestHarnessKillParentThenResume(t *testing.T) {
 func TestHarnessKillChild(t *testing.T) {
 	t.Parallel()
 	e := newHarness(t,
-		bashTurn(pidsThenSleep),
+		bashTurn(markThenSleep),
 		writeTurn("out.txt", "ok\n"),
 		llmtest.Turn{Text: "out.txt written."},
 	)
@@ -273,8 +272,9 @@ func TestHarnessKillChild(t *testing.T) {
 		data, err := os.ReadFile(filepath.Join(e.workspace, "started"))
 		return err == nil && strings.HasSuffix(string(data), "\n")
 	})
-	t.Cleanup(func() { _ = syscall.Kill(-readPID(t, filepath.Join(e.workspace, "started")), syscall.SIGKILL) })
-	if err := syscall.Kill(readPID(t, filepath.Join(e.workspace, "runner.pid")), syscall.SIGKILL); err != nil {
+	bash, runner := waitSandboxed(t, e.workspace)
+	t.Cleanup(func() { _ = syscall.Kill(-bash, syscall.SIGKILL) })
+	if err := syscall.Kill(runner, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-b.done
@@ -397,30 +397,56 @@ func TestHarnessExhaustedAttempts(t *testing.T) {
 	}
 }
 
-func readPID(t *testing.T, path string) int {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+// markThenSleep, a bash command the model runs, says it started (the
+// file started) and sleeps; sandboxedCommand then finds it.
+const markThenSleep = "echo started > started; sleep 30"
+
+// sandboxedCommand returns the process ids, as this machine numbers them,
+// of the sandboxed command running in dir and of its parent (the process
+// that ran it: the runner). Inside, the command cannot tell them: it is
+// pid 1 of its PID namespace, with a /proc of its own. 0 when none runs.
+func sandboxedCommand(dir string) (pid, parent int) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		var nspid, ppid []string
+		for _, line := range strings.Split(string(status), "\n") {
+			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				nspid = strings.Fields(rest)
+			}
+			if rest, ok := strings.CutPrefix(line, "PPid:"); ok {
+				ppid = strings.Fields(rest)
+			}
+		}
+		if len(nspid) < 2 || nspid[len(nspid)-1] != "1" || len(ppid) != 1 {
+			continue
+		}
+		if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err != nil || cwd != dir {
+			continue
+		}
+		parent, _ = strconv.Atoi(ppid[0])
+		return n, parent
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if pid <= 1 { // a pid from inside a PID namespace: signalling -1 would hit everything
-		t.Fatalf("%s holds pid %d, not a process of this machine's; write it with hostPID", path, pid)
-	}
-	return pid
+	return 0, 0
 }
 
-// hostPID is, in a bash command the model runs, the shell's process id
-// as the test sees it: in the sandbox's PID namespace $$ is 1 and $PPID 0,
-// but /proc is still this machine's, and cut's parent is the shell.
-const hostPID = "$(cut -d' ' -f4 /proc/self/stat)"
-
-// pidsThenSleep writes the shell's pid to started and its parent's (the
-// runner's) to runner.pid, then sleeps.
-const pidsThenSleep = "s=" + hostPID + "; cut -d' ' -f4 /proc/$s/stat > runner.pid; echo $s > started; sleep 30"
+// waitSandboxed waits for the sandboxed command in dir and returns its
+// pid and its parent's.
+func waitSandboxed(t *testing.T, dir string) (pid, parent int) {
+	t.Helper()
+	waitFor(t, "the sandboxed command in "+dir, func() bool {
+		pid, parent = sandboxedCommand(dir)
+		return pid > 1 && parent > 1
+	})
+	return pid, parent
+}
 
 // alive reports whether a process exists and is not a zombie.
 func alive(pid int) bool {

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,16 +20,21 @@ import (
 // withMCP configures the real test MCP server (mcptest-server, on PATH
 // through testscript.Main) as [mcp_servers.tracker] in the run's
 // config.toml, with extra TOML lines in its table and extra env entries.
-// It returns the server's call log.
+// It returns the server's call log, kept outside the workspace in a
+// directory the server may write in its sandbox (sandbox_writable).
 func (e *e2e) withMCP(t *testing.T, extra string, env ...string) string {
 	t.Helper()
-	logPath := filepath.Join(filepath.Dir(e.workspace), "tracker-calls.jsonl")
+	logDir := filepath.Join(filepath.Dir(e.workspace), "tracker")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(logDir, "calls.jsonl")
 	envs := []string{fmt.Sprintf("%s = %q", mcptest.EnvLog, logPath)}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		envs = append(envs, fmt.Sprintf("%s = %q", k, v))
 	}
-	cfg := fmt.Sprintf("[mcp_servers.tracker]\ncommand = \"mcptest-server\"\nenv = { %s }\n%s\n", strings.Join(envs, ", "), extra)
+	cfg := fmt.Sprintf("sandbox_writable = [%q]\n\n[mcp_servers.tracker]\ncommand = \"mcptest-server\"\nenv = { %s }\n%s\n", logDir, strings.Join(envs, ", "), extra)
 	if err := os.MkdirAll(e.home, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +42,24 @@ func (e *e2e) withMCP(t *testing.T, extra string, env ...string) string {
 		t.Fatal(err)
 	}
 	return logPath
+}
+
+// serverAlive reports whether a test server logging to logPath still
+// runs. Its own pid is of its sandbox's PID namespace, so it is found by
+// its environment instead.
+func serverAlive(logPath string) bool {
+	entries, _ := os.ReadDir("/proc")
+	want := []byte(mcptest.EnvLog + "=" + logPath + "\x00")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || !alive(pid) {
+			continue
+		}
+		if env, err := os.ReadFile("/proc/" + e.Name() + "/environ"); err == nil && bytes.Contains(env, want) {
+			return true
+		}
+	}
+	return false
 }
 
 const issueEffect = `
@@ -112,7 +137,7 @@ func TestMCPRunUsesServerTools(t *testing.T) {
 	if len(calls) != 1 || calls[0].Key != rd.Key {
 		t.Fatalf("server calls = %+v, want one create_issue with the key %s", calls, rd.Key)
 	}
-	if alive(calls[0].PID) {
+	if serverAlive(logPath) {
 		t.Errorf("the server (pid %d) outlived the run", calls[0].PID)
 	}
 	show := e.run("runs", "show", decodeRunID(t, res.stdout))
@@ -200,8 +225,7 @@ func TestMCPResumeRerunsOnlyReadOnlyCalls(t *testing.T) {
 			runID := b.waitEvent(t, event.ToolStarted).RunID
 			waitFor(t, "the server to get the call", func() bool { return len(mcpCalls(t, logPath, c.tool)) == 1 })
 			b.kill9(t)
-			server := mcpCalls(t, logPath, c.tool)[0].PID
-			waitFor(t, "the orphaned server to exit", func() bool { return !alive(server) })
+			waitFor(t, "the orphaned server to exit", func() bool { return !serverAlive(logPath) })
 
 			res := e.run("resume", runID, "--json")
 			if res.code != 0 {
@@ -405,7 +429,7 @@ func TestMCPGatewayRun(t *testing.T) {
 	if !strings.Contains(frameTypes(got), "receipt.recorded") {
 		t.Errorf("no receipt in the stream: %s", frameTypes(got))
 	}
-	if len(calls) > 0 && alive(calls[0].PID) {
+	if len(calls) > 0 && serverAlive(logPath) {
 		t.Errorf("the server outlived the run")
 	}
 }

@@ -172,7 +172,7 @@ func TestAttachHuman(t *testing.T) {
 func TestTerminalGatewayDrain(t *testing.T) {
 	t.Parallel()
 	e := newE2E(t,
-		llmtest.Turn{Text: "Long step.", ToolCalls: []llmtest.Call{call("bash", `{"command":"echo `+hostPID+` > started; sleep 30"}`)}},
+		llmtest.Turn{Text: "Long step.", ToolCalls: []llmtest.Call{call("bash", `{"command":"`+markThenSleep+`"}`)}},
 	)
 	srv, _ := e.inProcessGateway(func(c *gateway.Config) { c.DrainGrace = 100 * time.Millisecond })
 	cmd, stdout, stderr, done := e.startHuman(e.gatewayEnv(srv.Addr()), "run", "a long task")

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,5 +285,77 @@ func TestConfigOthersMayWriteExits5(t *testing.T) {
 	}
 	if n := len(e.srv.Requests()); n != 0 {
 		t.Errorf("%d model requests were made", n)
+	}
+}
+
+// An MCP stdio server runs in the run's sandbox by default: a server that
+// runs commands reaches neither AGENT_HOME nor files outside the workspace
+// (nor, so, the database or the runner's stdout); sandbox = false, the
+// operator's choice, runs it as the user.
+func TestMCPServerRunsInTheSandbox(t *testing.T) {
+	t.Parallel()
+	outside := t.TempDir()
+	for _, c := range []struct {
+		extra    string
+		confined bool
+	}{{"", true}, {"sandbox = false", false}} {
+		probe := fmt.Sprintf("cat $AGENT_HOME_FOR_TEST/gateway.token; echo x > %s/escape && echo WROTE", outside)
+		e := newE2E(t,
+			llmtest.Turn{ToolCalls: []llmtest.Call{call("mcp__tracker__sh", fmt.Sprintf(`{"command":%q}`, probe))}},
+			llmtest.Turn{Text: "Tried."},
+		)
+		e.withMCP(t, c.extra, "AGENT_HOME_FOR_TEST="+e.home)
+		os.WriteFile(filepath.Join(e.home, "gateway.token"), []byte("gateway-token-0123456789abcdef\n"), 0o600)
+		os.Remove(filepath.Join(outside, "escape"))
+		res := e.run("run", "--json", "--allow-tools", "mcp__tracker__sh", "probe")
+		if res.code != 0 {
+			t.Fatalf("%q: exit %d: %s", c.extra, res.code, res.stderr)
+		}
+		out := toolOutputs(decodeEvents(t, res.stdout))["mcp__tracker__sh"]
+		_, err := os.Stat(filepath.Join(outside, "escape"))
+		reached := strings.Contains(out, "gateway-token-0123") || strings.Contains(out, "WROTE") || err == nil
+		if reached == c.confined {
+			t.Errorf("%q: the server reached AGENT_HOME or outside = %v, want %v; it said %q", c.extra, reached, !c.confined, out)
+		}
+	}
+}
+
+// A sandboxed MCP server has the network unless its configuration says
+// network = false.
+func TestMCPServerNetworkSetting(t *testing.T) {
+	t.Parallel()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close()
+	go func() {
+		for {
+			c, err := listener.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("CONNECTED\n"))
+			c.Close()
+		}
+	}()
+	probe := fmt.Sprintf("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d && cat <&3'", listener.Addr().(*net.TCPAddr).Port)
+	for _, c := range []struct {
+		extra string
+		net   bool
+	}{{"", true}, {"network = false", false}} {
+		e := newE2E(t,
+			llmtest.Turn{ToolCalls: []llmtest.Call{call("mcp__tracker__sh", fmt.Sprintf(`{"command":%q}`, probe))}},
+			llmtest.Turn{Text: "Tried."},
+		)
+		e.withMCP(t, c.extra)
+		res := e.run("run", "--json", "--allow-tools", "mcp__tracker__sh", "probe")
+		if res.code != 0 {
+			t.Fatalf("%q: exit %d: %s", c.extra, res.code, res.stderr)
+		}
+		out := toolOutputs(decodeEvents(t, res.stdout))["mcp__tracker__sh"]
+		if strings.Contains(out, "CONNECTED") != c.net {
+			t.Errorf("%q: connected = %v, want %v; it said %q", c.extra, !c.net, c.net, out)
+		}
 	}
 }

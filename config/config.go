@@ -88,6 +88,12 @@ type MCPServer struct {
 
 	// Effects are the server's side-effecting tools, by tool name.
 	Effects map[string]MCPEffect `toml:"effects" json:"effects,omitempty"`
+
+	// Sandbox (default true): a stdio server runs in the run's sandbox,
+	// with writes in the workspace and no AGENT_HOME; false runs it as
+	// the user, unconfined. Network (default true) is its network there.
+	Sandbox *bool `toml:"sandbox" json:"sandbox,omitempty"`
+	Network *bool `toml:"network" json:"network,omitempty"`
 }
 
 // MCPEffect makes an MCP tool a side effect with a receipt (DESIGN.md §7).

@@ -32,9 +32,12 @@ type Server struct {
 	Name   string
 	Source string // where it was configured: config.toml or a --mcp-config file
 	config.MCPServer
-	Required       bool
-	StartupTimeout time.Duration
-	ToolTimeout    time.Duration
+	Required bool
+	// Sandboxed: a stdio server runs in the run's sandbox (Options.Confine),
+	// with the network when Network.
+	Sandboxed, Network bool
+	StartupTimeout     time.Duration
+	ToolTimeout        time.Duration
 }
 
 // HTTP reports whether the server is reached over Streamable HTTP.
@@ -116,6 +119,8 @@ type mcpJSON struct {
 		DisabledTools   []string                    `json:"disabled_tools"`
 		BearerTokenEnv  string                      `json:"bearer_token_env"`
 		Effects         map[string]config.MCPEffect `json:"effects"`
+		Sandbox         *bool                       `json:"sandbox"`
+		Network         *bool                       `json:"network"`
 	} `json:"mcpServers"`
 }
 
@@ -152,6 +157,7 @@ func ReadFile(path string) (map[string]config.MCPServer, error) {
 			Command: s.Command, Args: s.Args, Env: s.Env, Cwd: s.Cwd, URL: s.URL, Headers: s.Headers,
 			BearerTokenEnv: s.BearerTokenEnv, Required: s.Required, StartupTimeoutS: s.StartupTimeoutS,
 			ToolTimeoutS: s.ToolTimeoutS, EnabledTools: s.EnabledTools, DisabledTools: s.DisabledTools, Effects: s.Effects,
+			Sandbox: s.Sandbox, Network: s.Network,
 		}
 	}
 	return out, nil
@@ -184,7 +190,11 @@ func check(name string, c config.MCPServer, source string) (Server, error) {
 			return bad("effects.%s needs receipt, the type of receipt it records (e.g. \"issue_created\")", tool)
 		}
 	}
+	if c.URL != "" && (c.Sandbox != nil || c.Network != nil) {
+		return bad("sandbox and network apply to a stdio server (command), not to a url")
+	}
 	s := Server{Name: name, Source: source, MCPServer: c, Required: c.Required == nil || *c.Required,
+		Sandboxed: c.Sandbox == nil || *c.Sandbox, Network: c.Network == nil || *c.Network,
 		StartupTimeout: seconds(c.StartupTimeoutS, DefaultStartupTimeout), ToolTimeout: seconds(c.ToolTimeoutS, DefaultToolTimeout)}
 	return s, nil
 }

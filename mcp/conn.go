@@ -14,6 +14,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"agent/sandbox"
 )
 
 // conn is one server for the life of a run: started once, restarted at
@@ -31,8 +33,9 @@ type conn struct {
 // session is one started server process or HTTP session.
 type session struct {
 	cs     *sdk.ClientSession
-	proc   *exec.Cmd     // nil for an HTTP server
-	exited chan struct{} // closed when proc has exited
+	proc   *exec.Cmd        // nil for an HTTP server
+	box    *sandbox.Sandbox // the sandbox proc runs in; nil when unconfined
+	exited chan struct{}    // closed when proc has exited
 	stderr *tail
 }
 
@@ -152,6 +155,16 @@ func (c *conn) spawn(ctx context.Context) (*session, error) {
 		cmd.Dir = c.opts.Dir
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// In the run's sandbox unless the operator said sandbox = false: a
+	// server that runs commands must not be a way out of it (nor to the
+	// runner's stdout, nor to AGENT_HOME).
+	var box *sandbox.Sandbox
+	if c.srv.Sandboxed && c.opts.Confine != nil {
+		var err error
+		if box, err = c.opts.Confine(c.srv.Network); err != nil {
+			return nil, fmt.Errorf("its sandbox: %w (set sandbox = false for this server to run it unconfined)", err)
+		}
+	}
 
 	// Plain pipes, so that waiting for the process never waits for a
 	// grandchild that keeps one open.
@@ -170,12 +183,13 @@ func (c *conn) spawn(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
+	if err := box.Start(cmd); err != nil { // a nil box starts it as it is
 		closeAll(inR, inW, outR, outW, errR, errW)
+		box.Close()
 		return nil, fmt.Errorf("run %s: %w", c.srv.Command, unwrapExec(err))
 	}
 	closeAll(inR, outW, errW)
-	s := &session{proc: cmd, exited: make(chan struct{}), stderr: &tail{done: make(chan struct{})}}
+	s := &session{proc: cmd, box: box, exited: make(chan struct{}), stderr: &tail{done: make(chan struct{})}}
 	go s.stderr.drain(errR)
 	go func() {
 		_ = cmd.Wait()
@@ -254,6 +268,7 @@ func (s *session) stop() {
 	// The leader is gone; whatever it started in its group goes too.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	<-s.exited
+	s.box.Close()
 }
 
 // dead reports whether the server process has exited.

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"agent/sandbox"
 	"agent/tools"
 )
 
@@ -26,6 +27,10 @@ type Options struct {
 	// Warn receives what does not stop the run: an optional server that
 	// did not start, an enabled tool a server does not have.
 	Warn func(msg string)
+	// Confine makes the sandbox a stdio server runs in (DESIGN.md §13),
+	// with or without the network; nil runs servers unconfined (the run's
+	// sandbox is off).
+	Confine func(network bool) (*sandbox.Sandbox, error)
 }
 
 func (o Options) getenv(name string) string {

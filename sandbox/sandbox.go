@@ -75,6 +75,10 @@ type Policy struct {
 	// servers' configuration references); Pass are names passed although
 	// they look secret, because the user said so.
 	Secrets, Pass []string
+	// KeepEnv: a command keeps the environment it is started with (an MCP
+	// server's, which its configuration chose) instead of Env; only
+	// TMPDIR and the caches point into the sandbox.
+	KeepEnv bool
 }
 
 // UnsupportedError is a mode this machine cannot enforce: the run fails
@@ -145,7 +149,10 @@ func (s *Sandbox) prepare() error {
 			return
 		}
 		s.tmp = tmp
-		s.env = append(Environment(s.policy.Env, s.policy.Secrets, s.policy.Pass), "TMPDIR="+tmp)
+		if !s.policy.KeepEnv {
+			s.env = Environment(s.policy.Env, s.policy.Secrets, s.policy.Pass)
+		}
+		s.env = append(s.env, "TMPDIR="+tmp)
 		s.env = append(s.env, s.caches()...)
 	})
 	return s.err
@@ -201,7 +208,14 @@ func (s *Sandbox) Start(cmd *exec.Cmd) error {
 	}
 	cmd.Args = append([]string{helperName, string(spec), cmd.Path}, cmd.Args...)
 	cmd.Path = "/proc/self/exe" // this very binary, even if replaced on disk meanwhile
-	cmd.Env = s.env
+	if s.policy.KeepEnv {
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env[:len(cmd.Env):len(cmd.Env)], s.env...) // the last of a name wins
+	} else {
+		cmd.Env = s.env
+	}
 	// The helper says on this pipe what failed before it became the
 	// command; the command never sees it (it is closed on exec).
 	status, report, err := os.Pipe()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"agent/config"
 	"agent/event"
 	"agent/mcp"
 	"agent/orchestrator"
@@ -64,7 +65,7 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 		return failed(ctx, err)
 	}
 
-	if err := s.checkServers(ctx, r.Workspace, o, configured); err != nil {
+	if err := s.checkServers(ctx, r.Workspace, o, f, configured); err != nil {
 		return failed(ctx, err)
 	}
 
@@ -152,7 +153,7 @@ func editedMission(runDir string, stored json.RawMessage) (*plan.Plan, error) {
 // checkServers starts and stops the required MCP servers the phases will
 // use, so that a harness run that cannot have them fails before the
 // planner's first request rather than in every phase attempt.
-func (s *Supervisor) checkServers(ctx context.Context, workspace string, o Options, configured []mcp.Server) error {
+func (s *Supervisor) checkServers(ctx context.Context, workspace string, o Options, f config.File, configured []mcp.Server) error {
 	var required []mcp.Server
 	for _, srv := range mcp.Used(configured, o.Tools, o.DenyTools) {
 		if srv.Required {
@@ -162,7 +163,11 @@ func (s *Supervisor) checkServers(ctx context.Context, workspace string, o Optio
 	if len(required) == 0 {
 		return nil
 	}
-	servers, err := mcp.Start(ctx, required, mcp.Options{Getenv: s.Getenv, Dir: workspace, Version: "agent/" + s.cfg.Version})
+	confine, err := worker.ServerSandbox(s.cfg.Home, workspace, o.Sandbox, f)
+	if err != nil {
+		return err
+	}
+	servers, err := mcp.Start(ctx, required, mcp.Options{Getenv: s.Getenv, Dir: workspace, Version: "agent/" + s.cfg.Version, Confine: confine})
 	servers.Close()
 	return err
 }

@@ -10,6 +10,7 @@ import (
 	"agent/mcp"
 	"agent/store"
 	"agent/tools"
+	"agent/worker"
 )
 
 // The outbox of a run's side effects (DESIGN.md §6, §7): an intent is
@@ -210,7 +211,11 @@ func (s *Supervisor) resendEffect(ctx context.Context, r *store.Run, rc store.Re
 	if err != nil {
 		return fail("%v", err)
 	}
-	_, configured, err := mcp.Configured(s.cfg.Home, o.MCPConfig)
+	f, configured, err := mcp.Configured(s.cfg.Home, o.MCPConfig)
+	if err != nil {
+		return fail("%v", err)
+	}
+	confine, err := worker.ServerSandbox(s.cfg.Home, r.Workspace, o.Sandbox, f)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -220,7 +225,7 @@ func (s *Supervisor) resendEffect(ctx context.Context, r *store.Run, rc store.Re
 		return fail("MCP server %q is no longer configured", name)
 	}
 	used[0].Required = true
-	servers, err := mcp.Start(ctx, used, mcp.Options{Getenv: s.Getenv, Dir: r.Workspace, Version: "agent/" + s.cfg.Version})
+	servers, err := mcp.Start(ctx, used, mcp.Options{Getenv: s.Getenv, Dir: r.Workspace, Version: "agent/" + s.cfg.Version, Confine: confine})
 	if err != nil {
 		return fail("%v", err)
 	}

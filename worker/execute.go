@@ -80,11 +80,6 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 		if err != nil {
 			return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: %w", err)}
 		}
-		var failed *event.RunnerResultData
-		if servers, failed = startServers(ctx, ws, spec, env, configured, emitWarning); failed != nil {
-			return *failed, nil
-		}
-		defer servers.Close()
 		environ := env.Environ
 		if environ == nil {
 			environ = os.Environ()
@@ -98,6 +93,15 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 			return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: sandbox: %w", err)}
 		}
 		defer box.Close()
+		confine, err := ServerSandbox(env.Home, ws.Root(), spec.Sandbox, f)
+		if err != nil {
+			return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: sandbox: %w", err)}
+		}
+		var failed *event.RunnerResultData
+		if servers, failed = startServers(ctx, ws, spec, env, configured, confine, emitWarning); failed != nil {
+			return *failed, nil
+		}
+		defer servers.Close()
 	}
 	set, planner, err := toolSet(ws, spec, env, servers, box)
 	if err != nil {
@@ -193,12 +197,13 @@ func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.
 // startServers starts the configured MCP servers the spec's tools use. A
 // required server that does not start ends the run before it begins, with
 // reason environment (exit 5): failed says so.
-func startServers(ctx context.Context, ws *tools.Workspace, spec adapter.PhaseSpec, env Env, configured []mcp.Server, warn func(string)) (*mcp.Servers, *event.RunnerResultData) {
+func startServers(ctx context.Context, ws *tools.Workspace, spec adapter.PhaseSpec, env Env, configured []mcp.Server,
+	confine func(bool) (*sandbox.Sandbox, error), warn func(string)) (*mcp.Servers, *event.RunnerResultData) {
 	used := mcp.Used(configured, spec.Tools, spec.Deny)
 	if len(used) == 0 {
 		return nil, nil
 	}
-	servers, err := mcp.Start(ctx, used, mcp.Options{Getenv: env.Getenv, Dir: ws.Root(), Version: env.UserAgent, Warn: warn})
+	servers, err := mcp.Start(ctx, used, mcp.Options{Getenv: env.Getenv, Dir: ws.Root(), Version: env.UserAgent, Warn: warn, Confine: confine})
 	if err != nil {
 		return nil, &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonEnvironment, Detail: err.Error()}
 	}

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -248,6 +249,15 @@ func NewServer(logPath string) *sdk.Server {
 		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			n := l.log(req)
 			return text(fmt.Sprintf("paged the on-call engineer (page #%d)", n)), nil
+		})
+	s.AddTool(&sdk.Tool{Name: "sh", Description: "Run a shell command and return its output.", InputSchema: obj(`"command":{"type":"string"}`, "command")},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			l.log(req)
+			out, err := exec.Command("/bin/sh", "-c", args[struct{ Command string }](req).Command).CombinedOutput()
+			if err != nil {
+				out = append(out, "\n"+err.Error()...)
+			}
+			return text(string(out)), nil
 		})
 	addFileTools(s, l, obj(`"path":{"type":"string"}`, "path"))
 	return s
