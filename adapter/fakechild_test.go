@@ -32,9 +32,10 @@ func TestMain(m *testing.M) {
 }
 
 type fake struct {
-	in  *bufio.Reader
-	enc *event.Encoder
-	dir string
+	in    *bufio.Reader
+	enc   *event.Encoder
+	dir   string
+	token string // the open call's, as the parent gave it
 }
 
 var fakeChildren = map[string]func(f *fake) int{
@@ -77,10 +78,34 @@ func (f *fake) spec() PhaseSpec {
 	return spec
 }
 
+// emit writes an event as the real child does, with the open call's
+// token.
 func (f *fake) emit(typ string, data any) {
+	e := event.New(typ, data)
+	e.Token = f.token
+	if err := f.enc.Encode(e); err != nil {
+		os.Exit(97)
+	}
+	if typ == event.ToolCompleted {
+		f.token = ""
+	}
+}
+
+// forge writes an event as something else writing to the child's stdout
+// would: without the call's token.
+func (f *fake) forge(typ string, data any) {
 	if err := f.enc.Encode(event.New(typ, data)); err != nil {
 		os.Exit(97)
 	}
+}
+
+// start opens a tool call as the real child does: tool.started, then a
+// sync whose ack carries the call's token.
+func (f *fake) start(ctx context.Context, intents *Intents, id, name string) {
+	f.emit(event.ToolStarted, event.ToolStartedData{CallID: id, Name: name})
+	f.emit(event.Sync, event.SyncData{ID: "sync-" + id})
+	c, _ := intents.Wait(ctx, "sync-"+id)
+	f.token = c.Token
 }
 
 func (f *fake) result(status, output, reason string) {
@@ -111,32 +136,32 @@ func fakeNormal(f *fake) int {
 		f.emit(event.Sync, event.SyncData{ID: id})
 		_, _ = intents.Wait(ctx, id)
 	}
-	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "write_file"})
+	f.start(ctx, intents, "c1", "write_file")
 	write("a.md", "1")
 	f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c1", OK: true, Output: "wrote a.md"})
 	// The child's hash and size are its word; the parent reads the file.
 	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "a.md", SHA256: "v1", Bytes: 1})
 	f.emit(event.Heartbeat, nil)
 	sync()
-	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c2", Name: "bash"})
+	f.start(ctx, intents, "c2", "bash")
 	write("b.md", "bb")
 	f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c2", OK: true})
 	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "b.md", SHA256: "b", Bytes: 2})
-	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c3", Name: "write_file"})
+	f.start(ctx, intents, "c3", "write_file")
 	sync()
 	write("a.md", "333")
 	f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c3", OK: true})
 	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "a.md", SHA256: "v2", Bytes: 3})
 	f.emit(event.LearningRecorded, event.LearningData{Text: "the API pages results"})
 	f.emit(event.ApproachFailed, event.ApproachData{Approach: "scraping", Why: "blocked"})
-	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c4", Name: "send_email"})
+	f.start(ctx, intents, "c4", "send_email")
 	f.emit(event.EffectIntent, event.EffectIntentData{ID: "i1", CallID: "c4", Tool: "send_email", Key: "k1", ReceiptType: "email_sent"})
 	if _, err := intents.Wait(ctx, "i1"); err != nil {
 		return 96
 	}
 	// A child that sets seq is overruled: the parent assigns it.
 	e := event.New(event.ReceiptRecorded, event.ReceiptData{Type: "email_sent", Key: "k1"})
-	e.Seq = 42
+	e.Seq, e.Token = 42, f.token
 	_ = f.enc.Encode(e)
 	f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c4", OK: true})
 	f.result(StatusCompleted, "all done", "")
@@ -221,10 +246,11 @@ func fakeTwoResults(f *fake) int {
 }
 
 // fakeEffects makes, in order, the effect events ADAPTER_FAKE_STEPS lists
-// (comma-separated), as a child would or a forger writing to its stdout
-// could, and says how each intent was answered:
+// (comma-separated), as the child does, or with a leading ! as a forger
+// writing to its stdout could (no sync, no token), and says how each
+// intent was answered:
 //
-//	start:ID:TOOL     tool.started
+//	start:ID:TOOL     tool.started (and a sync, for the call's token)
 //	done:ID           tool.completed
 //	intent:CALL:TOOL:KEY   effect.intent (receipt type email_sent); waits for the ack
 //	receipt:KEY:TYPE  receipt.recorded
@@ -237,23 +263,32 @@ func fakeEffects(f *fake) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for i, step := range strings.Split(os.Getenv("ADAPTER_FAKE_STEPS"), ",") {
-		p := strings.Split(step, ":")
+		forged := strings.HasPrefix(step, "!")
+		emit := f.emit
+		if forged {
+			emit = f.forge
+		}
+		p := strings.Split(strings.TrimPrefix(step, "!"), ":")
 		switch p[0] {
 		case "start":
-			f.emit(event.ToolStarted, event.ToolStartedData{CallID: p[1], Name: p[2]})
+			if !forged { // a forger only says so; the child syncs for its token
+				f.start(ctx, intents, p[1], p[2])
+				continue
+			}
+			emit(event.ToolStarted, event.ToolStartedData{CallID: p[1], Name: p[2]})
 		case "done":
-			f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: p[1], OK: true})
+			emit(event.ToolCompleted, event.ToolCompletedData{CallID: p[1], OK: true})
 		case "intent":
 			id := fmt.Sprint("i", i)
-			f.emit(event.EffectIntent, event.EffectIntentData{ID: id, CallID: p[1], Tool: p[2], Key: p[3], ReceiptType: "email_sent"})
+			emit(event.EffectIntent, event.EffectIntentData{ID: id, CallID: p[1], Tool: p[2], Key: p[3], ReceiptType: "email_sent"})
 			c, err := intents.Wait(ctx, id)
 			f.say(fmt.Sprintf("%s proceed=%v err=%v", p[3], c.Proceed, err))
 		case "receipt":
-			f.emit(event.ReceiptRecorded, event.ReceiptData{Type: p[2], Key: p[1], Details: json.RawMessage(fmt.Sprintf(`{"step":%d}`, i))})
+			emit(event.ReceiptRecorded, event.ReceiptData{Type: p[2], Key: p[1], Details: json.RawMessage(fmt.Sprintf(`{"step":%d}`, i))})
 		case "failed":
-			f.emit(event.EffectFailed, event.EffectFailedData{Key: p[1], Error: "refused"})
+			emit(event.EffectFailed, event.EffectFailedData{Key: p[1], Error: "refused"})
 		case "unknown":
-			f.emit(event.EffectUnknown, event.EffectUnknownData{Key: p[1], Error: "connection lost"})
+			emit(event.EffectUnknown, event.EffectUnknownData{Key: p[1], Error: "connection lost"})
 		}
 	}
 	f.result(StatusCompleted, "done", "")
@@ -268,7 +303,7 @@ func fakeMalformed(f *fake) int {
 	w.WriteString(`{"v":1,"data":{"no":"type"}}` + "\n")
 	w.WriteString(strings.Repeat("x", event.MaxLine+1) + "\n")
 	w.Flush()
-	f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c1", Name: "after"})
+	f.say("after")
 	f.result(StatusCompleted, "survived", "")
 	return 0
 }
@@ -365,7 +400,7 @@ func fakeIntent(f *fake) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, id := range []string{"i1", "i2"} {
-		f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c-" + id, Name: "send_email"})
+		f.start(ctx, intents, "c-"+id, "send_email")
 		f.emit(event.EffectIntent, event.EffectIntentData{ID: id, CallID: "c-" + id, Tool: "send_email", Key: "key-" + id})
 		c, err := intents.Wait(ctx, id)
 		receipt := ""

@@ -126,7 +126,7 @@ func (w *fuzzStdin) Close() error { return nil }
 //     exactly one of an event (with a type) or a *LineError (increasing
 //     line numbers);
 //   - handle never panics; every forwarded event carries the attempt's
-//     run, phase and attempt, v and ts, and no seq; protocol-only events
+//     run, phase and attempt, v and ts, and no seq and no token; protocol-only events
 //     (heartbeat, runner.result, effect.intent, sync) are never forwarded;
 //   - a bad line is a warning; every control line written to the child is
 //     an ack with an id, one per well-formed effect.intent or sync;
@@ -160,8 +160,8 @@ func FuzzReadLines(f *testing.F) {
 		`{"type":"effect.intent","data":{"id":"i1","call_id":"c1","tool":"send_email","key":"k1","receipt_type":"email"}}` + "\n" +
 		`{"type":"receipt.recorded","data":{"type":"email","key":"k1"}}` + "\n" +
 		`{"type":"receipt.recorded","data":{"type":"email","key":"k1"}}` + "\n" +
-		`{"type":"tool.completed","data":{"call_id":"c1","ok":true}}` + "\n" +
-		`{"type":"effect.unknown","data":{"key":"k1"}}` + "\n"))
+		`{"type":"tool.completed","token":"t","data":{"call_id":"c1","ok":true}}` + "\n" +
+		`{"type":"effect.unknown","token":"t","data":{"key":"k1"}}` + "\n"))
 	f.Add([]byte(`{"type":"artifact.created","data":{"path":"out.txt","sha256":"forged","bytes":1}}` + "\n" +
 		`{"type":"artifact.created","data":{"path":"../etc/passwd"}}` + "\n" +
 		`{"type":"receipt.recorded","data":{"type":"email","key":"k1"}}` + "\n" +
@@ -230,7 +230,7 @@ func FuzzReadLines(f *testing.F) {
 			case event.Heartbeat, event.RunnerResult, event.EffectIntent, event.Sync:
 				t.Fatalf("forwarded a protocol event: %+v", e)
 			}
-			if e.Seq != 0 || e.V == 0 || e.TS.IsZero() || e.RunID == "" ||
+			if e.Seq != 0 || e.V == 0 || e.TS.IsZero() || e.RunID == "" || e.Token != "" ||
 				e.PhaseID != spec.PhaseID || e.Attempt != spec.Attempt {
 				t.Fatalf("forwarded event not stamped for the attempt: %+v", e)
 			}

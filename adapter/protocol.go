@@ -116,6 +116,9 @@ type Control struct {
 	// with other arguments (Args), so this one must not happen either.
 	Different bool            `json:"different,omitempty"`
 	Args      json.RawMessage `json:"args,omitempty"`
+	// Token, on the ack of a sync while a tool call is open, is the call's
+	// token: the child puts it on the call's later events (event.Token).
+	Token string `json:"token,omitempty"`
 }
 
 // Control message types.

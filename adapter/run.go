@@ -366,6 +366,7 @@ func (a *attempt) forward(e event.Event) {
 	if a.cfg.OnEvent == nil || a.eventErr != nil {
 		return
 	}
+	e.Token = "" // the call's secret, never kept
 	if err := a.cfg.OnEvent(e); err != nil {
 		a.eventErr = err
 		a.stop(StatusCancelled, fmt.Sprintf("stopped by the parent: %v", err))
@@ -396,7 +397,7 @@ func (a *attempt) intent(e event.Event) {
 		return
 	}
 	c := Control{Proceed: true}
-	why := a.askedBy(in)
+	why := a.askedBy(in, e.Token)
 	switch {
 	case a.stopping:
 		c = Control{Reason: "the attempt is stopping"}
@@ -419,7 +420,8 @@ func (a *attempt) intent(e event.Event) {
 // sync acks a child's sync request. Events are handled one at a time and
 // OnEvent persists before it returns, so everything the child sent before
 // is durable now. A stopping attempt, or one whose events can no longer
-// be persisted, gets a refusal: the child must not go on.
+// be persisted, gets a refusal: the child must not go on. The ack carries
+// the open tool call's token (trust.go).
 func (a *attempt) sync(e event.Event) {
 	var d event.SyncData
 	if err := e.Decode(&d); err != nil || d.ID == "" {
@@ -432,6 +434,10 @@ func (a *attempt) sync(e event.Event) {
 		c.Proceed, c.Reason = false, "the attempt is stopping"
 	case a.eventErr != nil:
 		c.Proceed, c.Reason = false, "events cannot be persisted: "+a.eventErr.Error()
+	default:
+		// Only the child reads this line: the token proves its call's
+		// later events are its own.
+		c.Token = a.call.token
 	}
 	a.sendControl(c)
 }

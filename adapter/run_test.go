@@ -313,7 +313,7 @@ func checkMalformed(t *testing.T, o outcome) {
 	if o.res.Warnings != 3 {
 		t.Errorf("warnings = %d, want 3", o.res.Warnings)
 	}
-	want := []string{event.ToolStarted, event.Warning, event.Warning, event.Warning, event.ToolCompleted}
+	want := []string{event.ToolStarted, event.Warning, event.Warning, event.Warning, event.MessageCompleted}
 	if got := types(o.events); !reflect.DeepEqual(got, want) {
 		t.Fatalf("forwarded %q, want %q", got, want)
 	}

@@ -1,6 +1,7 @@
 package adapter
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,11 +23,13 @@ import (
 //   - only the event types a child may report;
 //   - an effect.intent only from the tool call the child has open (it runs
 //     one at a time): the one it reported started and not yet completed,
-//     of the tool the intent names, one intent per call;
+//     of the tool the intent names, one intent per call, and marked with
+//     the call's token, which the parent gave the child on its stdin, so
+//     that a call made up on its stdout cannot ask;
 //   - an effect's outcome (receipt.recorded, effect.failed, effect.unknown)
 //     only once per go-ahead this attempt gave, and only while the call
-//     that asked is still open; an unknown outcome uses the go-ahead up, so
-//     no later receipt makes the effect done;
+//     that asked is still open, marked with its token; an unknown outcome
+//     uses the go-ahead up, so no later receipt makes the effect done;
 //   - an artifact only as it is on disk;
 //   - a result only in the protocol's shape, only one, and only from a
 //     child that then exits 0 (finish, in run.go).
@@ -58,7 +61,7 @@ func (a *attempt) check(e event.Event) (event.Event, bool) {
 	case event.ToolStarted:
 		return e, a.open(e)
 	case event.ToolCompleted:
-		a.close(e)
+		return e, a.close(e)
 	case event.ReceiptRecorded, event.EffectFailed, event.EffectUnknown:
 		var d struct {
 			Key  string `json:"key"`
@@ -72,6 +75,8 @@ func (a *attempt) check(e event.Event) (event.Event, bool) {
 			why = "this attempt holds no go-ahead for that effect (never given, or used by an earlier outcome)"
 		case g.closed:
 			why = fmt.Sprintf("tool call %q that asked for it had completed", g.call)
+		case e.Token != a.call.token:
+			why = fmt.Sprintf("it does not carry the token of tool call %q", g.call)
 		case e.Type == event.ReceiptRecorded && g.receiptType != "" && d.Type != g.receiptType:
 			why = fmt.Sprintf("the effect records %s receipts, not %q", g.receiptType, d.Type)
 		}
@@ -99,7 +104,8 @@ func (a *attempt) check(e event.Event) (event.Event, bool) {
 // openCall is the tool call a child has open.
 type openCall struct {
 	id, name string
-	asked    bool // it made its intent: one per call
+	token    string // given to the child on its stdin: the call's events carry it
+	asked    bool   // it made its intent: one per call
 }
 
 // goAhead is an effect this attempt let a child start.
@@ -122,17 +128,21 @@ func (a *attempt) open(e event.Event) bool {
 		a.warn(fmt.Sprintf("ignored a %s from the runner for call %q: call %q is still open, and the runner runs one call at a time", e.Type, d.CallID, a.call.id))
 		return false
 	}
-	a.call = openCall{id: d.CallID, name: d.Name}
+	a.call = openCall{id: d.CallID, name: d.Name, token: rand.Text()}
 	return true
 }
 
 // close takes a tool.completed: the open call's go-aheads can no longer
-// have an outcome. One of another call (answered after a crash, or
-// forged) changes nothing.
-func (a *attempt) close(e event.Event) {
+// have an outcome. One of another call (answered after a crash) changes
+// nothing; one of the open call without its token is not the child's.
+func (a *attempt) close(e event.Event) bool {
 	var d event.ToolCompletedData
 	if e.Decode(&d) != nil || d.CallID == "" || d.CallID != a.call.id {
-		return
+		return true
+	}
+	if e.Token != a.call.token {
+		a.warn(fmt.Sprintf("ignored a %s from the runner for call %q: it does not carry the call's token", e.Type, d.CallID))
+		return false
 	}
 	for key, g := range a.allowed {
 		if g.call == d.CallID {
@@ -141,13 +151,16 @@ func (a *attempt) close(e event.Event) {
 		}
 	}
 	a.call = openCall{}
+	return true
 }
 
 // askedBy says why an intent is not the open call's own, or "" when it is.
-func (a *attempt) askedBy(in event.EffectIntentData) string {
+func (a *attempt) askedBy(in event.EffectIntentData, token string) string {
 	switch {
 	case in.CallID == "" || in.CallID != a.call.id:
 		return fmt.Sprintf("it names tool call %q, and the open call is %q", in.CallID, a.call.id)
+	case token != a.call.token:
+		return fmt.Sprintf("it does not carry the token of tool call %q", in.CallID)
 	case in.Tool != a.call.name:
 		return fmt.Sprintf("it names tool %q, and call %q is of %q", in.Tool, in.CallID, a.call.name)
 	case a.call.asked:

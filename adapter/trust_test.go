@@ -140,18 +140,22 @@ func TestRunTrustsOnlyTheOpenCall(t *testing.T) {
 			},
 		},
 		{
-			// Intents made up around a call of another tool: none is
-			// answered but the one of the open call's own tool, once.
+			// Intents around a call of another tool, made up (!: no sync,
+			// so no token) or of the child: none is answered but the open
+			// call's own, of its own tool, once.
 			name: "intents not of the open call", behaviour: "effects",
 			config: steps(
-				"intent:c0:send_email:k0",          // no call open
-				"start:c1:mcp__forge__run",         // the forger's own call
-				"intent:c1:send_email:k1",          // not the call's tool
-				"start:c2:send_email",              // a call started while c1 runs
-				"intent:c2:send_email:k2",          // of that call
-				"intent:c1:mcp__forge__run:k3",     // the call's tool: answered
-				"intent:c1:mcp__forge__run:k4",     // a second one in the call
-				"receipt:k1:email_sent", "done:c1", // no go-ahead for k1
+				"!intent:c0:send_email:k0",      // no call open
+				"start:c1:mcp__forge__run",      // the call a forger runs in
+				"intent:c1:send_email:k1",       // not the call's tool
+				"!start:c2:send_email",          // a call started while c1 runs
+				"!intent:c2:send_email:k2",      // of that call
+				"!intent:c1:mcp__forge__run:k5", // without the call's token
+				"intent:c1:mcp__forge__run:k3",  // the call's own: answered
+				"intent:c1:mcp__forge__run:k4",  // a second one in the call
+				"!receipt:k3:email_sent",        // without the token
+				"!done:c1",                      // nor can it end the call
+				"receipt:k3:email_sent", "done:c1",
 				"start:c3:send_email", "done:c3"), // the next call opens
 			check: func(t *testing.T, o outcome) {
 				wantStatus(t, o, StatusCompleted, 0)
@@ -159,28 +163,55 @@ func TestRunTrustsOnlyTheOpenCall(t *testing.T) {
 					t.Errorf("OnIntent saw %q, want only k3", keys)
 				}
 				want := []string{"k0 proceed=false err=<nil>", "k1 proceed=false err=<nil>", "k2 proceed=false err=<nil>",
-					"k3 proceed=true err=<nil>", "k4 proceed=false err=<nil>"}
+					"k5 proceed=false err=<nil>", "k3 proceed=true err=<nil>", "k4 proceed=false err=<nil>"}
 				if got := said(o); !reflect.DeepEqual(got, want) {
 					t.Errorf("the child was answered %q,\nwant %q", got, want)
 				}
-				var started []string
+				var started, completed []string
 				for _, e := range o.events {
 					var d event.ToolStartedData
-					if e.Type == event.ToolStarted && e.Decode(&d) == nil {
-						started = append(started, d.CallID)
+					if (e.Type == event.ToolStarted || e.Type == event.ToolCompleted) && e.Decode(&d) == nil {
+						if e.Type == event.ToolStarted {
+							started = append(started, d.CallID)
+						} else {
+							completed = append(completed, d.CallID)
+						}
+					}
+					if e.Token != "" {
+						t.Errorf("a %s was forwarded with the call's token", e.Type)
 					}
 				}
-				if !reflect.DeepEqual(started, []string{"c1", "c3"}) {
-					t.Errorf("forwarded tool.started of %q, want c1 and c3", started)
+				if !reflect.DeepEqual(started, []string{"c1", "c3"}) || !reflect.DeepEqual(completed, []string{"c1", "c3"}) {
+					t.Errorf("forwarded the calls %q started and %q completed, want c1 and c3", started, completed)
 				}
-				wantOutcomes(t, o)
+				wantOutcomes(t, o, `receipt.recorded k3 {"step":10}`)
 				wantWarnings(t, o,
 					`ignored an effect.intent from the runner for "k0": it names tool call "c0", and the open call is ""`,
 					`ignored an effect.intent from the runner for "k1": it names tool "send_email", and call "c1" is of "mcp__forge__run"`,
 					`ignored a tool.started from the runner for call "c2": call "c1" is still open`,
 					`ignored an effect.intent from the runner for "k2": it names tool call "c2", and the open call is "c1"`,
+					`ignored an effect.intent from the runner for "k5": it does not carry the token of tool call "c1"`,
 					`ignored an effect.intent from the runner for "k4": call "c1" already asked for its effect`,
-					`ignored a receipt.recorded from the runner for "k1": this attempt holds no go-ahead`)
+					`ignored a receipt.recorded from the runner for "k3": it does not carry the token of tool call "c1"`,
+					`ignored a tool.completed from the runner for call "c1": it does not carry the call's token`)
+			},
+		},
+		{
+			// A whole call written between the child's calls, as a process
+			// left behind could: it has no token, so it asks for nothing.
+			name: "a call made up between calls", behaviour: "effects",
+			config: steps("start:c1:bash", "done:c1",
+				"!start:cX:send_email", "!intent:cX:send_email:k1", "!receipt:k1:email_sent", "!done:cX"),
+			check: func(t *testing.T, o outcome) {
+				wantStatus(t, o, StatusCompleted, 0)
+				if len(o.intents) != 0 {
+					t.Errorf("OnIntent saw %q, want nothing", intentKeys(o))
+				}
+				wantOutcomes(t, o)
+				wantWarnings(t, o,
+					`ignored an effect.intent from the runner for "k1": it does not carry the token of tool call "cX"`,
+					`ignored a receipt.recorded from the runner for "k1": this attempt holds no go-ahead`,
+					`ignored a tool.completed from the runner for call "cX": it does not carry the call's token`)
 			},
 		},
 	}

@@ -73,6 +73,11 @@ type Event struct {
 	// Blob, in the runner protocol only, says the data is too large for a
 	// line and is in the blob store under this sha256 instead.
 	Blob string `json:"blob,omitempty"`
+	// Token, in the runner protocol only, is the secret the parent gave
+	// the child for its open tool call, on the ack of the sync after its
+	// tool.started: only the child reads its stdin, so it marks the
+	// call's intent, outcomes and end as the child's own.
+	Token string `json:"token,omitempty"`
 }
 
 // New builds an event of the given type with data marshalled to JSON.

@@ -96,16 +96,24 @@ func fakeRunner() int {
 		result("completed", "burst done", "", 1)
 	case "intent":
 		// As the real child does: the intent and the receipt within the
-		// tool call that makes them (the parent takes them only then).
+		// tool call that makes them, with the token the parent gave it for
+		// the call (the parent takes them only so).
 		emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "send_email"})
-		emit(event.EffectIntent, event.EffectIntentData{ID: "i1", CallID: "c1", Tool: "send_email", Key: "send_email-" + spec.RunID[:8], ReceiptType: "email_sent"})
+		emit(event.Sync, event.SyncData{ID: "s1"})
+		synced, _ := intents.Wait(ctx, "s1")
+		inCall := func(typ string, data any) {
+			e := event.New(typ, data)
+			e.Token = synced.Token
+			_ = enc.Encode(e)
+		}
+		inCall(event.EffectIntent, event.EffectIntentData{ID: "i1", CallID: "c1", Tool: "send_email", Key: "send_email-" + spec.RunID[:8], ReceiptType: "email_sent"})
 		ack, err := intents.Wait(ctx, "i1")
 		if err != nil || !ack.Proceed {
 			result("failed", "", fmt.Sprintf("not acked: %v %+v", err, ack), 1)
 			return 0
 		}
-		emit(event.ReceiptRecorded, event.ReceiptData{Type: "email_sent", Key: "send_email-" + spec.RunID[:8]})
-		emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c1", Name: "send_email", OK: true})
+		inCall(event.ReceiptRecorded, event.ReceiptData{Type: "email_sent", Key: "send_email-" + spec.RunID[:8]})
+		inCall(event.ToolCompleted, event.ToolCompletedData{CallID: "c1", Name: "send_email", OK: true})
 		result("completed", "sent", "", 1)
 	default:
 		result("failed", "", "fake runner: unknown input "+spec.Prompt, 0)

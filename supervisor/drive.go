@@ -76,10 +76,10 @@ func (s *Supervisor) Drive(ctx context.Context, r *store.Run, d Drive) (End, err
 		defer js.close(persist) //nolint:errcheck // the terminal event wrote everything before it
 		sink = js
 	}
-	sink, trace := s.traced(r, sink)
+	sink, trace := s.traced(r, unknownSink{Sink: sink, s: s})
 	defer s.export(trace)
 
-	watched := &watchedSink{Sink: unknownSink{Sink: sink, s: s}}
+	watched := &watchedSink{Sink: sink}
 	out := s.drive(ctx, r, d, watched)
 	if err := watched.failure(); err != nil && (out.Report == nil || out.Report.Status != event.StatusCompleted) {
 		// The loop stopped on it, and only knew that an emit failed.

@@ -114,8 +114,9 @@ type childSink struct {
 	intents *adapter.Intents
 	blobs   interface{ PutBytes([]byte) (string, error) } // nil: no data directory
 
-	mu   sync.Mutex
-	call string // the tool call started and not yet completed: tools run one at a time
+	mu    sync.Mutex
+	call  string // the tool call started and not yet completed: tools run one at a time
+	token string // the parent's token for it, which its later events carry
 }
 
 // blobAbove is the size of event data the child sends through the blob
@@ -125,6 +126,7 @@ const blobAbove = 1 << 20
 
 func (s *childSink) Emit(ctx context.Context, e event.Event) error {
 	e.RunID, e.SessionID, e.PhaseID, e.Attempt = s.spec.RunID, s.spec.SessionID, s.spec.PhaseID, s.spec.Attempt
+	_, e.Token = s.openCall()
 	if len(e.Data) > blobAbove && s.blobs != nil {
 		sha, err := s.blobs.PutBytes(e.Data)
 		if err != nil {
@@ -137,7 +139,7 @@ func (s *childSink) Emit(ctx context.Context, e event.Event) error {
 	}
 	s.track(e)
 	if e.Type == event.ToolStarted || e.Type == event.CheckpointCreated {
-		return s.sync(ctx)
+		return s.sync(ctx, e.Type == event.ToolStarted)
 	}
 	return nil
 }
@@ -154,23 +156,24 @@ func (s *childSink) track(e event.Event) {
 	defer s.mu.Unlock()
 	switch {
 	case e.Type == event.ToolStarted:
-		s.call = d.CallID
+		s.call, s.token = d.CallID, ""
 	case s.call == d.CallID:
-		s.call = ""
+		s.call, s.token = "", ""
 	}
 }
 
-// openCall is the tool call running now, "" between calls.
-func (s *childSink) openCall() string {
+// openCall is the tool call running now and its token, "" between calls.
+func (s *childSink) openCall() (call, token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.call
+	return s.call, s.token
 }
 
 // sync waits until the parent has persisted everything sent so far: a
 // tool call is on record before it runs, a checkpoint before the file
-// changes, even if the parent dies the next moment (DESIGN.md §7).
-func (s *childSink) sync(ctx context.Context) error {
+// changes, even if the parent dies the next moment (DESIGN.md §7). After a
+// tool.started the ack carries the call's token.
+func (s *childSink) sync(ctx context.Context, started bool) error {
 	id := uuid.NewString()
 	if err := s.enc.Encode(event.New(event.Sync, event.SyncData{ID: id})); err != nil {
 		return fmt.Errorf("write to the parent: %w", err)
@@ -181,6 +184,11 @@ func (s *childSink) sync(ctx context.Context) error {
 	}
 	if !ack.Proceed {
 		return fmt.Errorf("the parent refused to go on: %s", ack.Reason)
+	}
+	if started {
+		s.mu.Lock()
+		s.token = ack.Token
+		s.mu.Unlock()
 	}
 	return nil
 }
@@ -225,8 +233,9 @@ type childOutbox struct {
 
 func (o *childOutbox) Begin(ctx context.Context, in tools.Intent) (*event.ReceiptData, error) {
 	id := uuid.NewString()
+	call, _ := o.sink.openCall()
 	if err := o.sink.Emit(ctx, event.New(event.EffectIntent, event.EffectIntentData{
-		ID: id, CallID: o.sink.openCall(), Tool: in.Tool, Key: in.Key, ReceiptType: in.ReceiptType, Args: in.Args,
+		ID: id, CallID: call, Tool: in.Tool, Key: in.Key, ReceiptType: in.ReceiptType, Args: in.Args,
 	})); err != nil {
 		return nil, err
 	}
