@@ -46,13 +46,15 @@ const (
 	Heartbeat = "heartbeat"
 	Warning   = "warning"
 
+	// A side effect's outcome other than its receipt, recorded as run
+	// events: it failed before it happened, or it went ahead and may or may
+	// not have happened (the send broke after it could have been taken).
+	EffectFailed  = "effect.failed"
+	EffectUnknown = "effect.unknown"
+
 	// Runner protocol only (DESIGN.md §6): never shown as run events.
 	EffectIntent = "effect.intent"
-	EffectFailed = "effect.failed"
-	// EffectUnknown: a side effect that went ahead may or may not have
-	// happened (the send broke after it could have been taken).
-	EffectUnknown = "effect.unknown"
-	RunnerResult  = "runner.result"
+	RunnerResult = "runner.result"
 	// Sync asks the parent to ack once every earlier event is persisted,
 	// so a child never runs a tool whose tool.started could still be lost.
 	Sync = "sync"

@@ -284,7 +284,7 @@ var events = []string{
 	event.IterationStarted, event.IterationCompleted, event.MessageDelta, event.MessageCompleted,
 	event.ToolStarted, event.ToolCompleted, event.ArtifactCreated, event.ReceiptRecorded,
 	event.LearningRecorded, event.ApproachFailed, event.VerificationCompleted,
-	event.CheckpointCreated, event.RewindCompleted, event.Retry, event.Warning, event.EffectFailed,
+	event.CheckpointCreated, event.RewindCompleted, event.Retry, event.Warning, event.EffectFailed, event.EffectUnknown,
 }
 
 // jobMethods are advertised when the gateway has a scheduler, whether or

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"golang.org/x/sys/unix"
 
 	"agent/adapter"
 	"agent/checkpoint"
@@ -40,8 +39,11 @@ const defaultHeartbeat = 5 * time.Second
 // returns a *SpecError (or a decoding error) when the spec cannot run,
 // ErrParentGone when the parent died, and nil once runner.result is out,
 // whatever the run's outcome: that is in the result.
+//
+// The process is not dumpable (sandbox.Harden, at every agent command's
+// start), so other processes of the user cannot reach its stdout through
+// /proc/PID/fd.
 func Serve(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
-	_ = Undumpable()
 	r := bufio.NewReader(in)
 	spec, err := adapter.ReadSpec(r)
 	if err != nil {
@@ -76,14 +78,6 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
 		return ErrParentGone
 	}
 	return sink.Emit(context.WithoutCancel(ctx), event.New(event.RunnerResult, res))
-}
-
-// Undumpable makes this process not dumpable, so that other processes of
-// the user, a tool's subprocess or an MCP server, cannot reach its fds or
-// memory through /proc/PID (its event stream, for `agent runner`): only
-// one with CAP_SYS_PTRACE can. It holds until the process execs.
-func Undumpable() error {
-	return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 }
 
 // cancelOnSignal stops the loop on SIGTERM or SIGINT, as a cancel line
