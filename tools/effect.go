@@ -239,14 +239,14 @@ func (t *effectTool) Run(ctx context.Context, _ *Workspace, args json.RawMessage
 	var different *DifferentError
 	switch {
 	case errors.As(err, &different):
-		return errorf("not sent: a %s with the same %s was already sent in this phase with different content (%s); "+
+		return errorf("not sent: a %s%s was already sent in this phase with different content (%s); "+
 			"nothing was sent now, and the earlier one stands. To send a new message, make it a new one: %s.",
-			name, strings.Join(t.effect.KeyArgs, " and "), describeReceipt(&different.Receipt), t.effect.NewOne)
+			name, t.sameKey(" with the same %s"), describeReceipt(&different.Receipt), t.effect.NewOne)
 	case errors.Is(err, ErrUnknownOutcome):
-		return errorf("not sent: an identical %s call (same %s) was started earlier in this phase and its outcome is unknown: "+
+		return errorf("not sent: an identical %s call%s was started earlier in this phase and its outcome is unknown: "+
 			"it may or may not have been delivered. Do not try to send it another way (another tool, reworded arguments, bash). "+
 			"A person can check and re-send it with `agent resume %s --resend-unknown`.",
-			name, strings.Join(t.effect.KeyArgs, " and "), t.runRef())
+			name, t.sameKey(" (same %s)"), t.runRef())
 	case err != nil:
 		return errorf("not sent: %v", err)
 	case receipt != nil:
@@ -334,6 +334,15 @@ func Resend(ctx context.Context, t Tool, key string, args json.RawMessage) (res 
 }
 
 // runRef names the run for the resume hint.
+// sameKey says, in format, which arguments make two calls the same
+// effect; "" for an effect without key arguments (one per run and phase).
+func (t *effectTool) sameKey(format string) string {
+	if len(t.effect.KeyArgs) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(format, strings.Join(t.effect.KeyArgs, " and "))
+}
+
 func (t *effectTool) runRef() string {
 	if t.scope.RunID == "" {
 		return "RUN_ID"
