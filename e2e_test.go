@@ -534,7 +534,8 @@ func (e *e2e) openStore(t *testing.T) *store.DB {
 // TestDiskFull: the store's disk fills up mid-run. The run stops with exit
 // 5 and one line that says so and that it can be resumed, before the write
 // whose call could not be recorded runs; once space is freed, resume asks
-// the model again (its lost reply was in flight) and finishes.
+// the model again (its lost reply was in flight) and finishes, and the
+// run's stored seqs have no gap where the failed write was.
 func TestDiskFull(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
@@ -579,6 +580,10 @@ func TestDiskFull(t *testing.T) {
 	}
 	if data, err := os.ReadFile(filepath.Join(e.workspace, "big.txt")); err != nil || len(data) != len(content) {
 		t.Errorf("big.txt after resume: %d bytes, %v", len(data), err)
+	}
+	stored := gaplessEvents(t, e, runID)
+	if last := stored[len(stored)-1]; last.Type != event.RunCompleted {
+		t.Errorf("the run ended %s %s, want run.completed", last.Type, last.Data)
 	}
 }
 

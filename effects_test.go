@@ -40,7 +40,15 @@ type mailbox struct {
 func newMailbox(t *testing.T) *mailbox {
 	t.Helper()
 	m := &mailbox{}
-	s := gosmtp.NewServer(m)
+	m.addr = serveSMTP(t, m)
+	return m
+}
+
+// serveSMTP serves a real SMTP server on the loopback with backend for as
+// long as the test runs; it returns its address.
+func serveSMTP(t *testing.T, backend gosmtp.Backend) string {
+	t.Helper()
+	s := gosmtp.NewServer(backend)
 	s.Domain = "localhost"
 	s.ReadTimeout, s.WriteTimeout = 10*time.Second, 10*time.Second
 	s.ErrorLog = log.New(io.Discard, "", 0)
@@ -50,8 +58,7 @@ func newMailbox(t *testing.T) *mailbox {
 	}
 	go s.Serve(l) //nolint:errcheck // ends with Close
 	t.Cleanup(func() { s.Close() })
-	m.addr = l.Addr().String()
-	return m
+	return l.Addr().String()
 }
 
 func (m *mailbox) count() int {

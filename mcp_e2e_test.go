@@ -44,6 +44,21 @@ func (e *e2e) withMCP(t *testing.T, extra string, env ...string) string {
 	return logPath
 }
 
+// referenceFilesystemServer is the path of the reference MCP filesystem
+// server from npm, which scripts/deps.sh installs; the test is skipped
+// without it.
+func referenceFilesystemServer(t *testing.T) string {
+	t.Helper()
+	server, err := filepath.Abs(".cache/mcp-servers/node_modules/.bin/mcp-server-filesystem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(server); err != nil {
+		t.Skip("the reference MCP filesystem server is not installed; scripts/deps.sh installs it with npm")
+	}
+	return server
+}
+
 // serverAlive reports whether a test server logging to logPath still
 // runs. Its own pid is of its sandbox's PID namespace, so it is found by
 // its environment instead.
@@ -438,13 +453,7 @@ func TestMCPGatewayRun(t *testing.T) {
 // scripts/deps.sh): a third-party server, as users run them.
 func TestMCPReferenceFilesystemServer(t *testing.T) {
 	t.Parallel()
-	server, err := filepath.Abs(".cache/mcp-servers/node_modules/.bin/mcp-server-filesystem")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(server); err != nil {
-		t.Skip("the reference MCP filesystem server is not installed; scripts/deps.sh installs it with npm")
-	}
+	server := referenceFilesystemServer(t)
 	e := newE2E(t)
 	note := filepath.Join(e.workspace, "note.txt")
 	if err := os.WriteFile(note, []byte("the answer is 42\n"), 0o644); err != nil {

@@ -20,22 +20,7 @@ import (
 // which sandbox it ran in.
 func TestSandboxedRunRefusesWhatItMust(t *testing.T) {
 	t.Parallel()
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close()
-	go func() {
-		for {
-			c, err := listener.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("LEAKED\n"))
-			c.Close()
-		}
-	}()
-	port := listener.Addr().(*net.TCPAddr).Port
+	port := loopbackGreeter(t, "LEAKED")
 	outside := t.TempDir()
 	probes := []struct{ name, command string }{
 		{"write outside", fmt.Sprintf("echo x > %s/escape.txt && echo WROTE", outside)},
@@ -111,6 +96,28 @@ func TestSandboxedRunRefusesWhatItMust(t *testing.T) {
 	if !strings.Contains(show.stdout, "sandbox   workspace-write, network off") {
 		t.Errorf("runs show does not say the sandbox:\n%s", show.stdout)
 	}
+}
+
+// loopbackGreeter listens on the loopback for as long as the test runs,
+// says greeting to every connection and closes it; it returns the port.
+func loopbackGreeter(t *testing.T, greeting string) int {
+	t.Helper()
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { listener.Close() })
+	go func() {
+		for {
+			c, err := listener.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte(greeting + "\n"))
+			c.Close()
+		}
+	}()
+	return listener.Addr().(*net.TCPAddr).Port
 }
 
 // --sandbox off lifts everything (the checks above bite), and --sandbox

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	gosmtp "github.com/emersion/go-smtp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -286,17 +283,7 @@ func newHangUpMail(t *testing.T) *hangUpMail {
 	t.Helper()
 	m := &hangUpMail{}
 	m.hangUp.Store(true)
-	s := gosmtp.NewServer(m)
-	s.Domain = "localhost"
-	s.ReadTimeout, s.WriteTimeout = 10*time.Second, 10*time.Second
-	s.ErrorLog = log.New(io.Discard, "", 0)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(l) //nolint:errcheck // ends with Close
-	t.Cleanup(func() { s.Close() })
-	m.addr = l.Addr().String()
+	m.addr = serveSMTP(t, m)
 	return m
 }
 

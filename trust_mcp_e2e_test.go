@@ -118,13 +118,7 @@ func TestMCPBinaryResultsDoNotReachTheModel(t *testing.T) {
 // scripts/deps.sh), where the 30 kB of base64 were seen.
 func TestMCPReferenceServerMediaFile(t *testing.T) {
 	t.Parallel()
-	server, err := filepath.Abs(".cache/mcp-servers/node_modules/.bin/mcp-server-filesystem")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(server); err != nil {
-		t.Skip("the reference MCP filesystem server is not installed; scripts/deps.sh installs it with npm")
-	}
+	server := referenceFilesystemServer(t)
 	e := newE2E(t)
 	note := filepath.Join(e.workspace, "note.txt")
 	if err := os.WriteFile(note, []byte("the answer is 42\n"), 0o644); err != nil {

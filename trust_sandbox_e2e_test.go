@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -324,22 +323,7 @@ func TestMCPServerRunsInTheSandbox(t *testing.T) {
 // network = false.
 func TestMCPServerNetworkSetting(t *testing.T) {
 	t.Parallel()
-	listener, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close()
-	go func() {
-		for {
-			c, err := listener.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("CONNECTED\n"))
-			c.Close()
-		}
-	}()
-	probe := fmt.Sprintf("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d && cat <&3'", listener.Addr().(*net.TCPAddr).Port)
+	probe := fmt.Sprintf("bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d && cat <&3'", loopbackGreeter(t, "CONNECTED"))
 	for _, c := range []struct {
 		extra string
 		net   bool
