@@ -254,9 +254,12 @@ func injectedUnderTerminal(t *testing.T, e *e2e, mode, marker string) bool {
 	}
 	// Anything pushed into the terminal is queued before this line.
 	fmt.Fprintf(stdin, "echo SHELL_DONE\nexit\n")
-	for l := range lines {
-		if strings.Contains(l, "SHELL_DONE") && !strings.Contains(l, "echo") {
-			break
+	for done := false; !done; {
+		select {
+		case l, ok := <-lines:
+			done = !ok || strings.Contains(l, "SHELL_DONE") && !strings.Contains(l, "echo")
+		case <-deadline:
+			t.Fatal("the shell did not finish under the terminal")
 		}
 	}
 	stdin.Close()
