@@ -17,7 +17,7 @@ import (
 	"agent/config"
 	"agent/mcp"
 	"agent/mcpserve"
-	"agent/worker"
+	"agent/runner"
 )
 
 func mcpCommand() *cli.Command {
@@ -94,7 +94,7 @@ func mcpListAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	confine, err := worker.ServerSandbox(settings.Home, dir, c.String("sandbox"), f)
+	confine, err := runner.ServerSandbox(settings.Home, dir, c.String("sandbox"), f)
 	if err != nil {
 		return usageErrorf("--sandbox: %v", err)
 	}

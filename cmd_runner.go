@@ -7,7 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"agent/config"
-	"agent/worker"
+	"agent/runner"
 )
 
 // runnerCommand is the per-phase child (DESIGN.md §6): PhaseSpec on
@@ -25,10 +25,10 @@ func runnerAction(c *cli.Context) error {
 	// The child saves checkpointed files to the blob store itself; without
 	// a data directory, checkpoints are off and it says so.
 	home, _ := config.Home()
-	err := worker.Serve(c.Context, c.App.Reader, c.App.Writer, worker.Config{
+	err := runner.Serve(c.Context, c.App.Reader, c.App.Writer, runner.ServeConfig{
 		APIKey: os.Getenv("OPENAI_API_KEY"), Home: home, UserAgent: "agent/" + version,
 	})
-	if errors.Is(err, worker.ErrParentGone) {
+	if errors.Is(err, runner.ErrParentGone) {
 		return &exitError{code: 130, msg: "parent gone; stopped"}
 	}
 	return err

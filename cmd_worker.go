@@ -13,9 +13,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"agent/config"
-	"agent/fleet"
 	"agent/store"
 	"agent/supervisor"
+	"agent/worker"
 )
 
 // workerCommand is `agent worker` (DESIGN.md §14).
@@ -79,7 +79,7 @@ func workerAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	w, err := fleet.New(fleet.Config{
+	w, err := worker.New(worker.Config{
 		DB: db, Sup: sup, Concurrency: c.Int("concurrency"), Poll: c.Duration("poll"),
 		RunTimeout: c.Duration("run-timeout"), Logger: logger,
 	})

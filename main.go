@@ -17,10 +17,10 @@ import (
 	"agent/gateway"
 	"agent/llm"
 	"agent/mcp"
+	"agent/runner"
 	"agent/sandbox"
 	"agent/store"
 	"agent/supervisor"
-	"agent/worker"
 )
 
 // Set at build time by scripts/build.sh.
@@ -173,7 +173,7 @@ func exitCode(err error) int {
 		exit    *exitError
 		cfg     *config.Error
 		option  *supervisor.OptionError
-		spec    *worker.SpecError
+		spec    *runner.SpecError
 		setup   *llm.SetupError
 		token   *gateway.TokenError
 		model   *llm.Error

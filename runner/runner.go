@@ -1,8 +1,18 @@
-// Package runner is the agent loop: it asks the model, runs the tools it
-// calls, and repeats until the model gives a final answer. It writes
-// everything that happens to an event sink and never touches the store:
-// the fast path hands it a sink that persists, the child runner a sink
-// that writes JSON lines to the parent.
+// Package runner is the card's runner: the child process that runs a
+// phase, and the loop it runs.
+//
+//   - Serve is `agent runner`, the child side of the runner protocol
+//     (DESIGN.md §6): it reads a PhaseSpec, runs the loop it describes,
+//     streams its events to the parent and ends with runner.result.
+//   - Execute is the loop a spec describes: its tools, sandbox, MCP
+//     servers and model, also how a supervisor drives a single run in its
+//     own process, so a run is the same loop with the same events
+//     whichever side of a process boundary it runs.
+//   - Run is the agent loop itself: it asks the model, runs the tools it
+//     calls, and repeats until the model gives a final answer. It writes
+//     everything that happens to an event sink and never touches the
+//     store: the fast path hands it a sink that persists, the child a sink
+//     that writes JSON lines to the parent.
 package runner
 
 import (

@@ -12,8 +12,8 @@ import (
 	"agent/event"
 	"agent/mcp"
 	"agent/plan"
+	"agent/runner"
 	"agent/store"
-	"agent/worker"
 )
 
 // Drive says how to drive a run.
@@ -149,7 +149,7 @@ func (s *Supervisor) driveHere(ctx context.Context, r *store.Run, d Drive, sink 
 	if err != nil {
 		return failed(ctx, err)
 	}
-	report, err := worker.Execute(ctx, spec, worker.Env{
+	report, err := runner.Execute(ctx, spec, runner.Env{
 		Sink: sink, Outbox: &storeOutbox{db: s.db, runID: r.ID, owner: s.cfg.Owner, sink: sink}, APIKey: s.apiKey, Home: s.cfg.Home,
 		Getenv: s.Getenv, Environ: s.cfg.Env, UserAgent: "agent/" + s.cfg.Version,
 	})

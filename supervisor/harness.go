@@ -15,8 +15,8 @@ import (
 	"agent/mcp"
 	"agent/orchestrator"
 	"agent/plan"
+	"agent/runner"
 	"agent/store"
-	"agent/worker"
 )
 
 // RunDir is where a harness run keeps its files for people:
@@ -43,7 +43,7 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 		return failed(ctx, err)
 	}
 	// Programmatic evidence runs here, confined like the phases' bash.
-	commands, err := worker.NewSandbox(s.cfg.Home, r.Workspace, o.Sandbox, o.Network, s.cfg.Env, f, configured)
+	commands, err := runner.NewSandbox(s.cfg.Home, r.Workspace, o.Sandbox, o.Network, s.cfg.Env, f, configured)
 	if err != nil {
 		return failed(ctx, err)
 	}
@@ -163,7 +163,7 @@ func (s *Supervisor) checkServers(ctx context.Context, workspace string, o Optio
 	if len(required) == 0 {
 		return nil
 	}
-	confine, err := worker.ServerSandbox(s.cfg.Home, workspace, o.Sandbox, f)
+	confine, err := runner.ServerSandbox(s.cfg.Home, workspace, o.Sandbox, f)
 	if err != nil {
 		return err
 	}

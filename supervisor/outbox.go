@@ -8,9 +8,9 @@ import (
 	"agent/adapter"
 	"agent/event"
 	"agent/mcp"
+	"agent/runner"
 	"agent/store"
 	"agent/tools"
-	"agent/worker"
 )
 
 // The outbox of a run's side effects (DESIGN.md §6, §7): an intent is
@@ -215,7 +215,7 @@ func (s *Supervisor) resendEffect(ctx context.Context, r *store.Run, rc store.Re
 	if err != nil {
 		return fail("%v", err)
 	}
-	confine, err := worker.ServerSandbox(s.cfg.Home, r.Workspace, o.Sandbox, f)
+	confine, err := runner.ServerSandbox(s.cfg.Home, r.Workspace, o.Sandbox, f)
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -1,11 +1,4 @@
-// Package worker is the child side of the runner protocol (DESIGN.md §6):
-// `agent runner` reads a PhaseSpec, runs the loop it describes, streams
-// its events to the parent and ends with runner.result (Serve).
-//
-// Execute, the loop a spec describes, is also how a supervisor drives a
-// single run in its own process: a run is the same loop, with the same
-// tools and the same events, whichever side of a process boundary it runs.
-package worker
+package runner
 
 import (
 	"context"
@@ -20,14 +13,13 @@ import (
 	"agent/event"
 	"agent/llm"
 	"agent/mcp"
-	"agent/runner"
 	"agent/sandbox"
 	"agent/tools"
 )
 
 // Env is what a loop needs besides its spec.
 type Env struct {
-	Sink runner.Sink
+	Sink Sink
 	// Outbox records side-effect intents before the effect starts; nil
 	// refuses side effects.
 	Outbox tools.Outbox
@@ -61,7 +53,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 	emitWarning := func(msg string) {
 		_ = env.Sink.Emit(ctx, event.New(event.Warning, event.WarningData{Message: msg}))
 	}
-	cfg := runner.Config{
+	cfg := Config{
 		ModelName: spec.Model.Name, Sink: env.Sink, MaxTurns: spec.MaxTurns,
 		Until: spec.Until, MaxIterations: spec.MaxIterations, ContextBudget: spec.ContextBudget,
 		Compact: !spec.NoCompact, ContextWindow: spec.ContextWindow,
@@ -111,7 +103,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 	if planner != nil {
 		cfg.RequireTool = tools.SubmitPlanName
 	}
-	instructions, warning := runner.Instructions(ws.Root())
+	instructions, warning := Instructions(ws.Root())
 	if warning != "" {
 		emitWarning(warning)
 	}
@@ -139,13 +131,13 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 	defer closeModel()
 	cfg.Model = model
 
-	state := runner.State{
+	state := State{
 		Prior: spec.Prior, History: spec.History, Started: spec.Started, Iteration: spec.Iteration, Turns: spec.Turns,
 		Usage:        llm.Usage{PromptTokens: spec.Usage.PromptTokens, CompletionTokens: spec.Usage.CompletionTokens},
 		Checkpointed: spec.Checkpointed, Continue: spec.Continue,
 	}
-	res, runErr := runner.Run(ctx, cfg, spec.Prompt, state)
-	out := runner.Report(res, runErr)
+	res, runErr := Run(ctx, cfg, spec.Prompt, state)
+	out := Report(res, runErr)
 	switch {
 	case runErr != nil && ctx.Err() != nil:
 		out.Status, out.Reason, out.Detail = event.StatusCancelled, event.ReasonInterrupted, context.Cause(ctx).Error()

@@ -1,4 +1,4 @@
-package worker_test
+package runner_test
 
 import (
 	"bufio"
@@ -13,16 +13,16 @@ import (
 
 	"agent/adapter"
 	"agent/event"
-	"agent/worker"
+	"agent/runner"
 )
 
-// FuzzServe feeds arbitrary stdin to worker.Serve, the child side of the
+// FuzzServe feeds arbitrary stdin to runner.Serve, the child side of the
 // runner protocol. It must never reach a model: an input whose first line
 // ReadSpec accepts is rewritten to run in an empty temporary workspace
 // with a replay cassette that does not exist, so Execute fails in llm.Open
 // (or earlier, on the tools) before any loop or tool runs. Invariants:
 //   - Serve never panics and returns promptly, always with a
-//     *worker.SpecError for these inputs;
+//     *runner.SpecError for these inputs;
 //   - a spec ReadSpec rejects makes Serve write nothing at all;
 //   - whatever Serve writes is whole event lines, stamped with the spec's
 //     run, phase and attempt, and never a runner.result.
@@ -70,7 +70,7 @@ func FuzzServe(f *testing.F) {
 		defer cancel()
 		var out bytes.Buffer
 		done := make(chan error, 1)
-		go func() { done <- worker.Serve(ctx, bytes.NewReader(in), &out, worker.Config{}) }()
+		go func() { done <- runner.Serve(ctx, bytes.NewReader(in), &out, runner.ServeConfig{}) }()
 		var serr error
 		select {
 		case serr = <-done:
@@ -78,9 +78,9 @@ func FuzzServe(f *testing.F) {
 			t.Fatalf("Serve did not return (accepted spec: %v)\nstdin: %q", accepted, in)
 		}
 
-		var se *worker.SpecError
+		var se *runner.SpecError
 		if !errors.As(serr, &se) {
-			t.Fatalf("Serve returned %v (%T), want a *worker.SpecError (accepted spec: %v)\nstdin: %q", serr, serr, accepted, in)
+			t.Fatalf("Serve returned %v (%T), want a *runner.SpecError (accepted spec: %v)\nstdin: %q", serr, serr, accepted, in)
 		}
 		if !accepted {
 			if out.Len() != 0 {

@@ -1,4 +1,4 @@
-package worker
+package runner
 
 import (
 	"bufio"
@@ -20,8 +20,8 @@ import (
 	"agent/tools"
 )
 
-// Config is what `agent runner` knows besides its spec.
-type Config struct {
+// ServeConfig is what `agent runner` knows besides its spec.
+type ServeConfig struct {
 	APIKey    string // from the environment: secrets never travel in the spec
 	Home      string // AGENT_HOME, for checkpoint blobs; "" turns checkpoints off
 	UserAgent string
@@ -43,7 +43,7 @@ const defaultHeartbeat = 5 * time.Second
 // The process is not dumpable (sandbox.Harden, at every agent command's
 // start), so other processes of the user cannot reach its stdout through
 // /proc/PID/fd.
-func Serve(ctx context.Context, in io.Reader, out io.Writer, cfg Config) error {
+func Serve(ctx context.Context, in io.Reader, out io.Writer, cfg ServeConfig) error {
 	r := bufio.NewReader(in)
 	spec, err := adapter.ReadSpec(r)
 	if err != nil {

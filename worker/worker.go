@@ -1,4 +1,4 @@
-// Package fleet is `agent worker` (DESIGN.md §14): a process that claims
+// Package worker is `agent worker` (DESIGN.md §14): a process that claims
 // queued runs and harness phase attempts from the shared store and drives
 // them, up to a number at once, each in an `agent runner` child, exactly
 // as a gateway drives its own. Any number of workers on any number of
@@ -7,7 +7,7 @@
 // expire. A harness run's driver only plans, queues its phase attempts
 // and verifies them, so harness runs have slots of their own: a worker
 // waiting on attempts never keeps them from being run.
-package fleet
+package worker
 
 import (
 	"context"
