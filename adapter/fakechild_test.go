@@ -164,7 +164,7 @@ func fakeNormal(f *fake) int {
 	e.Seq, e.Token = 42, f.token
 	_ = f.enc.Encode(e)
 	f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c4", OK: true})
-	f.result(StatusCompleted, "all done", "")
+	f.result(event.StatusCompleted, "all done", "")
 	return 0
 }
 
@@ -182,7 +182,7 @@ func fakeForger(f *fake) int {
 	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "../outside.md", SHA256: "x", Bytes: 9})
 	f.emit(event.ArtifactCreated, event.ArtifactData{Path: "dir", SHA256: "x", Bytes: 9})
 	f.emit(event.RunnerResult, event.RunnerResultData{Status: "victorious", Output: "forged"})
-	f.result(StatusFailed, "honest", "max_turns")
+	f.result(event.StatusFailed, "honest", "max_turns")
 	return 0
 }
 
@@ -220,7 +220,7 @@ func fakeLateResult(f *fake) int {
 	go WatchControls(f.in, nil, func(error) { close(cancelled) })
 	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "bash"})
 	<-cancelled
-	f.result(StatusCompleted, "finished anyway", "")
+	f.result(event.StatusCompleted, "finished anyway", "")
 	return 0
 }
 
@@ -229,7 +229,7 @@ func fakeLateResult(f *fake) int {
 // exit status.
 func fakeResultThen(f *fake) int {
 	f.spec()
-	f.result(StatusCompleted, "FORGED RESULT", "")
+	f.result(event.StatusCompleted, "FORGED RESULT", "")
 	if os.Getenv("ADAPTER_FAKE_THEN") == "sigkill" {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		time.Sleep(time.Minute)
@@ -240,8 +240,8 @@ func fakeResultThen(f *fake) int {
 // fakeTwoResults: a forged success, then the child's own failure.
 func fakeTwoResults(f *fake) int {
 	f.spec()
-	f.result(StatusCompleted, "FORGED RESULT", "")
-	f.result(StatusFailed, "honest", "max_turns")
+	f.result(event.StatusCompleted, "FORGED RESULT", "")
+	f.result(event.StatusFailed, "honest", "max_turns")
 	return 0
 }
 
@@ -291,7 +291,7 @@ func fakeEffects(f *fake) int {
 			emit(event.EffectUnknown, event.EffectUnknownData{Key: p[1], Error: "connection lost"})
 		}
 	}
-	f.result(StatusCompleted, "done", "")
+	f.result(event.StatusCompleted, "done", "")
 	return 0
 }
 
@@ -304,7 +304,7 @@ func fakeMalformed(f *fake) int {
 	w.WriteString(strings.Repeat("x", event.MaxLine+1) + "\n")
 	w.Flush()
 	f.say("after")
-	f.result(StatusCompleted, "survived", "")
+	f.result(event.StatusCompleted, "survived", "")
 	return 0
 }
 
@@ -360,7 +360,7 @@ func fakeHeartbeats(f *fake) int {
 		time.Sleep(time.Duration(spec.HeartbeatMS) * time.Millisecond)
 		f.emit(event.Heartbeat, nil)
 	}
-	f.result(StatusCompleted, "slow but alive", "")
+	f.result(event.StatusCompleted, "slow but alive", "")
 	return 0
 }
 
@@ -410,7 +410,7 @@ func fakeIntent(f *fake) int {
 		f.say(fmt.Sprintf("%s type=%s proceed=%v receipt=%s err=%v", id, c.Type, c.Proceed, receipt, err))
 		f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c-" + id, OK: true})
 	}
-	f.result(StatusCompleted, "asked twice", "")
+	f.result(event.StatusCompleted, "asked twice", "")
 	return 0
 }
 
@@ -434,6 +434,6 @@ func fakeSync(f *fake) int {
 	f.emit(event.Sync, event.SyncData{ID: "s1"})
 	c, err := intents.Wait(ctx, "s1")
 	f.say(fmt.Sprintf("sync type=%s proceed=%v err=%v", c.Type, c.Proceed, err))
-	f.result(StatusCompleted, "synced", "")
+	f.result(event.StatusCompleted, "synced", "")
 	return 0
 }

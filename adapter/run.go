@@ -14,19 +14,6 @@ import (
 	"agent/event"
 )
 
-// How an attempt ended: Result.Status.
-const (
-	StatusCompleted = "completed" // the runner reported success
-	StatusFailed    = "failed"    // the runner reported failure
-	StatusCrashed   = "crashed"   // no runner.result: the child died, or went silent and was killed
-	StatusTimeout   = "timeout"   // Config.Timeout elapsed before a runner.result
-	StatusCancelled = "cancelled" // ctx was cancelled, or OnEvent failed, before a runner.result
-	// StatusLost: the process running the child went away (a worker
-	// stopped or died, DESIGN.md §14). The attempt did not fail; never
-	// returned by Run.
-	StatusLost = "lost"
-)
-
 // Defaults of Config.
 const (
 	DefaultTimeout          = 30 * time.Minute
@@ -82,7 +69,15 @@ type BlobReader interface {
 // Result is what one attempt produced. What the attempt did to the
 // workspace and the world is in its events, which the caller persisted.
 type Result struct {
-	Status string `json:"status"` // one of the Status constants
+	// Status is how the attempt ended, one of event's words:
+	// StatusCompleted (the runner reported success, then exited 0),
+	// StatusFailed (it reported failure), StatusCrashed (no result: the
+	// child died, went silent and was killed, or printed a result and then
+	// did not exit 0), StatusTimeout (Config.Timeout elapsed first) or
+	// StatusCancelled (ctx was cancelled, or OnEvent failed, first).
+	// StatusLost (the process running the child went away: a worker
+	// stopped or died) is a caller's, never returned by Run.
+	Status string `json:"status"`
 	Output string `json:"output,omitempty"`
 	// Reason says why, for anything but completed. For crashed it ends
 	// with the tail of the child's stderr.
@@ -258,12 +253,12 @@ func (a *attempt) run(ctx context.Context, specLine []byte, stderr *stderrLog) (
 			heartbeat.Reset(a.cfg.HeartbeatTimeout)
 			a.handle(d)
 		case <-heartbeat.C:
-			a.stop(StatusCrashed, fmt.Sprintf("no output or heartbeat from the runner for %v", a.cfg.HeartbeatTimeout))
+			a.stop(event.StatusCrashed, fmt.Sprintf("no output or heartbeat from the runner for %v", a.cfg.HeartbeatTimeout))
 		case <-timeout.C:
-			a.stop(StatusTimeout, fmt.Sprintf("phase timed out after %v", a.cfg.Timeout))
+			a.stop(event.StatusTimeout, fmt.Sprintf("phase timed out after %v", a.cfg.Timeout))
 		case <-done:
 			done = nil
-			a.stop(StatusCancelled, fmt.Sprintf("cancelled: %v", context.Cause(ctx)))
+			a.stop(event.StatusCancelled, fmt.Sprintf("cancelled: %v", context.Cause(ctx)))
 		case <-a.kill:
 			a.kill = nil
 			a.procs.signal(syscall.SIGKILL)
@@ -369,7 +364,7 @@ func (a *attempt) forward(e event.Event) {
 	e.Token = "" // the call's secret, never kept
 	if err := a.cfg.OnEvent(e); err != nil {
 		a.eventErr = err
-		a.stop(StatusCancelled, fmt.Sprintf("stopped by the parent: %v", err))
+		a.stop(event.StatusCancelled, fmt.Sprintf("stopped by the parent: %v", err))
 	}
 }
 
@@ -469,21 +464,21 @@ func (a *attempt) finish(ps *os.ProcessState, waitErr error, tail string) {
 	case a.stopStatus != "":
 		// The stop verdict came before any runner.result and stands.
 		a.res.Status, a.res.Reason = a.stopStatus, a.stopReason
-	case counts && r.Status == StatusCompleted:
-		a.res.Status, a.res.Reason = StatusCompleted, ""
+	case counts && r.Status == event.StatusCompleted:
+		a.res.Status, a.res.Reason = event.StatusCompleted, ""
 	case counts:
-		a.res.Status, a.res.Reason = StatusFailed, r.Reason
+		a.res.Status, a.res.Reason = event.StatusFailed, r.Reason
 		if a.res.Reason == "" {
 			a.res.Reason = fmt.Sprintf("runner reported status %q", r.Status)
 		}
 	case a.results > 1:
-		a.res.Status, a.res.Reason = StatusCrashed, fmt.Sprintf("runner sent %d results, one not its own, so none counts; it %s", a.results, howEnded(ps, waitErr))
+		a.res.Status, a.res.Reason = event.StatusCrashed, fmt.Sprintf("runner sent %d results, one not its own, so none counts; it %s", a.results, howEnded(ps, waitErr))
 	case r != nil:
-		a.res.Status, a.res.Reason = StatusCrashed, fmt.Sprintf("runner %s after its result, which counts only from a runner that then exits 0", howEnded(ps, waitErr))
+		a.res.Status, a.res.Reason = event.StatusCrashed, fmt.Sprintf("runner %s after its result, which counts only from a runner that then exits 0", howEnded(ps, waitErr))
 	default:
-		a.res.Status, a.res.Reason = StatusCrashed, fmt.Sprintf("runner %s without a result", howEnded(ps, waitErr))
+		a.res.Status, a.res.Reason = event.StatusCrashed, fmt.Sprintf("runner %s without a result", howEnded(ps, waitErr))
 	}
-	if a.res.Status == StatusCrashed && tail != "" {
+	if a.res.Status == event.StatusCrashed && tail != "" {
 		a.res.Reason += ": " + tail
 	}
 }

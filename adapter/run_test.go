@@ -46,7 +46,7 @@ func TestRun(t *testing.T) {
 		{
 			name: "reports failure", behaviour: "fail",
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusFailed, 0)
+				wantStatus(t, o, event.StatusFailed, 0)
 				if o.res.Reason != "max turns reached" || o.res.Output != "gave up" {
 					t.Errorf("reason %q, output %q: want the child's", o.res.Reason, o.res.Output)
 				}
@@ -67,7 +67,7 @@ func TestRun(t *testing.T) {
 				return nil
 			},
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCancelled, 0)
+				wantStatus(t, o, event.StatusCancelled, 0)
 				ack, _ := os.ReadFile(filepath.Join(o.dir, "ack"))
 				if string(ack) != "proceed=false reason=the attempt is stopping err=<nil>" {
 					t.Errorf("the child's late intent was answered %q, want a refusal", ack)
@@ -78,7 +78,7 @@ func TestRun(t *testing.T) {
 		{
 			name: "killed by a signal", behaviour: "sigkill",
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCrashed, -1)
+				wantStatus(t, o, event.StatusCrashed, -1)
 				if !strings.Contains(o.res.Reason, "signal: killed") {
 					t.Errorf("reason %q does not say signal: killed", o.res.Reason)
 				}
@@ -93,7 +93,7 @@ func TestRun(t *testing.T) {
 			name: "heartbeats keep a slow child alive", behaviour: "heartbeats",
 			config: func(c *Config) { c.HeartbeatTimeout = 500 * time.Millisecond },
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCompleted, 0)
+				wantStatus(t, o, event.StatusCompleted, 0)
 				if o.elapsed < 500*time.Millisecond {
 					t.Errorf("took %v: shorter than the heartbeat timeout, proves nothing", o.elapsed)
 				}
@@ -106,7 +106,7 @@ func TestRun(t *testing.T) {
 			name: "timeout", behaviour: "ignore-term",
 			config: func(c *Config) { c.Timeout, c.Grace = 500*time.Millisecond, 300*time.Millisecond },
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusTimeout, -1)
+				wantStatus(t, o, event.StatusTimeout, -1)
 				if o.res.Reason != "phase timed out after 500ms" {
 					t.Errorf("reason %q", o.res.Reason)
 				}
@@ -124,7 +124,7 @@ func TestRun(t *testing.T) {
 				return nil
 			},
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCancelled, 0)
+				wantStatus(t, o, event.StatusCancelled, 0)
 				if o.ctx.Err() == nil {
 					t.Error("ctx not cancelled")
 				}
@@ -151,7 +151,7 @@ func TestRun(t *testing.T) {
 			// the sync request itself is not forwarded.
 			name: "sync", behaviour: "sync",
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCompleted, 0)
+				wantStatus(t, o, event.StatusCompleted, 0)
 				var types, said []string
 				for _, e := range o.events {
 					types = append(types, e.Type)
@@ -175,7 +175,7 @@ func TestRun(t *testing.T) {
 				if !errors.Is(o.err, errBoom) {
 					t.Fatalf("Run error = %v, want %v", o.err, errBoom)
 				}
-				if o.res == nil || o.res.Status != StatusCancelled || o.res.ExitCode != -1 {
+				if o.res == nil || o.res.Status != event.StatusCancelled || o.res.ExitCode != -1 {
 					t.Fatalf("result %+v, want cancelled and killed", o.res)
 				}
 				if len(o.events) != 1 {
@@ -263,7 +263,7 @@ func types(events []event.Event) []string {
 }
 
 func checkNormal(t *testing.T, o outcome) {
-	wantStatus(t, o, StatusCompleted, 0)
+	wantStatus(t, o, event.StatusCompleted, 0)
 	r := o.res
 	if r.Output != "all done" || r.Reason != "" || r.Turns != 3 || r.Usage != (event.Usage{PromptTokens: 100, CompletionTokens: 20}) || r.Warnings != 0 {
 		t.Errorf("result %+v", r)
@@ -309,7 +309,7 @@ func checkNormal(t *testing.T, o outcome) {
 }
 
 func checkMalformed(t *testing.T, o outcome) {
-	wantStatus(t, o, StatusCompleted, 0)
+	wantStatus(t, o, event.StatusCompleted, 0)
 	if o.res.Warnings != 3 {
 		t.Errorf("warnings = %d, want 3", o.res.Warnings)
 	}
@@ -329,7 +329,7 @@ func checkMalformed(t *testing.T, o outcome) {
 }
 
 func checkCrash(t *testing.T, o outcome) {
-	wantStatus(t, o, StatusCrashed, 3)
+	wantStatus(t, o, event.StatusCrashed, 3)
 	const prefix = "runner exited with status 3 without a result: "
 	reason := o.res.Reason
 	if !strings.HasPrefix(reason, prefix) || !strings.HasSuffix(reason, "noise line 199\npanic: boom") {
@@ -348,7 +348,7 @@ func checkCrash(t *testing.T, o outcome) {
 }
 
 func checkHang(t *testing.T, o outcome) {
-	wantStatus(t, o, StatusCrashed, -1)
+	wantStatus(t, o, event.StatusCrashed, -1)
 	if !strings.HasPrefix(o.res.Reason, "no output or heartbeat from the runner for 300ms") {
 		t.Errorf("reason %q", o.res.Reason)
 	}
@@ -381,7 +381,7 @@ func processGone(pid int) bool {
 }
 
 func checkIntent(t *testing.T, o outcome) {
-	wantStatus(t, o, StatusCompleted, 0)
+	wantStatus(t, o, event.StatusCompleted, 0)
 	if len(o.intents) != 2 || o.intents[0].ID != "i1" || o.intents[0].Tool != "send_email" || o.intents[1].Key != "key-i2" {
 		t.Errorf("OnIntent saw %+v", o.intents)
 	}
@@ -435,7 +435,7 @@ func TestRunAppendsToTheLog(t *testing.T) {
 	}
 	cfg := Config{Env: childEnv(envBehaviour + "=crash"), LogPath: logPath}
 	res, err := Run(context.Background(), cfg, PhaseSpec{RunID: "r", PhaseID: "p", Attempt: 1, Workspace: ws, Mode: ModePhase})
-	if err != nil || res.Status != StatusCrashed {
+	if err != nil || res.Status != event.StatusCrashed {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
 	log, _ := os.ReadFile(logPath)
@@ -447,7 +447,7 @@ func TestRunAppendsToTheLog(t *testing.T) {
 // checkForger: nothing a child cannot prove reaches the parent's journal,
 // and each thing dropped is said once, as a warning.
 func checkForger(t *testing.T, o outcome) {
-	wantStatus(t, o, StatusFailed, 0)
+	wantStatus(t, o, event.StatusFailed, 0)
 	if o.res.Output != "honest" || o.res.Report == nil || o.res.Report.Status != event.StatusFailed {
 		t.Errorf("result %+v (report %+v), want the well-formed one", o.res, o.res.Report)
 	}

@@ -100,7 +100,7 @@ func TestRunTrustsOnlyTheOpenCall(t *testing.T) {
 			name: "a second receipt for one go-ahead", behaviour: "effects",
 			config: steps("start:c1:send_email", "intent:c1:send_email:k1", "receipt:k1:email_sent", "receipt:k1:email_sent", "done:c1"),
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCompleted, 0)
+				wantStatus(t, o, event.StatusCompleted, 0)
 				wantOutcomes(t, o, `receipt.recorded k1 {"step":2}`)
 				wantWarnings(t, o, `ignored a receipt.recorded from the runner for "k1": this attempt holds no go-ahead for that effect`)
 			},
@@ -111,7 +111,7 @@ func TestRunTrustsOnlyTheOpenCall(t *testing.T) {
 			name: "an unknown outcome uses the go-ahead up", behaviour: "effects",
 			config: steps("start:c1:send_email", "intent:c1:send_email:k1", "unknown:k1", "receipt:k1:email_sent", "done:c1", "receipt:k1:email_sent"),
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCompleted, 0)
+				wantStatus(t, o, event.StatusCompleted, 0)
 				wantOutcomes(t, o, "effect.unknown k1")
 				wantWarnings(t, o,
 					`ignored a receipt.recorded from the runner for "k1": this attempt holds no go-ahead`,
@@ -124,7 +124,7 @@ func TestRunTrustsOnlyTheOpenCall(t *testing.T) {
 			config: steps("start:c1:send_email", "intent:c1:send_email:k1", "done:c1",
 				"receipt:k1:email_sent", "unknown:k1", "failed:k1", "start:c2:bash", "receipt:k1:email_sent", "done:c2"),
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCompleted, 0)
+				wantStatus(t, o, event.StatusCompleted, 0)
 				wantOutcomes(t, o)
 				const late = `from the runner for "k1": tool call "c1" that asked for it had completed`
 				wantWarnings(t, o, "ignored a receipt.recorded "+late, "ignored a effect.unknown "+late,
@@ -158,7 +158,7 @@ func TestRunTrustsOnlyTheOpenCall(t *testing.T) {
 				"receipt:k3:email_sent", "done:c1",
 				"start:c3:send_email", "done:c3"), // the next call opens
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCompleted, 0)
+				wantStatus(t, o, event.StatusCompleted, 0)
 				if keys := intentKeys(o); !reflect.DeepEqual(keys, []string{"k3"}) {
 					t.Errorf("OnIntent saw %q, want only k3", keys)
 				}
@@ -203,7 +203,7 @@ func TestRunTrustsOnlyTheOpenCall(t *testing.T) {
 			config: steps("start:c1:bash", "done:c1",
 				"!start:cX:send_email", "!intent:cX:send_email:k1", "!receipt:k1:email_sent", "!done:cX"),
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCompleted, 0)
+				wantStatus(t, o, event.StatusCompleted, 0)
 				if len(o.intents) != 0 {
 					t.Errorf("OnIntent saw %q, want nothing", intentKeys(o))
 				}
@@ -240,7 +240,7 @@ func TestRunResultCountsOnlyFromAChildThatExits0(t *testing.T) {
 			// The forgery of issue 24: an early result, then kill -9.
 			name: "result then killed", behaviour: "result-then", config: then("sigkill"),
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCrashed, -1)
+				wantStatus(t, o, event.StatusCrashed, -1)
 				noResult(t, o)
 				if !strings.HasPrefix(o.res.Reason, "runner killed (signal: killed) after its result, which counts only from a runner that then exits 0") {
 					t.Errorf("reason %q", o.res.Reason)
@@ -250,7 +250,7 @@ func TestRunResultCountsOnlyFromAChildThatExits0(t *testing.T) {
 		{
 			name: "result then exit 1", behaviour: "result-then", config: then("exit"),
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCrashed, 1)
+				wantStatus(t, o, event.StatusCrashed, 1)
 				noResult(t, o)
 				if !strings.HasPrefix(o.res.Reason, "runner exited with status 1 after its result") {
 					t.Errorf("reason %q", o.res.Reason)
@@ -260,7 +260,7 @@ func TestRunResultCountsOnlyFromAChildThatExits0(t *testing.T) {
 		{
 			name: "two results", behaviour: "two-results",
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCrashed, 0)
+				wantStatus(t, o, event.StatusCrashed, 0)
 				noResult(t, o)
 				if !strings.HasPrefix(o.res.Reason, "runner sent 2 results, one not its own, so none counts; it exited with status 0") {
 					t.Errorf("reason %q", o.res.Reason)
@@ -273,7 +273,7 @@ func TestRunResultCountsOnlyFromAChildThatExits0(t *testing.T) {
 			name: "a result after the timeout", behaviour: "late-result",
 			config: func(c *Config) { c.Timeout = 300 * time.Millisecond },
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusTimeout, 0)
+				wantStatus(t, o, event.StatusTimeout, 0)
 				if o.res.Reason != "phase timed out after 300ms" {
 					t.Errorf("reason %q", o.res.Reason)
 				}
@@ -288,7 +288,7 @@ func TestRunResultCountsOnlyFromAChildThatExits0(t *testing.T) {
 				return nil
 			},
 			check: func(t *testing.T, o outcome) {
-				wantStatus(t, o, StatusCancelled, 0)
+				wantStatus(t, o, event.StatusCancelled, 0)
 				if !strings.HasPrefix(o.res.Reason, "cancelled: ") {
 					t.Errorf("reason %q", o.res.Reason)
 				}

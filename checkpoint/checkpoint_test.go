@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"agent/checkpoint"
+	"agent/event"
 )
 
 func sum(s string) string {
@@ -273,7 +274,7 @@ func TestRewind(t *testing.T) {
 				}
 			}
 			for _, f := range rep.Files {
-				if f.Outcome != checkpoint.Restored || f.Reason != "" {
+				if f.Outcome != event.StatusRestored || f.Reason != "" {
 					continue
 				}
 				// Files start as 0640 and are rewritten as 0644 after the run.
@@ -353,7 +354,7 @@ func TestRewindRefusesPathsOutsideTheWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range rep.Files {
-		if f.Outcome != checkpoint.Failed || !strings.Contains(f.Reason, "outside the workspace") {
+		if f.Outcome != event.StatusFailed || !strings.Contains(f.Reason, "outside the workspace") {
 			t.Errorf("%s: %s %q, want failed outside the workspace", f.Path, f.Outcome, f.Reason)
 		}
 	}

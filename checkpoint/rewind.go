@@ -12,15 +12,17 @@ import (
 	"strings"
 	"syscall"
 
+	"agent/event"
 	"agent/tools"
 )
 
-// Outcomes of one file in a rewind.
+// Outcomes of one file in a rewind, as event's words (the CLI's names for
+// them until it says event.StatusRestored… itself).
 const (
-	Restored = "restored" // its content from before the run is back
-	Removed  = "removed"  // it did not exist before the run, and is gone again
-	Skipped  = "skipped"  // it changed after the run; Force overrides
-	Failed   = "failed"   // putting it back did not work; Reason says why
+	Restored = event.StatusRestored // its content from before the run is back
+	Removed  = event.StatusRemoved  // it did not exist before the run, and is gone again
+	Skipped  = event.StatusSkipped  // it changed after the run; Force overrides
+	Failed   = event.StatusFailed   // putting it back did not work; Reason says why
 )
 
 // Point is one checkpoint of a run: a file as it was before the run first
@@ -48,7 +50,7 @@ type Request struct {
 // File is the outcome for one file.
 type File struct {
 	Path    string `json:"path"`
-	Outcome string `json:"outcome"` // Restored, Removed, Skipped or Failed
+	Outcome string `json:"outcome"` // event.StatusRestored, event.StatusRemoved, event.StatusSkipped or event.StatusFailed
 	Reason  string `json:"reason,omitempty"`
 }
 
@@ -136,7 +138,7 @@ func Rewind(blobs Blobs, req Request) (Report, error) {
 	root, err := filepath.EvalSymlinks(req.Workspace)
 	if err != nil {
 		for _, p := range plan {
-			rep.Files = append(rep.Files, File{Path: p.Path, Outcome: Failed, Reason: fmt.Sprintf("workspace: %v", err)})
+			rep.Files = append(rep.Files, File{Path: p.Path, Outcome: event.StatusFailed, Reason: fmt.Sprintf("workspace: %v", err)})
 		}
 		return rep, nil
 	}
@@ -151,7 +153,7 @@ func Rewind(blobs Blobs, req Request) (Report, error) {
 func rewindFile(blobs Blobs, root string, p Point, lastWrite string, force bool) File {
 	f := File{Path: p.Path}
 	fail := func(err error) File {
-		f.Outcome, f.Reason = Failed, err.Error()
+		f.Outcome, f.Reason = event.StatusFailed, err.Error()
 		return f
 	}
 	abs, err := confine(root, p.Path)
@@ -163,16 +165,16 @@ func rewindFile(blobs Blobs, root string, p Point, lastWrite string, force bool)
 		return fail(err)
 	}
 
-	done := Restored
+	done := event.StatusRestored
 	if !p.Existed {
-		done = Removed
+		done = event.StatusRemoved
 	}
 	if exists == p.Existed && (!exists || sum == p.Blob) {
 		f.Outcome, f.Reason = done, "already as before the run"
 		return f
 	}
 	if reason := changedAfter(exists, sum, lastWrite); reason != "" && !force {
-		f.Outcome, f.Reason = Skipped, reason+" (use --force)"
+		f.Outcome, f.Reason = event.StatusSkipped, reason+" (use --force)"
 		return f
 	}
 
@@ -180,7 +182,7 @@ func rewindFile(blobs Blobs, root string, p Point, lastWrite string, force bool)
 		if err := os.Remove(abs); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fail(fmt.Errorf("remove: %w", err))
 		}
-		f.Outcome = Removed
+		f.Outcome = event.StatusRemoved
 		return f
 	}
 	data, err := blobs.Get(p.Blob)
@@ -197,7 +199,7 @@ func rewindFile(blobs Blobs, root string, p Point, lastWrite string, force bool)
 	if err := tools.WriteFileAtomic(abs, data, mode); err != nil {
 		return fail(err)
 	}
-	f.Outcome = Restored
+	f.Outcome = event.StatusRestored
 	return f
 }
 

@@ -132,7 +132,7 @@ func (b *Board) Print(e event.Event) {
 			b.firstPhase = e.TS
 		}
 		if p := b.phase(e.PhaseID); p != nil {
-			p.status, p.attempt, p.began, p.note = "running", e.Attempt, e.TS, ""
+			p.status, p.attempt, p.began, p.note = event.StatusRunning, e.Attempt, e.TS, ""
 		}
 		if b.live {
 			b.redraw() // the list shows it
@@ -175,7 +175,7 @@ func (b *Board) Print(e event.Event) {
 		_ = e.Decode(&d)
 		took := time.Duration(d.DurationMS) * time.Millisecond
 		if p := b.phase(e.PhaseID); p != nil {
-			p.status, p.took, p.note = "completed", took, ""
+			p.status, p.took, p.note = event.StatusCompleted, took, ""
 		}
 		if b.live {
 			b.redraw() // the list shows it
@@ -186,19 +186,24 @@ func (b *Board) Print(e event.Event) {
 		var d event.PhaseData
 		_ = e.Decode(&d)
 		next := "no attempts left"
-		status := "failed"
+		status := event.StatusFailed
 		if d.WillRetry {
 			next, status = "retrying", "retrying"
 		}
-		if d.Status == "cancelled" || d.Status == "interrupted" {
-			next, status = "stopped", "pending"
+		if d.Status == event.StatusCancelled || d.Status == event.StatusInterrupted {
+			next, status = "stopped", event.StatusPending
 		}
 		if p := b.phase(e.PhaseID); p != nil {
 			p.status, p.took, p.note = status, time.Duration(d.DurationMS)*time.Millisecond, clip(d.Reason, 60)
 		}
 		// Printed on a terminal too: the list keeps only the start of the
 		// latest reason, and loses it when the next attempt starts.
-		b.say(b.out, "✗ %s attempt %d %s: %s (%s)", e.PhaseID, e.Attempt, orDefault(d.Status, "failed"), clip(d.Reason, 200), next)
+		b.say(b.out, "✗ %s attempt %d %s: %s (%s)", e.PhaseID, e.Attempt, orDefault(d.Status, event.StatusFailed), clip(d.Reason, 200), next)
+	case event.EffectUnknown:
+		var d event.EffectUnknownData
+		if e.Decode(&d) == nil {
+			b.say(b.err, "%s: %s", orDefault(e.PhaseID, "harness"), unknownEffect(d))
+		}
 	case event.Retry:
 		var d event.RetryData
 		if e.Decode(&d) == nil {
@@ -307,7 +312,7 @@ func (b *Board) planCreated(e event.Event) {
 		b.say(b.out, "plan: %s (%s, %s)", p.Objective, plural(len(p.Phases), "phase"), d.Path)
 	}
 	for i, ph := range p.Phases {
-		l := &phaseLine{id: ph.ID, title: ph.Title, status: "pending"}
+		l := &phaseLine{id: ph.ID, title: ph.Title, status: event.StatusPending}
 		b.phases = append(b.phases, l)
 		b.byID[ph.ID] = l
 		ev := ph.Evidence.Type
@@ -350,7 +355,7 @@ func (b *Board) phase(id string) *phaseLine {
 	if id == "" || id == event.PlannerPhaseID {
 		return nil
 	}
-	p := &phaseLine{id: id, status: "pending"}
+	p := &phaseLine{id: id, status: event.StatusPending}
 	b.phases = append(b.phases, p)
 	b.byID[id] = p
 	return p
@@ -433,8 +438,8 @@ func (b *Board) redraw() {
 		b.drawn = 1
 	case b.shown && len(b.phases) > 0:
 		for _, p := range b.phases {
-			mark := map[string]string{"pending": "·", "completed": "✓", "failed": "✗", "retrying": "↻"}[p.status]
-			if p.status == "running" {
+			mark := map[string]string{event.StatusPending: "·", event.StatusCompleted: "✓", event.StatusFailed: "✗", "retrying": "↻"}[p.status]
+			if p.status == event.StatusRunning {
 				mark = spin
 				if b.ending {
 					mark = "▶" // no spinner frame left behind
@@ -442,7 +447,7 @@ func (b *Board) redraw() {
 			}
 			elapsed := ""
 			switch {
-			case p.status == "running":
+			case p.status == event.StatusRunning:
 				elapsed = formatDuration(b.now().Sub(p.began))
 			case p.took > 0:
 				elapsed = formatDuration(p.took)

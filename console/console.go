@@ -182,6 +182,12 @@ func (p *Printer) render(e event.Event) {
 			p.endLine()
 			p.printf(p.err, "  compacted the conversation to fit the context window: about %d → %d tokens\n", d.TokensBefore, d.TokensAfter)
 		}
+	case event.EffectUnknown:
+		var d event.EffectUnknownData
+		if e.Decode(&d) == nil {
+			p.endLine()
+			p.printf(p.err, "warning: %s\n", unknownEffect(d))
+		}
 	case event.RunStarted:
 		var d event.RunStartedData
 		if e.Decode(&d) == nil && d.Resumed {
@@ -197,6 +203,13 @@ func (p *Printer) render(e event.Event) {
 	}
 	// Anything else (checkpoint.created, receipt.recorded, learnings,
 	// heartbeats…) changes nothing the run waits for.
+}
+
+// unknownEffect says that a side effect's outcome was lost, and what
+// follows from it.
+func unknownEffect(d event.EffectUnknownData) string {
+	return fmt.Sprintf("side effect %s may or may not have happened (%s): it is not sent again unless the run is resumed with --resend-unknown",
+		d.Key, clip(d.Error, 200))
 }
 
 // promptLines is how many lines of a prompt are shown.
@@ -326,9 +339,9 @@ func plural(n int, noun string) string {
 
 func statusWord(t string) string {
 	if t == event.RunCancelled {
-		return "cancelled"
+		return event.StatusCancelled
 	}
-	return "failed"
+	return event.StatusFailed
 }
 
 func (p *Printer) endLine() {

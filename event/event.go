@@ -11,7 +11,10 @@ import (
 // Version is the envelope version written in every event's "v" field.
 const Version = 1
 
-// Event types of protocol v1 (DESIGN.md §3).
+// Event types of protocol v1 (DESIGN.md §3). A new type is added here and
+// to Types (or ProtocolTypes); the tests of every consumer that switches
+// on types (the store's projector, the console's printer and board, the
+// trace, the web view) then say which of them must handle it.
 const (
 	RunStarted     = "run.started"
 	RunCompleted   = "run.completed"
@@ -106,6 +109,23 @@ func (e Event) Decode(v any) error {
 	}
 	return nil
 }
+
+// Types are the run events, every one of them: what a run's journal holds
+// and its clients are shown.
+var Types = []string{
+	RunStarted, RunCompleted, RunFailed, RunCancelled, RunInterrupted,
+	PlanCreated, PhaseStarted, PhaseCompleted, PhaseFailed,
+	IterationStarted, IterationCompleted,
+	MessageDelta, MessageCompleted,
+	ToolStarted, ToolCompleted,
+	ArtifactCreated, ReceiptRecorded, LearningRecorded, ApproachFailed, VerificationCompleted,
+	CheckpointCreated, RewindCompleted, ContextCompacted,
+	Retry, Heartbeat, Warning,
+	EffectFailed, EffectUnknown,
+}
+
+// ProtocolTypes are the runner protocol's own lines, never run events.
+var ProtocolTypes = []string{EffectIntent, RunnerResult, Sync}
 
 // IsTerminal reports whether t ends a run.
 func IsTerminal(t string) bool {

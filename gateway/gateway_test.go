@@ -256,7 +256,7 @@ func TestRunEndings(t *testing.T) {
 	waitTerminal(t, c, run.RunID)
 	// The intent was persisted, then completed by its receipt.
 	rs, err := e.db.Receipts(context.Background(), runs["intent"], "")
-	if err != nil || len(rs) != 1 || rs[0].State != store.ReceiptDone || rs[0].Tool != "send_email" {
+	if err != nil || len(rs) != 1 || rs[0].State != event.StatusDone || rs[0].Tool != "send_email" {
 		t.Errorf("receipts %+v, %v", rs, err)
 	}
 }
@@ -530,14 +530,14 @@ func TestCancel(t *testing.T) {
 	e.attach(c, sid, 0)
 	e.attach(c, other, 0)
 	long := e.start(c, sid, "sleep")
-	if long.Status != gateway.RunRunning {
+	if long.Status != event.StatusRunning {
 		t.Errorf("first run: %+v", long)
 	}
 	queued := e.start(c, other, "echo later") // waits for the only slot
-	if queued.Status != gateway.RunQueued {
+	if queued.Status != event.StatusQueued {
 		t.Errorf("second run: %+v", queued)
 	}
-	if info := call[gateway.RunInfo](t, c, gateway.MethodRunGet, gateway.RunParams{RunID: queued.RunID}); info.Status != gateway.RunQueued {
+	if info := call[gateway.RunInfo](t, c, gateway.MethodRunGet, gateway.RunParams{RunID: queued.RunID}); info.Status != event.StatusQueued {
 		t.Errorf("run.get of a queued run: %+v", info)
 	}
 	info := call[gateway.RunInfo](t, c, gateway.MethodRunCancel, gateway.RunParams{RunID: queued.RunID})

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"agent/event"
-	"agent/store"
 )
 
 // sseKeepalive is how often an idle event stream gets a comment line, so
@@ -268,7 +267,7 @@ func (s *Server) httpEvents(w http.ResponseWriter, r *http.Request) {
 	var done <-chan struct{}
 	if live, _, ok := s.queue.get(row.ID); ok {
 		done = live.done
-	} else if row.Status == event.StatusRunning || row.Queue == store.QueueWaiting {
+	} else if row.Status == event.StatusRunning || row.Queue == event.StatusWaiting {
 		done = s.ended(ctx, row.ID)
 	}
 	if done == nil || sub == nil {

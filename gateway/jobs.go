@@ -153,7 +153,7 @@ func (s *Server) jobMethod(ctx context.Context, req Request) (any, error) {
 		return s.jobs.ResumeJob(ctx, p.JobID)
 	case MethodJobRunNow:
 		run, err := s.jobs.RunNow(ctx, p.JobID)
-		if err == nil && run.Status != store.JobRunSkipped {
+		if err == nil && run.Status != event.StatusSkipped {
 			// Tell the caller which run to follow, once there is one.
 			run.RunID = s.jobDispatch.awaitRun(ctx, run.ID, runNowWait)
 		}
@@ -501,15 +501,15 @@ func (d *jobDispatcher) forget(runID string) {
 func runResult(r *store.Run) scheduler.Result {
 	switch r.Status {
 	case event.StatusCompleted:
-		return scheduler.Result{Status: scheduler.ResultCompleted}
+		return scheduler.Result{Status: event.StatusCompleted}
 	case event.StatusCancelled:
-		return scheduler.Result{Status: scheduler.ResultCancelled, Err: r.Detail}
+		return scheduler.Result{Status: event.StatusCancelled, Err: r.Detail}
 	case event.StatusFailed:
-		return scheduler.Result{Status: scheduler.ResultFailed, Err: r.Detail}
+		return scheduler.Result{Status: event.StatusFailed, Err: r.Detail}
 	}
 	msg := "the run stopped as " + r.Status
 	if r.Detail != "" {
 		msg += ": " + r.Detail
 	}
-	return scheduler.Result{Status: scheduler.ResultFailed, Err: msg}
+	return scheduler.Result{Status: event.StatusFailed, Err: msg}
 }

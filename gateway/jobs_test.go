@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"agent/event"
 	"agent/gateway"
 	"agent/gateway/gatewaytest"
 	"agent/scheduler"
@@ -299,8 +300,8 @@ func TestJobReattach(t *testing.T) {
 	for _, tt := range []struct {
 		policy, status, errText string
 	}{
-		{gateway.ReclaimResume, store.JobRunCompleted, ""},
-		{gateway.ReclaimFail, store.JobRunFailed, "not resumed (reclaim policy fail)"},
+		{gateway.ReclaimResume, event.StatusCompleted, ""},
+		{gateway.ReclaimFail, event.StatusFailed, "not resumed (reclaim policy fail)"},
 	} {
 		t.Run(tt.policy, func(t *testing.T) {
 			t.Parallel()
@@ -321,11 +322,11 @@ func TestJobReattach(t *testing.T) {
 			if err := db.CreateJob(ctx, job); err != nil {
 				t.Fatal(err)
 			}
-			jr, err := db.ClaimTick(ctx, job.ID, job.NextRunAt.Add(-time.Hour), 1, store.JobRunQueued)
+			jr, err := db.ClaimTick(ctx, job.ID, job.NextRunAt.Add(-time.Hour), 1, event.StatusQueued)
 			if err != nil {
 				t.Fatal(err)
 			}
-			jr.RunID, jr.Status, jr.StartedAt = r.ID, store.JobRunRunning, time.Now()
+			jr.RunID, jr.Status, jr.StartedAt = r.ID, event.StatusRunning, time.Now()
 			if err := db.UpdateJobRun(ctx, jr); err != nil {
 				t.Fatal(err)
 			}

@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"agent/event"
-	"agent/store"
 	"agent/telemetry"
 )
 
@@ -53,10 +52,10 @@ func (m *metrics) observe(e event.Event) {
 // Statuses every scrape reports, zero or not, so that a series exists
 // before its first run.
 var (
-	runStatuses = []string{event.StatusRunning, store.StatusQueued, event.StatusCompleted, event.StatusFailed,
+	runStatuses = []string{event.StatusRunning, event.StatusQueued, event.StatusCompleted, event.StatusFailed,
 		event.StatusInterrupted, event.StatusPlanned, event.StatusCancelled}
-	jobRunStatuses = []string{store.JobRunQueued, store.JobRunRunning, store.JobRunCompleted, store.JobRunFailed,
-		store.JobRunCancelled, store.JobRunSkipped}
+	jobRunStatuses = []string{event.StatusQueued, event.StatusRunning, event.StatusCompleted, event.StatusFailed,
+		event.StatusCancelled, event.StatusSkipped}
 )
 
 func (s *Server) httpMetrics(w http.ResponseWriter, r *http.Request) {
@@ -88,7 +87,7 @@ func (s *Server) httpMetrics(w http.ResponseWriter, r *http.Request) {
 		{Name: "agent_queue_depth", Type: telemetry.Gauge,
 			Help: "Runs waiting to start: in the store for a worker (agent worker), or in this gateway's own queue.",
 			Samples: []telemetry.Sample{
-				sample(float64(st.Runs[store.StatusQueued]), "queue", "workers"),
+				sample(float64(st.Runs[event.StatusQueued]), "queue", "workers"),
 				sample(float64(waiting), "queue", "gateway"),
 			}},
 		{Name: "agent_gateway_runs_running", Type: telemetry.Gauge, Help: "Runs this gateway is driving.",

@@ -259,16 +259,6 @@ type RunResumeParams struct {
 	ResendUnknown bool   `json:"resend_unknown,omitempty"`
 }
 
-// Run statuses as the gateway reports them: the store's, plus queued.
-const (
-	RunQueued      = "queued"
-	RunRunning     = event.StatusRunning
-	RunCompleted   = event.StatusCompleted
-	RunFailed      = event.StatusFailed
-	RunCancelled   = event.StatusCancelled
-	RunInterrupted = event.StatusInterrupted
-)
-
 // RunStartResult answers run.start and POST /v1/runs (HTTP 202).
 type RunStartResult struct {
 	RunID     string `json:"run_id"`

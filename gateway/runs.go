@@ -111,7 +111,7 @@ func (s *Server) startRun(ctx context.Context, p RunStartParams, holder uint64) 
 	}
 	if s.cfg.Workers {
 		s.log.Info("run queued for a worker", "run_id", row.ID, "session_id", sess.id, "kind", row.Kind)
-		return &RunStartResult{RunID: row.ID, SessionID: sess.id, Status: RunQueued}, nil
+		return &RunStartResult{RunID: row.ID, SessionID: sess.id, Status: event.StatusQueued}, nil
 	}
 	return s.enqueue(ctx, &run{id: row.ID, sessionID: sess.id}, row.Kind)
 }
@@ -162,9 +162,9 @@ func (s *Server) enqueue(ctx context.Context, r *run, kind string) (*RunStartRes
 		s.endUnstarted(ctx, r, errDrained)
 		return nil, err
 	}
-	status := RunQueued
+	status := event.StatusQueued
 	if running {
-		status = RunRunning
+		status = event.StatusRunning
 	}
 	s.log.Info("run queued", "run_id", r.id, "session_id", r.sessionID, "kind", kind, "resumed", r.resumed, "status", status)
 	return &RunStartResult{RunID: r.id, SessionID: r.sessionID, Status: status}, nil
@@ -173,11 +173,11 @@ func (s *Server) enqueue(ctx context.Context, r *run, kind string) (*RunStartRes
 // runStatus is a stored run's status, or queued while it waits here or
 // for a worker.
 func (s *Server) runStatus(r *store.Run) string {
-	if r.Queue == store.QueueWaiting {
-		return RunQueued
+	if r.Queue == event.StatusWaiting {
+		return event.StatusQueued
 	}
 	if _, running, ok := s.queue.get(r.ID); ok && !running {
-		return RunQueued
+		return event.StatusQueued
 	}
 	return r.Status
 }

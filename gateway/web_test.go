@@ -320,11 +320,11 @@ func TestPhasesEndpoint(t *testing.T) {
 		t.Fatalf("board: %s", body)
 	}
 	greet, send := b.Phases[0], b.Phases[1]
-	if greet.Status != store.PhaseCompleted || greet.MaxAttempts != 3 || len(greet.Attempts) != 1 || greet.Attempts[0].Verification == nil ||
+	if greet.Status != event.StatusCompleted || greet.MaxAttempts != 3 || len(greet.Attempts) != 1 || greet.Attempts[0].Verification == nil ||
 		greet.Attempts[0].Verification.Status != "pass" || len(greet.Artifacts) != 1 || greet.Evidence.Type != "artifact" {
 		t.Errorf("greet: %+v", greet)
 	}
-	if send.Status != store.PhaseRunning || send.MaxAttempts != 2 || len(send.Receipts) != 2 || send.Attempts[0].StartedAt.IsZero() {
+	if send.Status != event.StatusRunning || send.MaxAttempts != 2 || len(send.Receipts) != 2 || send.Attempts[0].StartedAt.IsZero() {
 		t.Fatalf("send: %+v", send)
 	}
 	for _, rc := range send.Receipts {

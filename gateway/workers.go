@@ -91,7 +91,7 @@ func (s *Server) queueResume(ctx context.Context, row *store.Run) (*RunStartResu
 		return nil, err
 	}
 	s.log.Info("run queued for a worker", "run_id", row.ID, "session_id", row.SessionID, "resumed", true)
-	return &RunStartResult{RunID: row.ID, SessionID: row.SessionID, Status: RunQueued}, nil
+	return &RunStartResult{RunID: row.ID, SessionID: row.SessionID, Status: event.StatusQueued}, nil
 }
 
 // stopQueued stops a run workers drive. One no worker claimed yet ends
@@ -148,7 +148,7 @@ func (s *Server) ended(ctx context.Context, runID string) <-chan struct{} {
 		defer t.Stop()
 		for {
 			row, err := s.db.GetRun(ctx, runID)
-			if err != nil || (row.Status != event.StatusRunning && row.Queue != store.QueueWaiting) {
+			if err != nil || (row.Status != event.StatusRunning && row.Queue != event.StatusWaiting) {
 				return
 			}
 			select {

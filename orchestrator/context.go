@@ -39,9 +39,9 @@ func (o *Orchestrator) verify(ctx context.Context, ph plan.Phase, attempt int) (
 	for _, r := range rows {
 		d := event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details}
 		switch r.State {
-		case store.ReceiptDone:
+		case event.StatusDone:
 			in.Receipts = append(in.Receipts, d)
-		case store.ReceiptUnknown, store.ReceiptPending:
+		case event.StatusUnknown, event.StatusPending:
 			in.Unknown = append(in.Unknown, d)
 		}
 	}
@@ -116,7 +116,7 @@ func (o *Orchestrator) phasePrompt(ctx context.Context, p *plan.Plan, ph plan.Ph
 	// row; their reason is the lesson.
 	for _, a := range b.earlier {
 		switch a.Status {
-		case store.AttemptCrashed, store.AttemptTimeout, store.AttemptFailed:
+		case event.StatusCrashed, event.StatusTimeout, event.StatusFailed:
 			if a.Reason != "" && !verificationFailed(guardrails, a.Attempt) {
 				data.Guardrails = append(data.Guardrails, fmt.Sprintf("attempt %d %s: %s", a.Attempt, a.Status, clip(a.Reason, 600)))
 			}
@@ -199,7 +199,7 @@ func (o *Orchestrator) writeProgress(ctx context.Context) error {
 	}
 	var failures []string
 	for _, a := range attempts {
-		if a.Reason != "" && a.Status != store.AttemptPassed {
+		if a.Reason != "" && a.Status != event.StatusPassed {
 			failures = append(failures, fmt.Sprintf("- %s attempt %d %s: %s", a.PhaseID, a.Attempt, a.Status, clip(a.Reason, 300)))
 		}
 	}

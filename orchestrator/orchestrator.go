@@ -163,7 +163,7 @@ func (o *Orchestrator) Plan(ctx context.Context, request string) (*plan.Plan, er
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	if res.Status != adapter.StatusCompleted {
+	if res.Status != event.StatusCompleted {
 		pe := &PlanError{Reason: res.Reason, Stop: stopsTheRun(res)}
 		if pe.Stop != "" {
 			pe.ResumeAfter = res.Report.ResumeAfter
@@ -257,7 +257,7 @@ func (o *Orchestrator) Execute(ctx context.Context) (*Outcome, error) {
 	done := map[string]bool{}
 	var lastOutput string
 	for _, ph := range st.Phases {
-		if ph.Status == store.PhaseCompleted {
+		if ph.Status == event.StatusCompleted {
 			done[ph.ID] = true
 			lastOutput = ph.Output
 		}
@@ -328,7 +328,7 @@ func (o *Orchestrator) recover(ctx context.Context, st *store.PlanState) error {
 		}
 	}
 	for _, ph := range st.Phases {
-		if ph.Status == store.PhaseFailed {
+		if ph.Status == event.StatusFailed {
 			if err := o.cfg.Store.ResetBudget(ctx, o.cfg.RunID, ph.ID); err != nil {
 				return err
 			}
@@ -388,19 +388,19 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 	}
 	switch {
 	case err != nil && res == nil && ctx.Err() != nil:
-		res = &adapter.Result{Status: adapter.StatusCancelled}
+		res = &adapter.Result{Status: event.StatusCancelled}
 	case err != nil:
 		// No child ran (the binary could not start) or the journal failed:
 		// close the attempt so it does not look running, then stop.
 		_ = o.emitPhase(persist, event.PhaseFailed, ph.ID, attempt, event.PhaseData{
-			Title: ph.Title, Status: store.AttemptCrashed, Reason: err.Error(),
+			Title: ph.Title, Status: event.StatusCrashed, Reason: err.Error(),
 		})
 		end.err = err
 		return end
-	case res.Status == adapter.StatusCancelled && ctx.Err() == nil:
+	case res.Status == event.StatusCancelled && ctx.Err() == nil:
 		// Only a cancelled ctx should cancel a child; anything else that
 		// stopped it is a crash, or the phase would be retried forever.
-		res.Status = adapter.StatusCrashed
+		res.Status = event.StatusCrashed
 	}
 	data := event.PhaseData{
 		Title: ph.Title, Output: res.Output, DurationMS: time.Since(began).Milliseconds(),
@@ -408,23 +408,23 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 	}
 
 	interrupted := func() phaseEnd {
-		data.Status, data.Reason = store.AttemptCancelled, "interrupted by the user"
+		data.Status, data.Reason = event.StatusCancelled, "interrupted by the user"
 		end.err = o.emitPhase(persist, event.PhaseFailed, ph.ID, attempt, data)
 		return end
 	}
-	if ctx.Err() != nil || res.Status == adapter.StatusCancelled {
+	if ctx.Err() != nil || res.Status == event.StatusCancelled {
 		return interrupted()
 	}
-	if res.Status == adapter.StatusLost {
+	if res.Status == event.StatusLost {
 		// The worker running it went away: the phase did not fail, so the
 		// attempt counts no more than one a stopped harness left.
-		data.Status, data.Reason, data.Reasons, data.WillRetry = store.AttemptInterrupted, res.Reason, []string{res.Reason}, true
+		data.Status, data.Reason, data.Reasons, data.WillRetry = event.StatusInterrupted, res.Reason, []string{res.Reason}, true
 		end.err = o.emitPhase(persist, event.PhaseFailed, ph.ID, attempt, data)
 		return end
 	}
 
 	var reasons []string
-	if res.Status == adapter.StatusCompleted {
+	if res.Status == event.StatusCompleted {
 		findings, err := o.verify(ctx, ph, attempt)
 		if errors.Is(err, errVerifyInterrupted) {
 			return interrupted()
@@ -434,14 +434,14 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 			return end
 		}
 		if findings.Passed() {
-			data.Status = store.AttemptPassed
+			data.Status = event.StatusPassed
 			end.passed, end.output = true, res.Output
 			end.err = o.emitPhase(persist, event.PhaseCompleted, ph.ID, attempt, data)
 			_ = o.writeProgress(persist)
 			return end
 		}
 		reasons = findings.Reasons()
-		data.Status = store.AttemptFailed
+		data.Status = event.StatusFailed
 	} else {
 		reasons = []string{res.Reason}
 		data.Status = attemptStatus(res.Status)
@@ -460,14 +460,14 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 // attemptStatus maps an adapter status to an attempt status.
 func attemptStatus(s string) string {
 	switch s {
-	case adapter.StatusCrashed:
-		return store.AttemptCrashed
-	case adapter.StatusTimeout:
-		return store.AttemptTimeout
-	case adapter.StatusCancelled:
-		return store.AttemptCancelled
+	case event.StatusCrashed:
+		return event.StatusCrashed
+	case event.StatusTimeout:
+		return event.StatusTimeout
+	case event.StatusCancelled:
+		return event.StatusCancelled
 	}
-	return store.AttemptFailed
+	return event.StatusFailed
 }
 
 // budget is where a phase stands in its attempt budget.
@@ -503,7 +503,7 @@ func (o *Orchestrator) budget(ctx context.Context, ph plan.Phase) (budget, error
 			continue
 		}
 		b.earlier = append(b.earlier, a)
-		if a.Attempt > row.BudgetBase && a.Status != store.AttemptInterrupted && a.Status != store.AttemptCancelled && a.Status != store.AttemptPassed {
+		if a.Attempt > row.BudgetBase && a.Status != event.StatusInterrupted && a.Status != event.StatusCancelled && a.Status != event.StatusPassed {
 			b.used++
 		}
 	}
@@ -578,7 +578,7 @@ func (o *Orchestrator) receipts(ctx context.Context, phaseID string) ([]event.Re
 	}
 	var out []event.ReceiptData
 	for _, r := range rows {
-		if r.State == store.ReceiptDone {
+		if r.State == event.StatusDone {
 			out = append(out, event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details})
 		}
 	}

@@ -174,7 +174,7 @@ func (c *child) abandon(approach, why string) {
 }
 
 func completed(output string) *adapter.Result {
-	return &adapter.Result{Status: adapter.StatusCompleted, Output: output}
+	return &adapter.Result{Status: event.StatusCompleted, Output: output}
 }
 
 // ended is an attempt that did not complete: failed, crashed, timeout or cancelled.
@@ -437,7 +437,7 @@ func TestPlanAdoptsThePlannersPlan(t *testing.T) {
 		t.Errorf("plan.created path = %q", d.Path)
 	}
 	phases := fx.phases()
-	if g, r := phases["gather"], phases["report"]; g.Status != store.PhasePending || g.MaxAttempts != 3 ||
+	if g, r := phases["gather"], phases["report"]; g.Status != event.StatusPending || g.MaxAttempts != 3 ||
 		r.MaxAttempts != 2 || !reflect.DeepEqual(r.DependsOn, []string{"gather"}) {
 		t.Errorf("projected phases = %+v", phases)
 	}
@@ -456,9 +456,9 @@ func TestPlanFailures(t *testing.T) {
 		{"cycle", completed(`{"objective":"x","phases":[
 			{"id":"a","instructions":"a","depends_on":["b"],"evidence":{"type":"none"}},
 			{"id":"b","instructions":"b","depends_on":["a"],"evidence":{"type":"none"}}]}`), "cycle", false},
-		{"runner failed", ended(adapter.StatusFailed, "max turns (20) reached without submit_plan"), "max turns (20) reached", false},
-		{"crashed", ended(adapter.StatusCrashed, "runner exited without a result"), "without a result", false},
-		{"provider", &adapter.Result{Status: adapter.StatusFailed, Reason: "model provider: 401 Unauthorized", ExitCode: 0,
+		{"runner failed", ended(event.StatusFailed, "max turns (20) reached without submit_plan"), "max turns (20) reached", false},
+		{"crashed", ended(event.StatusCrashed, "runner exited without a result"), "without a result", false},
+		{"provider", &adapter.Result{Status: event.StatusFailed, Reason: "model provider: 401 Unauthorized", ExitCode: 0,
 			Report: &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonProvider}}, "401 Unauthorized", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -492,7 +492,7 @@ func TestPlanInterruptedIsNotAPlanError(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	fx.spawn.ChildFunc = func(ctx context.Context, c *child) *adapter.Result {
 		cancel()
-		return ended(adapter.StatusCancelled, "cancelled: context canceled")
+		return ended(event.StatusCancelled, "cancelled: context canceled")
 	}
 	_, err := fx.o.Plan(ctx, "plan something")
 	var pe *PlanError
@@ -575,7 +575,7 @@ func TestExecuteRunsReadyPhasesInPlanOrder(t *testing.T) {
 		}
 	}
 	for id, p := range fx.phases() {
-		if p.Status != store.PhaseCompleted || p.Attempts != 1 || p.Output != "summary of "+id {
+		if p.Status != event.StatusCompleted || p.Attempts != 1 || p.Output != "summary of "+id {
 			t.Errorf("phase %s = %s, %d attempts, output %q", id, p.Status, p.Attempts, p.Output)
 		}
 	}
@@ -622,11 +622,11 @@ func TestExecuteRunsIndependentPhasesConcurrently(t *testing.T) {
 			select {
 			case <-bothIn:
 			case <-time.After(waitLimit):
-				return ended(adapter.StatusFailed, "the other independent phase never ran alongside this one")
+				return ended(event.StatusFailed, "the other independent phase never ran alongside this one")
 			}
 		case "join":
 			for _, dep := range []string{"left", "right"} {
-				if s := fx.phases()[dep].Status; s != store.PhaseCompleted {
+				if s := fx.phases()[dep].Status; s != event.StatusCompleted {
 					t.Errorf("join started while %s was %s", dep, s)
 				}
 			}
@@ -670,12 +670,12 @@ func TestExecuteRetriesWithGuardrailsUntilExhausted(t *testing.T) {
 			c.abandon("scraping the vendor site", "it sits behind a captcha")
 			return completed("I wrote the report") // but no report.md
 		case "report/2":
-			return ended(adapter.StatusCrashed, crash)
+			return ended(event.StatusCrashed, crash)
 		case "report/3":
-			return ended(adapter.StatusTimeout, timeout)
+			return ended(event.StatusTimeout, timeout)
 		}
 		t.Errorf("unexpected child %s", c.key())
-		return ended(adapter.StatusFailed, "unexpected")
+		return ended(event.StatusFailed, "unexpected")
 	}
 	out := fx.execute(context.Background())
 	want := &Outcome{Status: event.StatusFailed, FailedPhase: "report", Reasons: []string{timeout}}
@@ -711,11 +711,11 @@ func TestExecuteRetriesWithGuardrailsUntilExhausted(t *testing.T) {
 	if !strings.Contains(reasons[0], "report.md: missing") || reasons[1] != crash || reasons[2] != timeout {
 		t.Errorf("phase.failed reasons = %q", reasons)
 	}
-	if got := fx.attemptStatuses("report"); !reflect.DeepEqual(got, []string{store.AttemptFailed, store.AttemptCrashed, store.AttemptTimeout}) {
+	if got := fx.attemptStatuses("report"); !reflect.DeepEqual(got, []string{event.StatusFailed, event.StatusCrashed, event.StatusTimeout}) {
 		t.Errorf("report attempts = %v", got)
 	}
 	phases := fx.phases()
-	if phases["report"].Status != store.PhaseFailed || phases["publish"].Status != store.PhasePending || phases["publish"].Attempts != 0 {
+	if phases["report"].Status != event.StatusFailed || phases["publish"].Status != event.StatusPending || phases["publish"].Attempts != 0 {
 		t.Errorf("phases = report %s, publish %s (%d attempts)", phases["report"].Status, phases["publish"].Status, phases["publish"].Attempts)
 	}
 	mustContain(t, "progress.md", fx.readRunFile("progress.md"),
@@ -728,7 +728,7 @@ func TestExecuteRunnerFailureIsAGuardrail(t *testing.T) {
 	fx.adopt(ph("draft"))
 	fx.spawn.ChildFunc = func(ctx context.Context, c *child) *adapter.Result {
 		if c.spec.Attempt == 1 {
-			return ended(adapter.StatusFailed, "max turns (20) reached before the phase was done")
+			return ended(event.StatusFailed, "max turns (20) reached before the phase was done")
 		}
 		return nil
 	}
@@ -745,7 +745,7 @@ func TestExecuteProviderFailureStopsWithoutRetry(t *testing.T) {
 	fx.adopt(ph("draft"), ph("send", "draft"))
 	const reason = "model provider: 401 Unauthorized: invalid api key"
 	fx.spawn.ChildFunc = func(ctx context.Context, c *child) *adapter.Result {
-		return &adapter.Result{Status: adapter.StatusFailed, Reason: reason,
+		return &adapter.Result{Status: event.StatusFailed, Reason: reason,
 			Report: &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonProvider}}
 	}
 	out := fx.execute(context.Background())
@@ -760,7 +760,7 @@ func TestExecuteProviderFailureStopsWithoutRetry(t *testing.T) {
 	if len(failed) != 1 || failed[0].WillRetry {
 		t.Errorf("phase.failed = %+v", failed)
 	}
-	if s := fx.phases()["draft"].Status; s != store.PhaseFailed {
+	if s := fx.phases()["draft"].Status; s != event.StatusFailed {
 		t.Errorf("draft is %s", s)
 	}
 }
@@ -781,17 +781,17 @@ func TestResumeAfterInterruptRestartsTheInterruptedPhase(t *testing.T) {
 		case <-time.After(waitLimit):
 			t.Error("the child's ctx was not cancelled")
 		}
-		return ended(adapter.StatusCancelled, "cancelled: context canceled")
+		return ended(event.StatusCancelled, "cancelled: context canceled")
 	}
 	if out := fx.execute(ctx); !reflect.DeepEqual(out, &Outcome{Status: event.StatusInterrupted}) {
 		t.Fatalf("outcome = %+v, want interrupted", out)
 	}
 	cancelled := fx.phaseData(event.PhaseFailed, "build")
-	if len(cancelled) != 1 || cancelled[0].Status != store.AttemptCancelled || cancelled[0].WillRetry {
+	if len(cancelled) != 1 || cancelled[0].Status != event.StatusCancelled || cancelled[0].WillRetry {
 		t.Errorf("build phase.failed = %+v", cancelled)
 	}
 	phases := fx.phases()
-	if phases["fetch"].Status != store.PhaseCompleted || phases["build"].Status != store.PhasePending || phases["ship"].Attempts != 0 {
+	if phases["fetch"].Status != event.StatusCompleted || phases["build"].Status != event.StatusPending || phases["ship"].Attempts != 0 {
 		t.Errorf("phases after the interrupt: fetch %s, build %s, ship %d attempts",
 			phases["fetch"].Status, phases["build"].Status, phases["ship"].Attempts)
 	}
@@ -801,7 +801,7 @@ func TestResumeAfterInterruptRestartsTheInterruptedPhase(t *testing.T) {
 	fx.restart()
 	fx.spawn.ChildFunc = func(ctx context.Context, c *child) *adapter.Result {
 		if c.key() == "build/2" {
-			return ended(adapter.StatusFailed, "tests did not pass")
+			return ended(event.StatusFailed, "tests did not pass")
 		}
 		return completed("summary of " + c.key())
 	}
@@ -821,7 +821,7 @@ func TestResumeAfterInterruptRestartsTheInterruptedPhase(t *testing.T) {
 	if d := fx.phaseData(event.PhaseFailed, "build"); len(d) != 1 || !d[0].WillRetry {
 		t.Errorf("build/2 phase.failed = %+v, want will_retry", d)
 	}
-	if got := fx.attemptStatuses("build"); !reflect.DeepEqual(got, []string{store.AttemptCancelled, store.AttemptFailed, store.AttemptPassed}) {
+	if got := fx.attemptStatuses("build"); !reflect.DeepEqual(got, []string{event.StatusCancelled, event.StatusFailed, event.StatusPassed}) {
 		t.Errorf("build attempts = %v", got)
 	}
 }
@@ -857,7 +857,7 @@ func TestResumeAfterCrashInterruptsTheRunningAttempt(t *testing.T) {
 	p := fx.spawn.prompt(t, "one", 2)
 	mustContain(t, "one/2 prompt", p, "Attempt 1 of 3.")
 	mustNotContain(t, "one/2 prompt", p, "GUARDRAILS")
-	if got := fx.attemptStatuses("one"); !reflect.DeepEqual(got, []string{store.AttemptInterrupted, store.AttemptPassed}) {
+	if got := fx.attemptStatuses("one"); !reflect.DeepEqual(got, []string{event.StatusInterrupted, event.StatusPassed}) {
 		t.Errorf("attempts of one = %v", got)
 	}
 }
@@ -873,7 +873,7 @@ func TestResumeGivesAFailedPhaseAFreshBudget(t *testing.T) {
 	if out.Status != event.StatusFailed || out.FailedPhase != "compile" || len(out.Reasons) != 1 || !strings.Contains(out.Reasons[0], "out.txt: missing") {
 		t.Fatalf("outcome = %+v", out)
 	}
-	if s := fx.phases()["compile"].Status; s != store.PhaseFailed {
+	if s := fx.phases()["compile"].Status; s != event.StatusFailed {
 		t.Fatalf("compile is %s", s)
 	}
 
@@ -1141,7 +1141,7 @@ func TestInterruptDuringVerificationDoesNotCountAgainstTheBudget(t *testing.T) {
 	if d := time.Since(began); d > 4*time.Second {
 		t.Errorf("Execute took %v: the check command was not stopped", d)
 	}
-	if got := fx.attemptStatuses("check"); !reflect.DeepEqual(got, []string{store.AttemptCancelled}) {
+	if got := fx.attemptStatuses("check"); !reflect.DeepEqual(got, []string{event.StatusCancelled}) {
 		t.Errorf("attempts = %v, want one cancelled attempt", got)
 	}
 	gs, err := fx.db.Guardrails(context.Background(), testRunID, "check")
@@ -1165,7 +1165,7 @@ func TestInterruptDuringVerificationDoesNotCountAgainstTheBudget(t *testing.T) {
 	mustNotContain(t, "check/2 prompt", p, "GUARDRAILS")
 }
 
-// An attempt whose worker went away (adapter.StatusLost) did not fail: it
+// An attempt whose worker went away (event.StatusLost) did not fail: it
 // is recorded interrupted, counts nothing against max_attempts, and the
 // phase starts again.
 func TestLostAttemptDoesNotCountAgainstTheBudget(t *testing.T) {
@@ -1175,7 +1175,7 @@ func TestLostAttemptDoesNotCountAgainstTheBudget(t *testing.T) {
 	const reason = "worker host/12/ab running the attempt stopped answering"
 	fx.spawn.ChildFunc = func(ctx context.Context, c *child) *adapter.Result {
 		if c.spec.Attempt <= 2 {
-			return ended(adapter.StatusLost, reason)
+			return ended(event.StatusLost, reason)
 		}
 		return nil
 	}
@@ -1185,7 +1185,7 @@ func TestLostAttemptDoesNotCountAgainstTheBudget(t *testing.T) {
 	if got := fx.spawn.started(); !reflect.DeepEqual(got, []string{"draft/1", "draft/2", "draft/3"}) {
 		t.Errorf("children started = %v", got)
 	}
-	if got := fx.attemptStatuses("draft"); !reflect.DeepEqual(got, []string{store.AttemptInterrupted, store.AttemptInterrupted, store.AttemptPassed}) {
+	if got := fx.attemptStatuses("draft"); !reflect.DeepEqual(got, []string{event.StatusInterrupted, event.StatusInterrupted, event.StatusPassed}) {
 		t.Errorf("attempts = %v", got)
 	}
 	failed := fx.phaseData(event.PhaseFailed, "draft")

@@ -42,7 +42,7 @@ func (d *noopDispatcher) Start(ctx context.Context, job Job, tick Tick) (string,
 	d.runs[runID] = tick.ScheduledFor
 	d.mu.Unlock()
 	done := make(chan Result, 1)
-	done <- Result{Status: ResultCompleted}
+	done <- Result{Status: event.StatusCompleted}
 	close(done)
 	return runID, done, nil
 }

@@ -36,16 +36,9 @@ type Tick struct {
 	MaxCost      float64 // in USD; 0: none
 }
 
-// Run outcomes a Dispatcher reports.
-const (
-	ResultCompleted = "completed"
-	ResultFailed    = "failed"
-	ResultCancelled = "cancelled"
-)
-
 // Result is how a run ended.
 type Result struct {
-	Status string // ResultCompleted, ResultFailed or ResultCancelled
+	Status string // event.StatusCompleted, event.StatusFailed or event.StatusCancelled
 	Err    string // why it failed or was cancelled
 }
 

@@ -186,7 +186,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			adopted = append(adopted, t)
 			continue
 		}
-		r.Status, r.CompletedAt = store.JobRunFailed, now
+		r.Status, r.CompletedAt = event.StatusFailed, now
 		r.ErrorText = "interrupted: the gateway stopped before the run ended"
 		if err := e.store.UpdateJobRun(ctx, r); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("start scheduler: %w", err)
@@ -206,7 +206,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // the Dispatcher still has that run.
 func (e *Engine) reattach(ctx context.Context, r store.JobRun) *tick {
 	ra, ok := e.cfg.Dispatcher.(Reattacher)
-	if !ok || r.Status != store.JobRunRunning || r.RunID == "" {
+	if !ok || r.Status != event.StatusRunning || r.RunID == "" {
 		return nil
 	}
 	row, err := e.store.GetJob(ctx, r.JobID)
@@ -346,7 +346,7 @@ func (e *Engine) fire(ctx context.Context, due []store.Job, now time.Time) error
 	}
 	// Claimed ticks run even if a later batch failed: nothing else would.
 	for _, p := range claimed {
-		if p.run.Status == store.JobRunSkipped {
+		if p.run.Status == event.StatusSkipped {
 			evs = append(evs, e.skippedEvent(p.job, p.run, p.trigger, p.run.ErrorText))
 			continue
 		}
@@ -459,15 +459,15 @@ func lastTick(s Schedule, from, now time.Time) (last, next time.Time) {
 func (e *Engine) admit(j Job) (status, reason string) {
 	js := e.jobs[j.ID]
 	if js == nil || js.active == 0 || j.Policy.Overlap == OverlapParallel {
-		return store.JobRunQueued, ""
+		return event.StatusQueued, ""
 	}
 	if j.Policy.Overlap == OverlapQueueOne {
 		if js.pending == nil {
-			return store.JobRunQueued, ""
+			return event.StatusQueued, ""
 		}
-		return store.JobRunSkipped, "skipped: a run is in progress and another tick is already queued (overlap queue_one)"
+		return event.StatusSkipped, "skipped: a run is in progress and another tick is already queued (overlap queue_one)"
 	}
-	return store.JobRunSkipped, "skipped: the previous run is still in progress (overlap skip_if_running)"
+	return event.StatusSkipped, "skipped: the previous run is still in progress (overlap skip_if_running)"
 }
 
 // launch starts a claimed tick (e.mu held). It joins the queue for a
@@ -545,7 +545,7 @@ func (e *Engine) RunNow(ctx context.Context, id string) (JobRun, error) {
 	if err != nil {
 		return JobRun{}, fmt.Errorf("run job %s now: %w", j.Name, err)
 	}
-	if status == store.JobRunSkipped {
+	if status == event.StatusSkipped {
 		run.ErrorText = reason
 		if err := e.store.UpdateJobRun(ctx, run); err != nil {
 			return JobRun{}, fmt.Errorf("run job %s now: %w", j.Name, err)

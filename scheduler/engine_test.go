@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"agent/event"
 	"agent/store"
 )
 
-func completeAll(Tick) *Result { return &Result{Status: ResultCompleted} }
+func completeAll(Tick) *Result { return &Result{Status: event.StatusCompleted} }
 
 // Each job fires once per local day at its local time, and on transition
 // days at the first valid instant (spring) or at the first 01:30/02:30
@@ -89,7 +90,7 @@ func TestEngineFiresAtLocalTimeAcrossDST(t *testing.T) {
 				got = nil
 				for _, r := range h.runs(ids[zone]) { // oldest tick first
 					got = append(got, r.ScheduledFor.In(mustZone(t, zone)).Format(layout))
-					if r.Status != store.JobRunCompleted || r.Attempt != 1 {
+					if r.Status != event.StatusCompleted || r.Attempt != 1 {
 						t.Errorf("%s run %+v, want attempt 1 completed", zone, r)
 					}
 				}
@@ -178,7 +179,7 @@ func TestOverlapSkipIfRunning(t *testing.T) {
 		t.Fatalf("%d runs started while the first ran, want 1", n)
 	}
 
-	h.disp.finish("run-1", Result{Status: ResultCompleted})
+	h.disp.finish("run-1", Result{Status: event.StatusCompleted})
 	h.rec.wait(t, EventJobCompleted, 1)
 	h.advanceTo(t0.Add(210 * time.Second)) // 10:04
 	calls := h.disp.waitStarts(t, 2)
@@ -207,7 +208,7 @@ func TestOverlapQueueOne(t *testing.T) {
 		t.Errorf("skipped events %+v", got)
 	}
 
-	h.disp.finish("run-1", Result{Status: ResultCompleted})
+	h.disp.finish("run-1", Result{Status: event.StatusCompleted})
 	calls := h.disp.waitStarts(t, 2)
 	if got := calls[1].tick.ScheduledFor.Format("15:04"); got != "10:02" {
 		t.Errorf("queued tick is %s, want 10:02", got)
@@ -236,7 +237,7 @@ func TestOverlapParallelBounded(t *testing.T) {
 	h.advanceTo(t0.Add(210 * time.Second)) // 10:04
 	h.waitStatuses(j.ID, "running", "running", "queued", "queued")
 
-	h.disp.finish("run-2", Result{Status: ResultCompleted})
+	h.disp.finish("run-2", Result{Status: event.StatusCompleted})
 	calls := h.disp.waitStarts(t, 3)
 	if got := calls[2].tick.ScheduledFor.Format("15:04"); got != "10:03" {
 		t.Errorf("third run is for %s, want the oldest queued tick 10:03", got)
@@ -263,7 +264,7 @@ func TestMaxConcurrentRunsAcrossJobs(t *testing.T) {
 	h.waitStatuses(first.job.ID, "running", "skipped")
 	h.waitStatuses(other, "queued", "skipped")
 
-	h.disp.finish(first.runID, Result{Status: ResultCompleted})
+	h.disp.finish(first.runID, Result{Status: event.StatusCompleted})
 	calls := h.disp.waitStarts(t, 2)
 	if calls[1].job.ID != other {
 		t.Errorf("second run is job %s, want the queued %s", calls[1].job.Name, other)
@@ -333,7 +334,7 @@ func TestRestartDoesNotRerunClaimedTick(t *testing.T) {
 	j := h.create(JobSpec{Name: "hourly", CronExpr: "0 * * * *", Policy: policy(func(p *Policy) { p.Missed = MissedRunOnceOnRecovery })})
 	// The dead gateway claimed 13:00 (say through a claim that was not
 	// followed by advancing next_run_at) and was running it.
-	claimed, err := h.db.ClaimTick(ctx, j.ID, time.Date(2026, 1, 3, 13, 0, 0, 0, time.UTC), 1, store.JobRunRunning)
+	claimed, err := h.db.ClaimTick(ctx, j.ID, time.Date(2026, 1, 3, 13, 0, 0, 0, time.UTC), 1, event.StatusRunning)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestRestartDoesNotRerunClaimedTick(t *testing.T) {
 		t.Fatalf("%d runs after restart, want 0: the 13:00 tick was already claimed", n)
 	}
 	runs := h.runs(j.ID)
-	if len(runs) != 1 || runs[0].ID != claimed.ID || runs[0].Status != store.JobRunFailed ||
+	if len(runs) != 1 || runs[0].ID != claimed.ID || runs[0].Status != event.StatusFailed ||
 		!strings.Contains(runs[0].ErrorText, "interrupted") {
 		t.Errorf("runs after restart %+v, want the claimed one, failed as interrupted", runs)
 	}
@@ -367,10 +368,10 @@ func TestRestartWithRunInFlight(t *testing.T) {
 		t.Errorf("cancels on stop %v, want run-1", cancels)
 	}
 	runs := h.runs(j.ID)
-	if len(runs) != 1 || runs[0].Status != store.JobRunCancelled || !strings.Contains(runs[0].ErrorText, "scheduler stopped") {
+	if len(runs) != 1 || runs[0].Status != event.StatusCancelled || !strings.Contains(runs[0].ErrorText, "scheduler stopped") {
 		t.Fatalf("runs after stop %+v", runs)
 	}
-	if f := h.rec.wait(t, EventJobFailed, 1); f[0].Status != store.JobRunCancelled || *f[0].WillRetry {
+	if f := h.rec.wait(t, EventJobFailed, 1); f[0].Status != event.StatusCancelled || *f[0].WillRetry {
 		t.Errorf("job.failed on stop %+v", f[0])
 	}
 
@@ -458,7 +459,7 @@ func TestBrokenJobIsPaused(t *testing.T) {
 func TestRetryBackoffAndExhaustion(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, t0) // Rand returns 0.5: delay = 3/4 of nominal
-	h.disp.result = func(Tick) *Result { return &Result{Status: ResultFailed, Err: "boom"} }
+	h.disp.result = func(Tick) *Result { return &Result{Status: event.StatusFailed, Err: "boom"} }
 	j := h.create(JobSpec{Name: "flaky", CronExpr: "0 11 * * *", Policy: policy(func(p *Policy) {
 		p.Retry = Retry{MaxAttempts: 3, Base: 30 * time.Second, Cap: 45 * time.Second}
 	})})
@@ -492,7 +493,7 @@ func TestRetryBackoffAndExhaustion(t *testing.T) {
 	}
 	runs := h.runs(j.ID)
 	for i, r := range runs {
-		if r.Attempt != i+1 || r.Status != store.JobRunFailed || r.ErrorText != "boom" || !r.ScheduledFor.Equal(tick) {
+		if r.Attempt != i+1 || r.Status != event.StatusFailed || r.ErrorText != "boom" || !r.ScheduledFor.Equal(tick) {
 			t.Errorf("run %d: %+v", i, r)
 		}
 	}
@@ -555,7 +556,7 @@ func TestTimeoutWaitsForProcessBeforeRetry(t *testing.T) {
 	}
 	h.waitStatuses(j.ID, "running")
 
-	h.disp.finish("run-1", Result{Status: ResultCancelled, Err: "killed"})
+	h.disp.finish("run-1", Result{Status: event.StatusCancelled, Err: "killed"})
 	f := h.rec.wait(t, EventJobFailed, 1)
 	if f[0].Error != "timed out after 1m0s" || !*f[0].WillRetry || f[0].RetryInMS != 7500 {
 		t.Errorf("failure %+v, want timed out, retry in 7.5s", f[0])
@@ -566,11 +567,11 @@ func TestTimeoutWaitsForProcessBeforeRetry(t *testing.T) {
 	if want := tick.Add(11*time.Minute + 7500*time.Millisecond); !calls[1].at.Equal(want) {
 		t.Errorf("retry at %v, want %v: the backoff counts from when the process was gone", calls[1].at, want)
 	}
-	h.disp.finish("run-2", Result{Status: ResultCompleted})
+	h.disp.finish("run-2", Result{Status: event.StatusCompleted})
 	h.rec.wait(t, EventJobCompleted, 1)
 	runs := h.runs(j.ID)
-	if len(runs) != 2 || runs[0].Status != store.JobRunFailed || runs[0].ErrorText != "timed out after 1m0s" ||
-		runs[1].Status != store.JobRunCompleted || runs[1].RunID != "run-2" {
+	if len(runs) != 2 || runs[0].Status != event.StatusFailed || runs[0].ErrorText != "timed out after 1m0s" ||
+		runs[1].Status != event.StatusCompleted || runs[1].RunID != "run-2" {
 		t.Errorf("runs %+v", runs)
 	}
 }
@@ -613,7 +614,7 @@ func TestRunNow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.Status != store.JobRunQueued || !run.ScheduledFor.Equal(t0) || run.JobID != j.ID {
+	if run.Status != event.StatusQueued || !run.ScheduledFor.Equal(t0) || run.JobID != j.ID {
 		t.Errorf("RunNow = %+v", run)
 	}
 	c := h.disp.waitStarts(t, 1)[0]
@@ -630,7 +631,7 @@ func TestRunNow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.Status != store.JobRunSkipped || !strings.Contains(run.ErrorText, "still in progress") {
+	if run.Status != event.StatusSkipped || !strings.Contains(run.ErrorText, "still in progress") {
 		t.Errorf("second RunNow = %+v, want skipped", run)
 	}
 	h.rec.wait(t, EventJobSkippedOverlap, 1)
@@ -652,7 +653,7 @@ func TestDeleteCancelsRuns(t *testing.T) {
 	}
 	h.disp.waitCancels(t, 1)
 	f := h.rec.wait(t, EventJobFailed, 1)
-	if f[0].Status != store.JobRunCancelled || !strings.Contains(f[0].Error, "deleted") {
+	if f[0].Status != event.StatusCancelled || !strings.Contains(f[0].Error, "deleted") {
 		t.Errorf("job.failed %+v", f[0])
 	}
 	if _, err := h.eng.GetJob(ctx, j.ID); !errors.Is(err, store.ErrNotFound) {
@@ -805,7 +806,7 @@ func TestStopDuringBackoff(t *testing.T) {
 	}
 	h.stop()
 	f = h.rec.wait(t, EventJobFailed, 2)
-	if *f[1].WillRetry || f[1].Attempt != 2 || f[1].Status != store.JobRunCancelled || !strings.Contains(f[1].Error, "scheduler stopped") {
+	if *f[1].WillRetry || f[1].Attempt != 2 || f[1].Status != event.StatusCancelled || !strings.Contains(f[1].Error, "scheduler stopped") {
 		t.Errorf("last event %+v, want attempt 2 cancelled", f[1])
 	}
 	h.waitStatuses(j.ID, "failed", "cancelled")
@@ -891,7 +892,7 @@ func TestStartReattachesRuns(t *testing.T) {
 	var runs []store.JobRun
 	for _, id := range []string{j.ID, gone.ID} {
 		next := h.job(id).NextRunAt
-		fs := []store.Firing{{JobID: id, From: tick, Next: next.Add(time.Hour), Run: &store.JobRun{ScheduledFor: tick, Attempt: 1, Status: store.JobRunRunning}}}
+		fs := []store.Firing{{JobID: id, From: tick, Next: next.Add(time.Hour), Run: &store.JobRun{ScheduledFor: tick, Attempt: 1, Status: event.StatusRunning}}}
 		if id == gone.ID {
 			fs[0].Next = next.Add(24 * time.Hour)
 		}
@@ -918,7 +919,7 @@ func TestStartReattachesRuns(t *testing.T) {
 	if got := h.disp.waitCancels(t, 1); got[0] != "old-run" {
 		t.Errorf("cancelled %v, want old-run", got)
 	}
-	alive <- Result{Status: ResultCancelled}
+	alive <- Result{Status: event.StatusCancelled}
 	close(alive)
 	f := h.rec.wait(t, EventJobFailed, 1)
 	if f[0].RunID != "old-run" || f[0].Error != "timed out after 1h30m0s" || *f[0].WillRetry || f[0].Trigger != TriggerRecovery {

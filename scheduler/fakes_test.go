@@ -124,7 +124,7 @@ func (d *fakeDispatcher) Cancel(runID string) {
 	defer d.signal()
 	d.cancels = append(d.cancels, runID)
 	if !d.stubborn {
-		d.finishLocked(runID, Result{Status: ResultCancelled, Err: "cancelled"})
+		d.finishLocked(runID, Result{Status: event.StatusCancelled, Err: "cancelled"})
 	}
 }
 

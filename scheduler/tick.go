@@ -33,7 +33,7 @@ type tick struct {
 
 // outcome is how one attempt ended.
 type outcome struct {
-	status string // store.JobRunCompleted, JobRunFailed or JobRunCancelled
+	status string // event.StatusCompleted, JobRunFailed or JobRunCancelled
 	err    string
 	runID  string
 }
@@ -60,7 +60,7 @@ func (e *Engine) runAttempts(t *tick) *event.Event {
 		select {
 		case <-t.ready:
 		case <-t.ctx.Done():
-			e.record(bg, t.run, outcome{status: store.JobRunCancelled, err: cancelText(t.ctx)})
+			e.record(bg, t.run, outcome{status: event.StatusCancelled, err: cancelText(t.ctx)})
 			return nil
 		}
 	}
@@ -68,7 +68,7 @@ func (e *Engine) runAttempts(t *tick) *event.Event {
 	row := t.run
 	for attempt := row.Attempt; ; attempt++ {
 		if attempt > t.run.Attempt {
-			r, err := e.store.ClaimTick(bg, t.job.ID, t.run.ScheduledFor, attempt, store.JobRunQueued)
+			r, err := e.store.ClaimTick(bg, t.job.ID, t.run.ScheduledFor, attempt, event.StatusQueued)
 			if err != nil {
 				// Taken by another process, or the job was deleted.
 				e.logError(t.ctx, "claim retry", err)
@@ -84,10 +84,10 @@ func (e *Engine) runAttempts(t *tick) *event.Event {
 		}
 		data := e.tickData(t, row, out)
 		switch {
-		case out.status == store.JobRunCompleted:
+		case out.status == event.StatusCompleted:
 			ev := e.newEvent(EventJobCompleted, data, out.runID, attempt)
 			return &ev
-		case out.status == store.JobRunFailed && attempt < p.Retry.MaxAttempts && t.ctx.Err() == nil:
+		case out.status == event.StatusFailed && attempt < p.Retry.MaxAttempts && t.ctx.Err() == nil:
 			delay := p.Retry.Delay(attempt, e.cfg.Rand())
 			backoff := e.clock.After(delay) // armed before the event, so a test that sees it can move the clock
 			data.WillRetry, data.RetryInMS = ptr(true), delay.Milliseconds()
@@ -113,7 +113,7 @@ func (e *Engine) attempt(t *tick, row store.JobRun) outcome {
 	if t.slot == nil {
 		t.slot = e.slots.enqueue() // a retry queues when its backoff ends
 	}
-	cancelled := outcome{status: store.JobRunCancelled}
+	cancelled := outcome{status: event.StatusCancelled}
 	select {
 	case <-t.slot:
 		t.slot = nil
@@ -129,7 +129,7 @@ func (e *Engine) attempt(t *tick, row store.JobRun) outcome {
 	out, ok := e.dispatch(t, row)
 	e.slots.release()
 	if ok {
-		row.RunID, row.Status, row.StartedAt = out.runID, store.JobRunRunning, out.startedAt
+		row.RunID, row.Status, row.StartedAt = out.runID, event.StatusRunning, out.startedAt
 	}
 	return e.record(bg, row, out.outcome)
 }
@@ -146,7 +146,7 @@ func (e *Engine) dispatch(t *tick, row store.JobRun) (d dispatched, ok bool) {
 	bg := context.WithoutCancel(t.ctx)
 	p := t.job.Policy
 	fail := func(err error) (dispatched, bool) {
-		return dispatched{outcome: outcome{status: store.JobRunFailed, err: err.Error()}}, false
+		return dispatched{outcome: outcome{status: event.StatusFailed, err: err.Error()}}, false
 	}
 	if e.cfg.CheckTools != nil {
 		if err := e.cfg.CheckTools(p.Tools); err != nil {
@@ -167,7 +167,7 @@ func (e *Engine) dispatch(t *tick, row store.JobRun) (d dispatched, ok bool) {
 	})
 	if err != nil {
 		if t.ctx.Err() != nil {
-			return dispatched{outcome: outcome{status: store.JobRunCancelled, err: cancelText(t.ctx)}}, false
+			return dispatched{outcome: outcome{status: event.StatusCancelled, err: cancelText(t.ctx)}}, false
 		}
 		return fail(fmt.Errorf("dispatch: %w", err))
 	}
@@ -176,7 +176,7 @@ func (e *Engine) dispatch(t *tick, row store.JobRun) (d dispatched, ok bool) {
 	}
 	timeout := e.clock.After(p.Timeout)
 	d.runID, d.startedAt = runID, e.clock.Now()
-	row.RunID, row.Status, row.StartedAt = runID, store.JobRunRunning, d.startedAt
+	row.RunID, row.Status, row.StartedAt = runID, event.StatusRunning, d.startedAt
 	if err := e.store.UpdateJobRun(bg, row); err != nil {
 		e.logError(bg, "record job run start", err)
 	}
@@ -208,13 +208,13 @@ func (e *Engine) wait(t *tick, runID string, done <-chan Result, timeout <-chan 
 			out = resultOutcome(r, ok)
 		default:
 			e.cfg.Dispatcher.Cancel(runID)
-			out = outcome{status: store.JobRunFailed, err: fmt.Sprintf("timed out after %s", t.job.Policy.Timeout)}
+			out = outcome{status: event.StatusFailed, err: fmt.Sprintf("timed out after %s", t.job.Policy.Timeout)}
 		}
 		drain(done)
 	case <-t.ctx.Done():
 		e.cfg.Dispatcher.Cancel(runID)
 		drain(done)
-		out = outcome{status: store.JobRunCancelled, err: cancelText(t.ctx)}
+		out = outcome{status: event.StatusCancelled, err: cancelText(t.ctx)}
 	}
 	out.runID = runID
 	return out
@@ -229,16 +229,16 @@ func drain(done <-chan Result) {
 func resultOutcome(r Result, ok bool) outcome {
 	switch {
 	case !ok:
-		return outcome{status: store.JobRunFailed, err: "the run ended without a result"}
-	case r.Status == ResultCompleted:
-		return outcome{status: store.JobRunCompleted}
-	case r.Status == ResultCancelled:
-		return outcome{status: store.JobRunCancelled, err: r.Err}
+		return outcome{status: event.StatusFailed, err: "the run ended without a result"}
+	case r.Status == event.StatusCompleted:
+		return outcome{status: event.StatusCompleted}
+	case r.Status == event.StatusCancelled:
+		return outcome{status: event.StatusCancelled, err: r.Err}
 	}
 	if r.Err == "" {
 		r.Err = "the run failed"
 	}
-	return outcome{status: store.JobRunFailed, err: r.Err}
+	return outcome{status: event.StatusFailed, err: r.Err}
 }
 
 // record writes an attempt's end to its row and returns out.
@@ -263,7 +263,7 @@ func (e *Engine) tickData(t *tick, row store.JobRun, out outcome) TickData {
 
 func statusOf(out outcome) string {
 	switch out.status {
-	case store.JobRunCompleted, store.JobRunFailed, store.JobRunCancelled:
+	case event.StatusCompleted, event.StatusFailed, event.StatusCancelled:
 		return out.status
 	}
 	return ""

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"agent/event"
 )
 
 // The attempt queue (migration 0015, DESIGN.md §14): a worker driving a
@@ -17,11 +19,11 @@ import (
 // unit. A harness that starts again deletes every unit it left
 // (InterruptAttempts), so their workers can write nothing more.
 
-// States of a unit (AttemptUnit.State).
+// States of a unit (AttemptUnit.State): event.StatusWaiting (queued; no
+// worker holds it), event.StatusClaimed (a worker runs its child) or
+// event.StatusDone (its result is in).
 const (
-	UnitWaiting = "waiting" // queued; no worker holds it
-	UnitClaimed = "claimed" // a worker runs its child
-	UnitDone    = "done"    // its result is in
+	UnitClaimed = event.StatusClaimed // a worker runs its child
 )
 
 // AttemptKey names one attempt of one phase of a harness run.
@@ -201,7 +203,7 @@ func (db *DB) GetAttemptUnit(ctx context.Context, k AttemptKey) (*AttemptUnit, e
 // UnitAbandoned reports whether a claimed unit's worker is gone: its hold
 // expired, or its process is provably dead.
 func (db *DB) UnitAbandoned(u *AttemptUnit) bool {
-	return u.State == UnitClaimed && (u.LeaseExpiresAt.Before(db.now()) || db.OwnerDead(u.Holder))
+	return u.State == event.StatusClaimed && (u.LeaseExpiresAt.Before(db.now()) || db.OwnerDead(u.Holder))
 }
 
 // StopAttempt asks for an attempt to stop (StopCancel or StopInterrupt).
@@ -283,7 +285,7 @@ func fenceAttempt(ctx context.Context, tx *txn, k AttemptKey, owner string) erro
 	if err != nil {
 		return err
 	}
-	if holder != owner || state != UnitClaimed {
+	if holder != owner || state != event.StatusClaimed {
 		return fmt.Errorf("attempt %s is %s by %q, not held by %q: %w", k, state, holder, owner, ErrLeaseLost)
 	}
 	return nil

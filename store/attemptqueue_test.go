@@ -54,7 +54,7 @@ func TestAttemptQueueClaimWriteFinish(t *testing.T) {
 	}
 	queueUnit(t, db, k, "h/1/x")
 	got := claimUnit(t, db, "w/2/x")
-	if got == nil || got.AttemptKey != k || got.State != UnitClaimed || got.Holder != "w/2/x" || string(got.Spec) != `{"spec":{}}` {
+	if got == nil || got.AttemptKey != k || got.State != event.StatusClaimed || got.Holder != "w/2/x" || string(got.Spec) != `{"spec":{}}` {
 		t.Fatalf("claimed %+v", got)
 	}
 	if again := claimUnit(t, db, "w/3/x"); again != nil {
@@ -88,7 +88,7 @@ func TestAttemptQueueClaimWriteFinish(t *testing.T) {
 		t.Fatal(err)
 	}
 	done, err := db.GetAttemptUnit(ctx, k)
-	if err != nil || done.State != UnitDone || string(done.Result) != `{"status":"completed"}` {
+	if err != nil || done.State != event.StatusDone || string(done.Result) != `{"status":"completed"}` {
 		t.Fatalf("the harness reads %+v (%v)", done, err)
 	}
 	// Finished, the attempt is no longer the worker's to write for.
@@ -219,7 +219,7 @@ func TestClaimRunByKind(t *testing.T) {
 	db, clock := openClocked(t)
 	createSession(t, db, "s1")
 	createSession(t, db, "s2")
-	if err := db.CreateRun(ctx, &Run{ID: "h1", Kind: KindHarness, SessionID: "s1", Prompt: "p", Queue: QueueWaiting}, "", 0); err != nil {
+	if err := db.CreateRun(ctx, &Run{ID: "h1", Kind: KindHarness, SessionID: "s1", Prompt: "p", Queue: event.StatusWaiting}, "", 0); err != nil {
 		t.Fatal(err)
 	}
 	*clock = clock.Add(time.Millisecond)

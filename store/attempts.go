@@ -11,13 +11,9 @@ import (
 
 // Attempt statuses: running, then how the attempt ended.
 const (
-	AttemptRunning     = "running"
-	AttemptPassed      = "passed"
-	AttemptFailed      = "failed"
-	AttemptCrashed     = "crashed"
-	AttemptTimeout     = "timeout"
-	AttemptInterrupted = "interrupted"
-	AttemptCancelled   = "cancelled"
+	AttemptPassed      = event.StatusPassed
+	AttemptInterrupted = event.StatusInterrupted
+	AttemptCancelled   = event.StatusCancelled
 )
 
 // interruptedReason is the reason InterruptAttempts gives.
@@ -26,7 +22,7 @@ const interruptedReason = "the harness stopped during this attempt"
 // finishedAttemptStatus reports whether s is a status an attempt can end with.
 func finishedAttemptStatus(s string) bool {
 	switch s {
-	case AttemptPassed, AttemptFailed, AttemptCrashed, AttemptTimeout, AttemptInterrupted, AttemptCancelled:
+	case event.StatusPassed, event.StatusFailed, event.StatusCrashed, event.StatusTimeout, event.StatusInterrupted, event.StatusCancelled:
 		return true
 	}
 	return false
@@ -37,7 +33,7 @@ type Attempt struct {
 	RunID      string
 	PhaseID    string
 	Attempt    int
-	Status     string // AttemptRunning until it ends
+	Status     string // event.StatusRunning until it ends
 	Reason     string
 	Reasons    []string // the verifier's reasons, when it failed verification
 	Output     string
@@ -105,7 +101,7 @@ func interruptAttempts(ctx context.Context, tx *txn, runID string, now time.Time
 		return nil, err
 	}
 	for i := range as {
-		as[i].Status, as[i].Reason, as[i].FinishedAt = AttemptInterrupted, interruptedReason, now
+		as[i].Status, as[i].Reason, as[i].FinishedAt = event.StatusInterrupted, interruptedReason, now
 	}
 	return as, nil
 }

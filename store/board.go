@@ -94,7 +94,7 @@ type BoardGuardrail struct {
 func BoardReceipts(r *Run, receipts []Receipt) []BoardReceipt {
 	out := []BoardReceipt{}
 	for _, rc := range receipts {
-		unknown := rc.State == ReceiptUnknown || (rc.State == ReceiptPending && r.Status != event.StatusRunning)
+		unknown := rc.State == event.StatusUnknown || (rc.State == event.StatusPending && r.Status != event.StatusRunning)
 		out = append(out, BoardReceipt{Key: rc.Key, Type: rc.Type, Tool: rc.Tool, State: rc.State,
 			Unknown: unknown, Attempt: rc.Attempt, Details: rc.Details})
 	}

@@ -407,6 +407,21 @@ func project(ctx context.Context, tx *txn, e event.Event, now time.Time) error {
 			return nil
 		}
 		return forgetIntent(ctx, tx, d.Key)
+
+	case event.EffectUnknown:
+		// The effect went ahead and may have happened: its intent is
+		// unknown from now on, so no retry repeats it and no later receipt
+		// makes it done; only the user can have it sent again
+		// (--resend-unknown). An effect of no intent on record changes
+		// nothing.
+		var d event.EffectUnknownData
+		if e.Decode(&d) != nil || d.Key == "" {
+			return nil
+		}
+		if err := markReceiptUnknown(ctx, tx, d.Key, now); !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return nil
 	}
 	return nil
 }

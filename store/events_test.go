@@ -104,11 +104,11 @@ func TestProjectConversation(t *testing.T) {
 	if len(tcs) != 2 {
 		t.Fatalf("ToolCalls = %+v, want 2", tcs)
 	}
-	if c := tcs[0]; c.CallID != "c1" || c.Status != ToolCompleted || c.Output != "hello" ||
+	if c := tcs[0]; c.CallID != "c1" || c.Status != event.StatusCompleted || c.Output != "hello" ||
 		c.Name != "read_file" || string(c.Args) != `{"path":"a.txt"}` || c.CompletedAt.IsZero() {
 		t.Errorf("c1 = %+v", c)
 	}
-	if c := tcs[1]; c.CallID != "c2" || c.Status != ToolStarted || c.StartedAt.IsZero() || !c.CompletedAt.IsZero() {
+	if c := tcs[1]; c.CallID != "c2" || c.Status != event.StatusStarted || c.StartedAt.IsZero() || !c.CompletedAt.IsZero() {
 		t.Errorf("c2 = %+v", c)
 	}
 
@@ -150,7 +150,7 @@ func TestProjectToolCallLifecycle(t *testing.T) {
 				toolStarted("c1", "shell", `{"cmd":"false"}`),
 				toolCompleted(event.ToolCompletedData{CallID: "c1", OK: false, Error: "exit status 1"}),
 			},
-			want:       ToolCall{Name: "shell", Args: json.RawMessage(`{"cmd":"false"}`), Status: ToolFailed, Error: "exit status 1"},
+			want:       ToolCall{Name: "shell", Args: json.RawMessage(`{"cmd":"false"}`), Status: event.StatusFailed, Error: "exit status 1"},
 			wantOutput: "exit status 1",
 		},
 		{
@@ -158,7 +158,7 @@ func TestProjectToolCallLifecycle(t *testing.T) {
 			evs: []event.Event{
 				toolCompleted(event.ToolCompletedData{CallID: "c1", Name: "grep", OK: true, Output: "x", Truncated: true}),
 			},
-			want:       ToolCall{Name: "grep", Status: ToolCompleted, Output: "x", Truncated: true},
+			want:       ToolCall{Name: "grep", Status: event.StatusCompleted, Output: "x", Truncated: true},
 			wantOutput: "x",
 		},
 		{
@@ -168,7 +168,7 @@ func TestProjectToolCallLifecycle(t *testing.T) {
 				toolCompleted(event.ToolCompletedData{CallID: "c1", OK: false, Error: "boom"}),
 				toolStarted("c1", "shell", `{"cmd":"b"}`),
 			},
-			want:       ToolCall{Name: "shell", Args: json.RawMessage(`{"cmd":"b"}`), Status: ToolStarted},
+			want:       ToolCall{Name: "shell", Args: json.RawMessage(`{"cmd":"b"}`), Status: event.StatusStarted},
 			wantOutput: "boom",
 		},
 	}

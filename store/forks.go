@@ -269,7 +269,7 @@ func forkToolCompleted(m Message, row ToolCall) event.ToolCompletedData {
 	if row.CallID == "" {
 		return d // no row: the result is all we know
 	}
-	d.Name, d.OK, d.Truncated = row.Name, row.Status != ToolFailed, row.Truncated
+	d.Name, d.OK, d.Truncated = row.Name, row.Status != event.StatusFailed, row.Truncated
 	if row.Output == "" && row.Error == m.Content {
 		d.Output, d.Error = "", row.Error
 	}

@@ -8,17 +8,18 @@ import (
 	"fmt"
 	"time"
 
+	"agent/event"
+
 	"github.com/google/uuid"
 )
 
 // Job run statuses (job_runs.status).
 const (
-	JobRunQueued    = "queued"    // claimed, waiting for a slot, a retry or the run before it
-	JobRunRunning   = "running"   // dispatched: run_id names the run
-	JobRunCompleted = "completed" // the run completed
-	JobRunFailed    = "failed"    // the run failed, timed out or was interrupted
-	JobRunCancelled = "cancelled" // the run was cancelled, or the scheduler stopped first
-	JobRunSkipped   = "skipped"   // the overlap policy skipped the tick
+	JobRunQueued    = event.StatusQueued    // claimed, waiting for a slot, a retry or the run before it
+	JobRunRunning   = event.StatusRunning   // dispatched: run_id names the run
+	JobRunCompleted = event.StatusCompleted // the run completed
+	JobRunFailed    = event.StatusFailed    // the run failed, timed out or was interrupted
+	JobRunSkipped   = event.StatusSkipped   // the overlap policy skipped the tick
 )
 
 // ErrTickTaken is returned by ClaimTick when the (job, scheduled_for,
@@ -55,7 +56,7 @@ type JobRun struct {
 	ScheduledFor time.Time
 	StartedAt    time.Time
 	CompletedAt  time.Time
-	Status       string // JobRunQueued … JobRunSkipped
+	Status       string // event.StatusQueued … event.StatusSkipped
 	Attempt      int
 	ErrorText    string
 }
@@ -347,7 +348,7 @@ func (db *DB) UpdateJobRun(ctx context.Context, r JobRun) error {
 	if err := oneRow(res); err != nil {
 		return fmt.Errorf("update job run %s: %w", r.ID, err)
 	}
-	if r.Status == JobRunRunning && !r.StartedAt.IsZero() {
+	if r.Status == event.StatusRunning && !r.StartedAt.IsZero() {
 		// MAX: parallel runs may report their starts out of order.
 		if _, err := tx.ExecContext(ctx,
 			`UPDATE scheduled_jobs SET last_run_at = `+tx.greatest(`COALESCE(last_run_at, '')`, `?`)+` WHERE id = ?`,
@@ -381,7 +382,7 @@ func (db *DB) RunningJobRuns(ctx context.Context, jobID string) ([]JobRun, error
 
 func validJobRunStatus(s string) bool {
 	switch s {
-	case JobRunQueued, JobRunRunning, JobRunCompleted, JobRunFailed, JobRunCancelled, JobRunSkipped:
+	case event.StatusQueued, event.StatusRunning, event.StatusCompleted, event.StatusFailed, event.StatusCancelled, event.StatusSkipped:
 		return true
 	}
 	return false

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"agent/event"
 )
 
 // createJob inserts an enabled job named name due at next.
@@ -119,7 +121,7 @@ func TestUpdateListDeleteJob(t *testing.T) {
 	}
 
 	// Deleting a job deletes its history.
-	if _, err := db.ClaimTick(ctx, "job-a", next, 1, JobRunQueued); err != nil {
+	if _, err := db.ClaimTick(ctx, "job-a", next, 1, event.StatusQueued); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.DeleteJob(ctx, "job-a"); err != nil {
@@ -209,11 +211,11 @@ func TestClaimTickOnce(t *testing.T) {
 	tick := newClock().Now()
 	createJob(t, db, "job", "job", tick)
 
-	r, err := db.ClaimTick(ctx, "job", tick, 1, JobRunQueued)
+	r, err := db.ClaimTick(ctx, "job", tick, 1, event.StatusQueued)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.ID == "" || r.JobID != "job" || !r.ScheduledFor.Equal(tick) || r.Attempt != 1 || r.Status != JobRunQueued {
+	if r.ID == "" || r.JobID != "job" || !r.ScheduledFor.Equal(tick) || r.Attempt != 1 || r.Status != event.StatusQueued {
 		t.Errorf("ClaimTick = %+v", r)
 	}
 	// A second process claiming the same tick learns it is taken.
@@ -222,20 +224,20 @@ func TestClaimTickOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if _, err := other.ClaimTick(ctx, "job", tick, 1, JobRunQueued); !errors.Is(err, ErrTickTaken) {
+	if _, err := other.ClaimTick(ctx, "job", tick, 1, event.StatusQueued); !errors.Is(err, ErrTickTaken) {
 		t.Errorf("second claim: err = %v, want ErrTickTaken", err)
 	}
 	// A retry is another attempt of the same tick; the next tick is free.
-	if _, err := db.ClaimTick(ctx, "job", tick, 2, JobRunQueued); err != nil {
+	if _, err := db.ClaimTick(ctx, "job", tick, 2, event.StatusQueued); err != nil {
 		t.Errorf("attempt 2: %v", err)
 	}
-	if _, err := db.ClaimTick(ctx, "job", tick.Add(time.Minute), 1, JobRunSkipped); err != nil {
+	if _, err := db.ClaimTick(ctx, "job", tick.Add(time.Minute), 1, event.StatusSkipped); err != nil {
 		t.Errorf("next tick: %v", err)
 	}
 	if _, err := db.ClaimTick(ctx, "job", tick, 3, "bogus"); err == nil {
 		t.Error("ClaimTick with an invalid status succeeded")
 	}
-	if _, err := db.ClaimTick(ctx, "nojob", tick, 1, JobRunQueued); err == nil || errors.Is(err, ErrTickTaken) {
+	if _, err := db.ClaimTick(ctx, "nojob", tick, 1, event.StatusQueued); err == nil || errors.Is(err, ErrTickTaken) {
 		t.Errorf("claim for a missing job: err = %v, want a foreign key error", err)
 	}
 }
@@ -263,7 +265,7 @@ func TestSetNextRunAndFireTicks(t *testing.T) {
 	}
 
 	// c's tick was claimed before a crash; d was paused meanwhile.
-	if _, err := db.ClaimTick(ctx, "c", t0, 1, JobRunRunning); err != nil {
+	if _, err := db.ClaimTick(ctx, "c", t0, 1, event.StatusRunning); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.SetJobEnabled(ctx, "d", false, time.Time{}); err != nil {
@@ -271,9 +273,9 @@ func TestSetNextRunAndFireTicks(t *testing.T) {
 	}
 	next := t0.Add(time.Minute)
 	fs := []Firing{
-		{JobID: "b", From: t0, Next: next, Run: &JobRun{ScheduledFor: t0, Attempt: 1, Status: JobRunQueued}},
-		{JobID: "c", From: t0, Next: next, Run: &JobRun{ScheduledFor: t0, Attempt: 1, Status: JobRunQueued}},
-		{JobID: "d", From: t0, Next: next, Run: &JobRun{ScheduledFor: t0, Attempt: 1, Status: JobRunQueued}},
+		{JobID: "b", From: t0, Next: next, Run: &JobRun{ScheduledFor: t0, Attempt: 1, Status: event.StatusQueued}},
+		{JobID: "c", From: t0, Next: next, Run: &JobRun{ScheduledFor: t0, Attempt: 1, Status: event.StatusQueued}},
+		{JobID: "d", From: t0, Next: next, Run: &JobRun{ScheduledFor: t0, Attempt: 1, Status: event.StatusQueued}},
 		{JobID: "a", From: t0.Add(time.Minute), Next: t0.Add(2 * time.Minute)}, // missed ticks skipped: no claim
 	}
 	got, err := db.FireTicks(ctx, fs)
@@ -308,24 +310,24 @@ func TestUpdateJobRunAndHistory(t *testing.T) {
 	createJob(t, db, "job", "job", t0)
 	createJob(t, db, "other", "other", t0)
 
-	r1, err := db.ClaimTick(ctx, "job", t0, 1, JobRunQueued)
+	r1, err := db.ClaimTick(ctx, "job", t0, 1, event.StatusQueued)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r1.Status, r1.RunID, r1.StartedAt = JobRunRunning, "run-1", t0.Add(time.Second)
+	r1.Status, r1.RunID, r1.StartedAt = event.StatusRunning, "run-1", t0.Add(time.Second)
 	if err := db.UpdateJobRun(ctx, r1); err != nil {
 		t.Fatal(err)
 	}
 	if j, _ := db.GetJob(ctx, "job"); !j.LastRunAt.Equal(r1.StartedAt) {
 		t.Errorf("last_run_at = %v, want %v", j.LastRunAt, r1.StartedAt)
 	}
-	r1.Status, r1.CompletedAt, r1.ErrorText = JobRunFailed, t0.Add(time.Minute), "boom"
+	r1.Status, r1.CompletedAt, r1.ErrorText = event.StatusFailed, t0.Add(time.Minute), "boom"
 	if err := db.UpdateJobRun(ctx, r1); err != nil {
 		t.Fatal(err)
 	}
-	r2, _ := db.ClaimTick(ctx, "job", t0, 2, JobRunQueued)
-	r3, _ := db.ClaimTick(ctx, "job", t0.Add(time.Hour), 1, JobRunSkipped)
-	o1, _ := db.ClaimTick(ctx, "other", t0, 1, JobRunQueued)
+	r2, _ := db.ClaimTick(ctx, "job", t0, 2, event.StatusQueued)
+	r3, _ := db.ClaimTick(ctx, "job", t0.Add(time.Hour), 1, event.StatusSkipped)
+	o1, _ := db.ClaimTick(ctx, "other", t0, 1, event.StatusQueued)
 
 	runs, err := db.JobRuns(ctx, "job", 0)
 	if err != nil {
@@ -334,7 +336,7 @@ func TestUpdateJobRunAndHistory(t *testing.T) {
 	if len(runs) != 3 || runs[0].ID != r3.ID || runs[1].ID != r2.ID || runs[2].ID != r1.ID {
 		t.Fatalf("JobRuns = %+v, want r3, r2, r1", runs)
 	}
-	if got := runs[2]; got.RunID != "run-1" || got.Status != JobRunFailed || got.ErrorText != "boom" ||
+	if got := runs[2]; got.RunID != "run-1" || got.Status != event.StatusFailed || got.ErrorText != "boom" ||
 		!got.StartedAt.Equal(r1.StartedAt) || !got.CompletedAt.Equal(r1.CompletedAt) || !got.ScheduledFor.Equal(t0) {
 		t.Errorf("updated run = %+v, want %+v", got, r1)
 	}
@@ -355,9 +357,9 @@ func TestUpdateJobRunAndHistory(t *testing.T) {
 
 	// A parallel run that started earlier but reports later does not move
 	// last_run_at back.
-	o1.Status, o1.StartedAt = JobRunRunning, t0.Add(time.Hour)
-	o2, _ := db.ClaimTick(ctx, "other", t0.Add(time.Minute), 1, JobRunQueued)
-	o2.Status, o2.StartedAt = JobRunRunning, t0.Add(time.Minute)
+	o1.Status, o1.StartedAt = event.StatusRunning, t0.Add(time.Hour)
+	o2, _ := db.ClaimTick(ctx, "other", t0.Add(time.Minute), 1, event.StatusQueued)
+	o2.Status, o2.StartedAt = event.StatusRunning, t0.Add(time.Minute)
 	for _, r := range []JobRun{o1, o2} {
 		if err := db.UpdateJobRun(ctx, r); err != nil {
 			t.Fatal(err)
@@ -367,7 +369,7 @@ func TestUpdateJobRunAndHistory(t *testing.T) {
 		t.Errorf("last_run_at = %v, want the latest start %v", j.LastRunAt, t0.Add(time.Hour))
 	}
 
-	if err := db.UpdateJobRun(ctx, JobRun{ID: "missing", Status: JobRunFailed}); !errors.Is(err, ErrNotFound) {
+	if err := db.UpdateJobRun(ctx, JobRun{ID: "missing", Status: event.StatusFailed}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("UpdateJobRun missing: err = %v, want ErrNotFound", err)
 	}
 	if err := db.UpdateJobRun(ctx, JobRun{ID: r2.ID, Status: "done"}); err == nil {

@@ -11,22 +11,15 @@ import (
 	"agent/event"
 )
 
-// Phase statuses. A phase goes back to pending when it will be retried or
-// when its attempt was interrupted or cancelled, so a resume runs it again.
-const (
-	PhasePending   = "pending"
-	PhaseRunning   = "running"
-	PhaseCompleted = "completed"
-	PhaseFailed    = "failed"
-)
-
 // Phase is one row of phases.
 type Phase struct {
 	RunID string
 	ID    string
 	Index int // position in the plan
 	Title string
-	// Status is PhasePending, PhaseRunning, PhaseCompleted or PhaseFailed.
+	// Status is event.StatusPending, event.StatusRunning, event.StatusCompleted or event.StatusFailed.
+	// A phase goes back to pending when it will be retried or when its
+	// attempt was interrupted or cancelled, so a resume runs it again.
 	Status string
 	// Attempts is the highest attempt number started. Attempts-BudgetBase
 	// is what counts against MaxAttempts: ResetBudget raises BudgetBase.
@@ -153,7 +146,7 @@ func completePhase(ctx context.Context, tx *txn, e event.Event, d event.PhaseDat
 		d.Output, formatTime(e.TS), formatTime(now), e.RunID, e.PhaseID); err != nil {
 		return err
 	}
-	status := AttemptPassed
+	status := event.StatusPassed
 	if d.Status != "" && finishedAttemptStatus(d.Status) {
 		status = d.Status
 	}
@@ -164,13 +157,13 @@ func completePhase(ctx context.Context, tx *txn, e event.Event, d event.PhaseDat
 // be retried, or if the attempt was interrupted or cancelled rather than
 // failing on its own; otherwise it has failed for good.
 func failPhase(ctx context.Context, tx *txn, e event.Event, d event.PhaseData, now time.Time) error {
-	status := AttemptFailed
-	if d.Status != "" && d.Status != AttemptPassed && finishedAttemptStatus(d.Status) {
+	status := event.StatusFailed
+	if d.Status != "" && d.Status != event.StatusPassed && finishedAttemptStatus(d.Status) {
 		status = d.Status
 	}
-	phaseStatus := PhaseFailed
-	if d.WillRetry || status == AttemptInterrupted || status == AttemptCancelled {
-		phaseStatus = PhasePending
+	phaseStatus := event.StatusFailed
+	if d.WillRetry || status == event.StatusInterrupted || status == event.StatusCancelled {
+		phaseStatus = event.StatusPending
 	}
 	if _, err := tx.ExecContext(ctx, `
 		UPDATE phases SET status = ?, updated_at = ? WHERE run_id = ? AND id = ?`,

@@ -36,14 +36,14 @@ func TestPhaseFailed(t *testing.T) {
 		wantPhase   string
 		wantAttempt string
 	}{
-		{"failed for good", event.PhaseData{Status: "failed", Reason: "no evidence"}, PhaseFailed, AttemptFailed},
-		{"status defaults to failed", event.PhaseData{Reason: "no evidence"}, PhaseFailed, AttemptFailed},
-		{"unknown status is failed", event.PhaseData{Status: "exploded"}, PhaseFailed, AttemptFailed},
-		{"passed is no way to fail", event.PhaseData{Status: "passed"}, PhaseFailed, AttemptFailed},
-		{"timeout", event.PhaseData{Status: "timeout"}, PhaseFailed, AttemptTimeout},
-		{"crashed, will retry", event.PhaseData{Status: "crashed", WillRetry: true}, PhasePending, AttemptCrashed},
-		{"interrupted runs again", event.PhaseData{Status: "interrupted"}, PhasePending, AttemptInterrupted},
-		{"cancelled runs again", event.PhaseData{Status: "cancelled"}, PhasePending, AttemptCancelled},
+		{"failed for good", event.PhaseData{Status: "failed", Reason: "no evidence"}, event.StatusFailed, event.StatusFailed},
+		{"status defaults to failed", event.PhaseData{Reason: "no evidence"}, event.StatusFailed, event.StatusFailed},
+		{"unknown status is failed", event.PhaseData{Status: "exploded"}, event.StatusFailed, event.StatusFailed},
+		{"passed is no way to fail", event.PhaseData{Status: "passed"}, event.StatusFailed, event.StatusFailed},
+		{"timeout", event.PhaseData{Status: "timeout"}, event.StatusFailed, event.StatusTimeout},
+		{"crashed, will retry", event.PhaseData{Status: "crashed", WillRetry: true}, event.StatusPending, event.StatusCrashed},
+		{"interrupted runs again", event.PhaseData{Status: "interrupted"}, event.StatusPending, event.StatusInterrupted},
+		{"cancelled runs again", event.PhaseData{Status: "cancelled"}, event.StatusPending, event.StatusCancelled},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,7 +81,7 @@ func TestResetBudget(t *testing.T) {
 		phaseEvent(event.PhaseStarted, "a", 2, nil),
 		phaseEvent(event.PhaseFailed, "a", 2, event.PhaseData{Reason: "no evidence"}),
 	)
-	if p := phaseByID(t, db, "run-1", "a"); p.Status != PhaseFailed || p.Attempts != 2 || p.BudgetBase != 0 {
+	if p := phaseByID(t, db, "run-1", "a"); p.Status != event.StatusFailed || p.Attempts != 2 || p.BudgetBase != 0 {
 		t.Fatalf("before reset: %s attempts %d base %d, want failed 2 0", p.Status, p.Attempts, p.BudgetBase)
 	}
 
@@ -89,7 +89,7 @@ func TestResetBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := phaseByID(t, db, "run-1", "a")
-	if p.Status != PhasePending || p.Attempts != 2 || p.BudgetBase != 2 || p.MaxAttempts != 2 {
+	if p.Status != event.StatusPending || p.Attempts != 2 || p.BudgetBase != 2 || p.MaxAttempts != 2 {
 		t.Errorf("after reset: %s attempts %d base %d max %d, want pending 2 2 2",
 			p.Status, p.Attempts, p.BudgetBase, p.MaxAttempts)
 	}
@@ -97,7 +97,7 @@ func TestResetBudget(t *testing.T) {
 	// The next attempt continues the numbering and counts as the first of
 	// the new budget.
 	appendSeq(t, db, "run-1", phaseEvent(event.PhaseStarted, "a", 3, nil))
-	if p := phaseByID(t, db, "run-1", "a"); p.Status != PhaseRunning || p.Attempts-p.BudgetBase != 1 {
+	if p := phaseByID(t, db, "run-1", "a"); p.Status != event.StatusRunning || p.Attempts-p.BudgetBase != 1 {
 		t.Errorf("after a new attempt: %s attempts %d base %d, want running with 1 of the new budget used",
 			p.Status, p.Attempts, p.BudgetBase)
 	}
@@ -140,7 +140,7 @@ func TestInterruptAttempts(t *testing.T) {
 		t.Fatalf("InterruptAttempts = %+v, want one attempt", got)
 	}
 	a := got[0]
-	if a.PhaseID != "a" || a.Attempt != 2 || a.Status != AttemptInterrupted ||
+	if a.PhaseID != "a" || a.Attempt != 2 || a.Status != event.StatusInterrupted ||
 		a.Reason != "the harness stopped during this attempt" || !a.FinishedAt.Equal(clock.Now()) {
 		t.Errorf("interrupted attempt = %+v", a)
 	}
@@ -153,16 +153,16 @@ func TestInterruptAttempts(t *testing.T) {
 	for _, a := range as {
 		statuses = append(statuses, a.Status)
 	}
-	if want := []string{AttemptFailed, AttemptInterrupted}; !reflect.DeepEqual(statuses, want) {
+	if want := []string{event.StatusFailed, event.StatusInterrupted}; !reflect.DeepEqual(statuses, want) {
 		t.Errorf("attempt statuses = %v, want %v", statuses, want)
 	}
 	if !reflect.DeepEqual(as[1], a) {
 		t.Errorf("stored attempt = %+v\nreturned %+v", as[1], a)
 	}
-	if p := phaseByID(t, db, "run-1", "a"); p.Status != PhasePending || p.Attempts != 2 {
+	if p := phaseByID(t, db, "run-1", "a"); p.Status != event.StatusPending || p.Attempts != 2 {
 		t.Errorf("phase = %s attempts %d, want pending 2", p.Status, p.Attempts)
 	}
-	if p := phaseByID(t, db, "run-2", "a"); p.Status != PhaseRunning {
+	if p := phaseByID(t, db, "run-2", "a"); p.Status != event.StatusRunning {
 		t.Errorf("run-2 phase = %s, want running", p.Status)
 	}
 

@@ -103,7 +103,7 @@ func TestPlanLifecycle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g := ps.Phases[0]; g.Status != PhasePending || g.Attempts != 1 {
+			if g := ps.Phases[0]; g.Status != event.StatusPending || g.Attempts != 1 {
 				t.Errorf("after a failed attempt that will retry: gather %s attempts %d, want pending 1", g.Status, g.Attempts)
 			}
 		}
@@ -119,12 +119,12 @@ func TestPlanLifecycle(t *testing.T) {
 	}
 	wantPhases := []Phase{
 		{
-			RunID: "run-1", ID: "gather", Index: 0, Title: "Gather sources", Status: PhaseCompleted,
+			RunID: "run-1", ID: "gather", Index: 0, Title: "Gather sources", Status: event.StatusCompleted,
 			Attempts: 2, MaxAttempts: 3, Spec: phaseSpec(t, twoPhaseMission, 0), Output: "found 3 sources",
 			StartedAt: ts(1), CompletedAt: ts(10), UpdatedAt: clock.Now(),
 		},
 		{
-			RunID: "run-1", ID: "write", Index: 1, Title: "Write report", Status: PhaseCompleted,
+			RunID: "run-1", ID: "write", Index: 1, Title: "Write report", Status: event.StatusCompleted,
 			Attempts: 1, MaxAttempts: 2, DependsOn: []string{"gather"}, Spec: phaseSpec(t, twoPhaseMission, 1),
 			Output: "report sent", StartedAt: ts(11), CompletedAt: ts(13), UpdatedAt: clock.Now(),
 		},
@@ -139,15 +139,15 @@ func TestPlanLifecycle(t *testing.T) {
 	}
 	wantAttempts := []Attempt{
 		{
-			RunID: "run-1", PhaseID: "gather", Attempt: 1, Status: AttemptFailed, Reason: "verification failed",
+			RunID: "run-1", PhaseID: "gather", Attempt: 1, Status: event.StatusFailed, Reason: "verification failed",
 			Reasons: []string{"sources.md is empty"}, Usage: *usage, DurationMS: 1500, StartedAt: ts(1), FinishedAt: ts(6),
 		},
 		{
-			RunID: "run-1", PhaseID: "gather", Attempt: 2, Status: AttemptPassed, Output: "found 3 sources",
+			RunID: "run-1", PhaseID: "gather", Attempt: 2, Status: event.StatusPassed, Output: "found 3 sources",
 			Usage: *usage, DurationMS: 900, StartedAt: ts(7), FinishedAt: ts(10),
 		},
 		{
-			RunID: "run-1", PhaseID: "write", Attempt: 1, Status: AttemptPassed, Output: "report sent",
+			RunID: "run-1", PhaseID: "write", Attempt: 1, Status: event.StatusPassed, Output: "report sent",
 			StartedAt: ts(11), FinishedAt: ts(13),
 		},
 	}
@@ -211,7 +211,7 @@ func TestPlanLifecycle(t *testing.T) {
 	}
 
 	wantReceipt := Receipt{
-		Key: "k-email", RunID: "run-1", PhaseID: "write", Attempt: 1, Type: "email_sent", State: ReceiptDone, Acked: true,
+		Key: "k-email", RunID: "run-1", PhaseID: "write", Attempt: 1, Type: "email_sent", State: event.StatusDone, Acked: true,
 		Details: json.RawMessage(`{"message_id":"m1"}`), CreatedAt: ts(12), UpdatedAt: clock.Now(),
 	}
 	for _, phaseID := range []string{"", "write"} {

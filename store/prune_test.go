@@ -256,7 +256,7 @@ func TestPrune(t *testing.T) {
 			}
 		}
 		if len(got.ToolCalls) != 1 || got.ToolCalls[0].Output != PrunedOutput ||
-			string(got.ToolCalls[0].Args) != string(old.ToolCalls[0].Args) || got.ToolCalls[0].Status != ToolCompleted {
+			string(got.ToolCalls[0].Args) != string(old.ToolCalls[0].Args) || got.ToolCalls[0].Status != event.StatusCompleted {
 			t.Errorf("run %s tool calls = %+v", id, got.ToolCalls)
 		}
 		// The conversation: kept whole where a model may be sent it again.

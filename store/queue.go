@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"agent/event"
 )
 
 // The run queue of `agent worker` (migration 0013, DESIGN.md §14): a
@@ -15,14 +17,13 @@ import (
 // run under a lease (Journal.Fence, Receipt.LeaseOwner) fail once another
 // process holds it.
 
-// Queue states of a run (Run.Queue).
+// Queue states of a run (Run.Queue): event.StatusWaiting (queued; no
+// worker holds it yet) or event.StatusClaimed (a worker took it; taken
+// over if that worker dies). A run waiting for a worker shows as
+// event.StatusQueued.
 const (
-	QueueWaiting = "waiting" // queued; no worker holds it yet
-	QueueClaimed = "claimed" // a worker took it; taken over if that worker dies
+	QueueWaiting = event.StatusWaiting // queued; no worker holds it yet
 )
-
-// StatusQueued is the status shown for a run waiting for a worker.
-const StatusQueued = "queued"
 
 // Stop requests (Run.StopRequest).
 const (

@@ -13,7 +13,7 @@ import (
 // queueRun inserts a run waiting for a worker in a session.
 func queueRun(t *testing.T, db *DB, sessionID, runID string) {
 	t.Helper()
-	r := &Run{ID: runID, SessionID: sessionID, Prompt: "do it", Queue: QueueWaiting}
+	r := &Run{ID: runID, SessionID: sessionID, Prompt: "do it", Queue: event.StatusWaiting}
 	if err := db.CreateRun(context.Background(), r, "", 0); err != nil {
 		t.Fatal(err)
 	}

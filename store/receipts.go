@@ -16,9 +16,8 @@ import (
 // outcome was lost (the child died mid-effect) is marked unknown, so it is
 // neither repeated blindly nor counted as proof.
 const (
-	ReceiptPending = "pending"
-	ReceiptDone    = "done"
-	ReceiptUnknown = "unknown"
+	ReceiptDone    = event.StatusDone
+	ReceiptUnknown = event.StatusUnknown
 )
 
 // Receipt is one row of receipts, keyed by the side effect's idempotency
@@ -30,7 +29,7 @@ type Receipt struct {
 	Attempt int
 	Tool    string // the tool that declared the intent; "" if only the receipt was seen
 	Type    string // e.g. email_sent
-	State   string // ReceiptPending, ReceiptDone or ReceiptUnknown
+	State   string // event.StatusPending, event.StatusDone or event.StatusUnknown
 	Details json.RawMessage
 	// Args are the tool arguments the intent was made with, so the user
 	// can have it sent again (resume --resend-unknown).
@@ -266,7 +265,7 @@ func (db *DB) BeginEffect(ctx context.Context, r Receipt, resendUnknown bool) (*
 	var out *Receipt
 	switch {
 	case existing == nil:
-	case existing.State == ReceiptDone:
+	case existing.State == event.StatusDone:
 		out = existing
 	case resendUnknown:
 		if _, err := tx.ExecContext(ctx, `

@@ -34,7 +34,7 @@ func TestReceiptOutbox(t *testing.T) {
 	}
 	created := clock.Now()
 	want := intent
-	want.State, want.CreatedAt, want.UpdatedAt = ReceiptPending, created, created
+	want.State, want.CreatedAt, want.UpdatedAt = event.StatusPending, created, created
 	if got, err := db.ReceiptByKey(ctx, "k1"); err != nil || !reflect.DeepEqual(*got, want) {
 		t.Fatalf("ReceiptByKey = %+v, %v\nwant %+v", got, err, want)
 	}
@@ -53,7 +53,7 @@ func TestReceiptOutbox(t *testing.T) {
 	if err := db.MarkReceiptUnknown(ctx, "k1"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := db.ReceiptByKey(ctx, "k1"); got.State != ReceiptUnknown || !got.UpdatedAt.Equal(clock.Now()) {
+	if got, _ := db.ReceiptByKey(ctx, "k1"); got.State != event.StatusUnknown || !got.UpdatedAt.Equal(clock.Now()) {
 		t.Errorf("after MarkReceiptUnknown: %+v", got)
 	}
 
@@ -61,7 +61,7 @@ func TestReceiptOutbox(t *testing.T) {
 	// time the intent was first written.
 	clock.Advance(time.Second)
 	appendSeq(t, db, "run-1", receiptEvent("notify", 2, "email_sent", "k1", `{"message_id":"m1"}`))
-	want.Attempt, want.State, want.Details, want.UpdatedAt = 2, ReceiptDone, json.RawMessage(`{"message_id":"m1"}`), clock.Now()
+	want.Attempt, want.State, want.Details, want.UpdatedAt = 2, event.StatusDone, json.RawMessage(`{"message_id":"m1"}`), clock.Now()
 	if got, err := db.ReceiptByKey(ctx, "k1"); err != nil || !reflect.DeepEqual(*got, want) {
 		t.Errorf("after receipt.recorded = %+v, %v\nwant %+v", got, err, want)
 	}
@@ -70,10 +70,10 @@ func TestReceiptOutbox(t *testing.T) {
 	if err := db.MarkReceiptUnknown(ctx, "k1"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := db.ReceiptByKey(ctx, "k1"); got.State != ReceiptDone {
+	if got, _ := db.ReceiptByKey(ctx, "k1"); got.State != event.StatusDone {
 		t.Errorf("MarkReceiptUnknown of a done receipt made it %s", got.State)
 	}
-	if existing, err := db.AddIntent(ctx, intent); err != nil || existing == nil || existing.State != ReceiptDone {
+	if existing, err := db.AddIntent(ctx, intent); err != nil || existing == nil || existing.State != event.StatusDone {
 		t.Errorf("AddIntent of a done key = %+v, %v; want the done receipt", existing, err)
 	}
 
@@ -100,7 +100,7 @@ func TestReceiptRecordedUpserts(t *testing.T) {
 			name: "without an intent",
 			evs:  []event.Event{receiptEvent("p", 1, "slack_message_sent", "k1", `{"ts":"1"}`)},
 			want: []Receipt{{Key: "k1", RunID: "run-1", PhaseID: "p", Attempt: 1, Type: "slack_message_sent",
-				State: ReceiptDone, Details: json.RawMessage(`{"ts":"1"}`), Acked: true}},
+				State: event.StatusDone, Details: json.RawMessage(`{"ts":"1"}`), Acked: true}},
 		},
 		{
 			name: "recorded twice keeps one row",
@@ -109,7 +109,7 @@ func TestReceiptRecordedUpserts(t *testing.T) {
 				receiptEvent("p", 2, "email_sent", "k1", `{"message_id":"b"}`),
 			},
 			want: []Receipt{{Key: "k1", RunID: "run-1", PhaseID: "p", Attempt: 2, Type: "email_sent",
-				State: ReceiptDone, Details: json.RawMessage(`{"message_id":"b"}`), Acked: true}},
+				State: event.StatusDone, Details: json.RawMessage(`{"message_id":"b"}`), Acked: true}},
 		},
 		{
 			name: "without details keeps the old ones",
@@ -118,7 +118,7 @@ func TestReceiptRecordedUpserts(t *testing.T) {
 				receiptEvent("p", 1, "", "k1", ""),
 			},
 			want: []Receipt{{Key: "k1", RunID: "run-1", PhaseID: "p", Attempt: 1, Type: "email_sent",
-				State: ReceiptDone, Details: json.RawMessage(`{"message_id":"a"}`), Acked: true}},
+				State: event.StatusDone, Details: json.RawMessage(`{"message_id":"a"}`), Acked: true}},
 		},
 		{
 			name: "fast path has no phase",
@@ -127,8 +127,8 @@ func TestReceiptRecordedUpserts(t *testing.T) {
 				receiptEvent("", 0, "email_sent", "k2", ""),
 			},
 			want: []Receipt{
-				{Key: "k1", RunID: "run-1", Type: "email_sent", State: ReceiptDone, Acked: true},
-				{Key: "k2", RunID: "run-1", Type: "email_sent", State: ReceiptDone, Acked: true},
+				{Key: "k1", RunID: "run-1", Type: "email_sent", State: event.StatusDone, Acked: true},
+				{Key: "k2", RunID: "run-1", Type: "email_sent", State: event.StatusDone, Acked: true},
 			},
 		},
 	}
@@ -171,7 +171,7 @@ func TestBeginEffect(t *testing.T) {
 	if _, err := db.BeginEffect(ctx, intent, false); !errors.Is(err, ErrOutcomeUnknown) {
 		t.Fatalf("pending key again: %v, want ErrOutcomeUnknown", err)
 	}
-	if r, _ := db.ReceiptByKey(ctx, intent.Key); r.State != ReceiptUnknown {
+	if r, _ := db.ReceiptByKey(ctx, intent.Key); r.State != event.StatusUnknown {
 		t.Fatalf("state = %s, want unknown", r.State)
 	}
 	// Still unknown without the user's say-so; with it, pending again.
@@ -182,7 +182,7 @@ func TestBeginEffect(t *testing.T) {
 	if got, err := db.BeginEffect(ctx, intent, true); err != nil || got != nil {
 		t.Fatalf("resend unknown: %v, %v; want go ahead", got, err)
 	}
-	if r, _ := db.ReceiptByKey(ctx, intent.Key); r.State != ReceiptPending || r.Attempt != 3 {
+	if r, _ := db.ReceiptByKey(ctx, intent.Key); r.State != event.StatusPending || r.Attempt != 3 {
 		t.Fatalf("after resend: %+v", r)
 	}
 	// Its receipt makes it done; then it is never repeated, even when asked to resend.
@@ -191,7 +191,7 @@ func TestBeginEffect(t *testing.T) {
 	appendSeq(t, db, "run-1", rec)
 	for _, resend := range []bool{false, true} {
 		got, err := db.BeginEffect(ctx, intent, resend)
-		if err != nil || got == nil || got.State != ReceiptDone || string(got.Details) != `{"message_id":"m@x"}` {
+		if err != nil || got == nil || got.State != event.StatusDone || string(got.Details) != `{"message_id":"m@x"}` {
 			t.Fatalf("done key (resend=%v): %+v, %v; want the receipt", resend, got, err)
 		}
 	}
@@ -241,7 +241,7 @@ func TestMarkPendingUnknown(t *testing.T) {
 	if n, err := db.MarkPendingUnknown(ctx, "run-1", ""); err != nil || n != 1 {
 		t.Fatalf("whole run: %d, %v", n, err)
 	}
-	if r, _ := db.ReceiptByKey(ctx, "c"); r.State != ReceiptPending {
+	if r, _ := db.ReceiptByKey(ctx, "c"); r.State != event.StatusPending {
 		t.Errorf("another run's intent changed: %+v", r)
 	}
 }

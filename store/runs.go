@@ -69,8 +69,8 @@ type Run struct {
 	// deltas and tool outputs (prune.go); zero if never.
 	PrunedAt time.Time
 
-	// Queue is "" for a run no worker drives, else QueueWaiting or
-	// QueueClaimed (queue.go); QueuedAt is when it was queued.
+	// Queue is "" for a run no worker drives, else event.StatusWaiting or
+	// event.StatusClaimed (queue.go); QueuedAt is when it was queued.
 	Queue    string
 	QueuedAt time.Time
 	// StopRequest is a gateway asking the run's worker to stop it:
@@ -82,8 +82,8 @@ type Run struct {
 // planning (--plan) is "planned", not interrupted; one waiting for a
 // worker is "queued".
 func (r *Run) ShownStatus() string {
-	if r.Queue == QueueWaiting {
-		return StatusQueued
+	if r.Queue == event.StatusWaiting {
+		return event.StatusQueued
 	}
 	if r.Status == event.StatusInterrupted && r.Reason == event.ReasonPlanned {
 		return event.StatusPlanned
@@ -93,7 +93,7 @@ func (r *Run) ShownStatus() string {
 
 // CreateRun inserts r with status running and, if leaseOwner is not empty,
 // the lease held by leaseOwner for ttl. It sets r's status, lease and times.
-// With r.Queue QueueWaiting (and no owner), the run waits for a worker.
+// With r.Queue event.StatusWaiting (and no owner), the run waits for a worker.
 // A key already used in the session gives an error matching ErrDuplicateKey.
 func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time.Duration) error {
 	if r.ID == "" {
@@ -111,7 +111,7 @@ func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time
 		r.LeaseOwner, r.LeaseExpiresAt, r.LeaseHeartbeatAt = leaseOwner, now.Add(ttl), now
 	}
 	r.QueuedAt = time.Time{}
-	if r.Queue == QueueWaiting {
+	if r.Queue == event.StatusWaiting {
 		if leaseOwner != "" {
 			return fmt.Errorf("create run %s: a queued run has no lease yet", r.ID)
 		}
@@ -139,7 +139,7 @@ func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time
 	if err := insertRun(ctx, tx, r); err != nil {
 		return fmt.Errorf("create run %s: %w", r.ID, err)
 	}
-	if r.Queue == QueueWaiting {
+	if r.Queue == event.StatusWaiting {
 		if err := notify(ctx, tx, ChannelRuns, r.ID); err != nil {
 			return fmt.Errorf("create run %s: %w", r.ID, err)
 		}

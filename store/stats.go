@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"agent/event"
 )
 
 // Stats are counts over everything the store holds, for metrics (the
@@ -20,7 +22,7 @@ type Stats struct {
 	// ToolCalls counts the tool calls that returned, by tool and outcome.
 	ToolCalls []ToolCallCount
 	// JobRuns counts the attempts of scheduled jobs' ticks by status
-	// (JobRunQueued … JobRunSkipped).
+	// (event.StatusQueued … event.StatusSkipped).
 	JobRuns map[string]int64
 }
 
@@ -82,7 +84,7 @@ func toolCallStats(ctx context.Context, tx *txn) ([]ToolCallCount, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT name, status, COUNT(*) FROM tool_calls
 		WHERE status <> ? AND run_id NOT IN (SELECT id FROM runs WHERE fork = 1)
-		GROUP BY name, status ORDER BY name, status`, ToolStarted)
+		GROUP BY name, status ORDER BY name, status`, event.StatusStarted)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +96,7 @@ func toolCallStats(ctx context.Context, tx *txn) ([]ToolCallCount, error) {
 		if err := rows.Scan(&c.Tool, &status, &c.Count); err != nil {
 			return nil, err
 		}
-		c.OK = status == ToolCompleted
+		c.OK = status == event.StatusCompleted
 		out = append(out, c)
 	}
 	return out, rows.Err()

@@ -59,12 +59,12 @@ func TestStats(t *testing.T) {
 	appendSeq(t, db, "run-3", event.New(event.RunInterrupted, event.RunFinishedData{Status: "interrupted", Reason: event.ReasonPlanned}))
 	createRun(t, db, "run-4")
 	appendSeq(t, db, "run-4", event.New(event.RunFailed, event.RunFinishedData{Status: "failed", Reason: event.ReasonMaxTurns}))
-	if err := db.CreateRun(ctx, &Run{ID: "run-5", Prompt: "later", Queue: QueueWaiting}, "", 0); err != nil {
+	if err := db.CreateRun(ctx, &Run{ID: "run-5", Prompt: "later", Queue: event.StatusWaiting}, "", 0); err != nil {
 		t.Fatal(err)
 	}
 	createJob(t, db, "job", "nightly", time.Now().Add(time.Hour))
 	tick := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
-	for i, status := range []string{JobRunCompleted, JobRunFailed, JobRunCompleted} {
+	for i, status := range []string{event.StatusCompleted, event.StatusFailed, event.StatusCompleted} {
 		if _, err := db.ClaimTick(ctx, "job", tick.Add(time.Duration(i)*time.Hour), 1, status); err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRuns := map[string]int64{
-		event.StatusCompleted: 1, event.StatusRunning: 1, event.StatusPlanned: 1, event.StatusFailed: 1, StatusQueued: 1,
+		event.StatusCompleted: 1, event.StatusRunning: 1, event.StatusPlanned: 1, event.StatusFailed: 1, event.StatusQueued: 1,
 	}
 	if !reflect.DeepEqual(st.Runs, wantRuns) {
 		t.Errorf("Runs = %v, want %v", st.Runs, wantRuns)
@@ -91,7 +91,7 @@ func TestStats(t *testing.T) {
 	if !reflect.DeepEqual(st.ToolCalls, wantCalls) {
 		t.Errorf("ToolCalls = %+v, want %+v", st.ToolCalls, wantCalls)
 	}
-	if want := map[string]int64{JobRunCompleted: 2, JobRunFailed: 1}; !reflect.DeepEqual(st.JobRuns, want) {
+	if want := map[string]int64{event.StatusCompleted: 2, event.StatusFailed: 1}; !reflect.DeepEqual(st.JobRuns, want) {
 		t.Errorf("JobRuns = %v, want %v", st.JobRuns, want)
 	}
 }

@@ -9,13 +9,6 @@ import (
 	"agent/event"
 )
 
-// Tool call statuses.
-const (
-	ToolStarted   = "started"
-	ToolCompleted = "completed"
-	ToolFailed    = "failed"
-)
-
 // ToolCall is one row of tool_calls, projected from tool.started and
 // tool.completed. A row left "started" is a call a crash interrupted.
 type ToolCall struct {
@@ -23,7 +16,7 @@ type ToolCall struct {
 	CallID      string
 	Name        string
 	Args        json.RawMessage
-	Status      string // ToolStarted, ToolCompleted or ToolFailed
+	Status      string // event.StatusStarted, event.StatusCompleted or event.StatusFailed
 	Output      string
 	Error       string
 	Truncated   bool
@@ -66,9 +59,9 @@ func startToolCall(ctx context.Context, tx *txn, runID string, d event.ToolStart
 // completeToolCall records a call's result, inserting the row if its
 // tool.started was never seen.
 func completeToolCall(ctx context.Context, tx *txn, runID string, d event.ToolCompletedData, at time.Time) error {
-	status := ToolCompleted
+	status := event.StatusCompleted
 	if !d.OK {
-		status = ToolFailed
+		status = event.StatusFailed
 	}
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO tool_calls (run_id, call_id, name, status, output, error, truncated, completed_at)

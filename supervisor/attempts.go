@@ -95,7 +95,7 @@ func (s *Supervisor) traceAttempt(ctx context.Context, trace *telemetry.Trace, k
 // reported lost.
 func (s *Supervisor) awaitAttempt(ctx context.Context, k store.AttemptKey, grace time.Duration) *adapter.Result {
 	persist := context.WithoutCancel(ctx)
-	cancelled := &adapter.Result{Status: adapter.StatusCancelled, Reason: "stopped with the harness"}
+	cancelled := &adapter.Result{Status: event.StatusCancelled, Reason: "stopped with the harness"}
 	tick := time.NewTicker(attemptPoll)
 	defer tick.Stop()
 	var stopped time.Time // when the worker was asked to stop it
@@ -107,11 +107,11 @@ func (s *Supervisor) awaitAttempt(ctx context.Context, k store.AttemptKey, grace
 			return cancelled
 		case err != nil:
 			s.log.Error("read a queued attempt", "attempt", k.String(), "err", err)
-		case u.State == store.UnitDone:
+		case u.State == event.StatusDone:
 			_, _ = s.db.EndAttempt(persist, k, "")
 			var res adapter.Result
 			if err := json.Unmarshal(u.Result, &res); err != nil || res.Status == "" {
-				return &adapter.Result{Status: adapter.StatusCrashed, Reason: fmt.Sprintf("worker %s left an unreadable result", u.Holder)}
+				return &adapter.Result{Status: event.StatusCrashed, Reason: fmt.Sprintf("worker %s left an unreadable result", u.Holder)}
 			}
 			return &res
 		case s.db.UnitAbandoned(u):
@@ -121,7 +121,7 @@ func (s *Supervisor) awaitAttempt(ctx context.Context, k store.AttemptKey, grace
 			if !stopped.IsZero() {
 				return cancelled
 			}
-			return &adapter.Result{Status: adapter.StatusLost,
+			return &adapter.Result{Status: event.StatusLost,
 				Reason: fmt.Sprintf("worker %s running the attempt stopped answering", u.Holder)}
 		}
 		if ctx.Err() != nil {
@@ -160,7 +160,7 @@ func (s *Supervisor) DriveAttempt(ctx context.Context, u *store.AttemptUnit) err
 	persist := context.WithoutCancel(ctx)
 	var us unitSpec
 	if err := json.Unmarshal(u.Spec, &us); err != nil {
-		return s.finishAttempt(persist, k, &adapter.Result{Status: adapter.StatusCrashed, Reason: "unreadable attempt spec: " + err.Error()})
+		return s.finishAttempt(persist, k, &adapter.Result{Status: event.StatusCrashed, Reason: "unreadable attempt spec: " + err.Error()})
 	}
 	run, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -169,7 +169,7 @@ func (s *Supervisor) DriveAttempt(ctx context.Context, u *store.AttemptUnit) err
 
 	j, err := s.journal(persist, k.RunID, u.SessionID)
 	if err != nil {
-		return s.finishAttempt(persist, k, &adapter.Result{Status: adapter.StatusCrashed, Reason: err.Error()})
+		return s.finishAttempt(persist, k, &adapter.Result{Status: event.StatusCrashed, Reason: err.Error()})
 	}
 	j.FenceAttempt(s.cfg.Owner, k)
 	j.Unshown(deltaFlush)
@@ -177,10 +177,8 @@ func (s *Supervisor) DriveAttempt(ctx context.Context, u *store.AttemptUnit) err
 		Exe: s.cfg.Exe, Env: s.cfg.Env, LogPath: us.LogPath, Timeout: time.Duration(us.TimeoutMS) * time.Millisecond,
 		Grace: s.cfg.KillGrace, HeartbeatTimeout: s.cfg.HeartbeatTimeout, Blobs: s.blobs(),
 		OnEvent: func(e event.Event) error {
-			if _, err := j.Append(persist, e); err != nil {
-				return err
-			}
-			return s.unknown(persist, e)
+			_, err := j.Append(persist, e)
+			return err
 		},
 		OnIntent: func(in event.EffectIntentData) adapter.Control {
 			r := store.IntentReceipt(k.RunID, k.PhaseID, k.Attempt, in)
@@ -201,11 +199,11 @@ func (s *Supervisor) DriveAttempt(ctx context.Context, u *store.AttemptUnit) err
 		if err != nil {
 			reason = err.Error()
 		}
-		res = &adapter.Result{Status: adapter.StatusCrashed, Reason: reason}
+		res = &adapter.Result{Status: event.StatusCrashed, Reason: reason}
 	}
-	if res.Status == adapter.StatusCancelled && ctx.Err() != nil {
+	if res.Status == event.StatusCancelled && ctx.Err() != nil {
 		if now, err := s.db.GetAttemptUnit(persist, k); err == nil && now.StopRequest == "" {
-			res.Status, res.Reason = adapter.StatusLost, fmt.Sprintf("worker %s stopped: %v", s.cfg.Owner, context.Cause(ctx))
+			res.Status, res.Reason = event.StatusLost, fmt.Sprintf("worker %s stopped: %v", s.cfg.Owner, context.Cause(ctx))
 		}
 	}
 	return s.finishAttempt(persist, k, res)

@@ -76,7 +76,7 @@ func (s *Supervisor) Drive(ctx context.Context, r *store.Run, d Drive) (End, err
 		defer js.close(persist) //nolint:errcheck // the terminal event wrote everything before it
 		sink = js
 	}
-	sink, trace := s.traced(r, unknownSink{Sink: sink, s: s})
+	sink, trace := s.traced(r, sink)
 	defer s.export(trace)
 
 	watched := &watchedSink{Sink: sink}
@@ -187,7 +187,7 @@ func (s *Supervisor) driveChild(ctx context.Context, r *store.Run, d Drive, sink
 		return failed(ctx, fmt.Errorf("the run's events could not be persisted: %w", err))
 	case res.Report == nil:
 		reason := event.ReasonCrashed
-		if res.Status == adapter.StatusTimeout {
+		if res.Status == event.StatusTimeout {
 			reason = event.ReasonTimeout
 		}
 		return failed(ctx, &childError{reason: reason, detail: res.Reason})
@@ -242,7 +242,7 @@ func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapt
 		return spec, err
 	}
 	for _, c := range calls {
-		if c.Status == "started" {
+		if c.Status == event.StatusStarted {
 			spec.Started = append(spec.Started, c.CallID)
 		}
 	}
@@ -258,7 +258,7 @@ func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapt
 		return spec, err
 	}
 	for _, rc := range receipts {
-		if rc.State == store.ReceiptDone {
+		if rc.State == event.StatusDone {
 			spec.Receipts = append(spec.Receipts, event.ReceiptData{Type: rc.Type, Key: rc.Key, Details: rc.Details})
 		}
 	}

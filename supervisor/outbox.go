@@ -50,33 +50,6 @@ func (o *storeOutbox) Begin(ctx context.Context, in tools.Intent) (*event.Receip
 	return nil, nil
 }
 
-// unknownSink marks an intent unknown once its effect.unknown is
-// recorded: the effect went ahead and may have happened, so no retry
-// repeats it and only the user can have it sent again (--resend-unknown).
-type unknownSink struct {
-	Sink
-	s *Supervisor
-}
-
-func (u unknownSink) Emit(ctx context.Context, e event.Event) error {
-	if err := u.Sink.Emit(ctx, e); err != nil {
-		return err
-	}
-	return u.s.unknown(ctx, e)
-}
-
-// unknown marks the intent of an effect.unknown; other events pass.
-func (s *Supervisor) unknown(ctx context.Context, e event.Event) error {
-	var d event.EffectUnknownData
-	if e.Type != event.EffectUnknown || e.Decode(&d) != nil || d.Key == "" {
-		return nil
-	}
-	if err := s.db.MarkReceiptUnknown(ctx, d.Key); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	return nil
-}
-
 func receiptData(r *store.Receipt) event.ReceiptData {
 	return event.ReceiptData{Type: r.Type, Key: r.Key, Details: r.Details}
 }
@@ -159,7 +132,7 @@ func (s *Supervisor) settle(ctx context.Context, r *store.Run, sink Sink, resend
 		return err
 	}
 	for _, rc := range receipts {
-		if rc.State != store.ReceiptUnknown {
+		if rc.State != event.StatusUnknown {
 			continue
 		}
 		if err := s.resend(ctx, r, rc, sink); err != nil {

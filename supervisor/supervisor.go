@@ -154,7 +154,7 @@ func (s *Supervisor) Create(ctx context.Context, n NewRun) (*store.Run, error) {
 	}
 	owner := s.cfg.Owner
 	if n.Queue {
-		r.Queue, owner = store.QueueWaiting, ""
+		r.Queue, owner = event.StatusWaiting, ""
 	}
 	if err := s.db.CreateRun(ctx, r, owner, s.cfg.LeaseTTL); err != nil {
 		return nil, err

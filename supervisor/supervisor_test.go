@@ -206,7 +206,7 @@ func TestIntentAckedAfterItIsRecorded(t *testing.T) {
 	if c := s.intent(ctx, intent("acked")); !c.Proceed {
 		t.Fatalf("a new intent: %+v, want proceed", c)
 	}
-	if rc, _ := db.ReceiptByKey(ctx, "acked"); !rc.Acked || rc.State != store.ReceiptPending {
+	if rc, _ := db.ReceiptByKey(ctx, "acked"); !rc.Acked || rc.State != event.StatusPending {
 		t.Fatalf("after the go-ahead: %+v", rc)
 	}
 
@@ -261,7 +261,7 @@ func TestResendUnknown(t *testing.T) {
 	if err := s.settle(ctx, r, sink, false); err != nil {
 		t.Fatal(err)
 	}
-	if rc, _ := db.ReceiptByKey(ctx, key); rc.State != store.ReceiptUnknown || len(posts) != 0 {
+	if rc, _ := db.ReceiptByKey(ctx, key); rc.State != event.StatusUnknown || len(posts) != 0 {
 		t.Fatalf("without --resend-unknown: %s, %d posts; want unknown and none", rc.State, len(posts))
 	}
 	for range 2 {
@@ -272,7 +272,7 @@ func TestResendUnknown(t *testing.T) {
 	if len(posts) != 1 || posts[0] != "deploy done" {
 		t.Errorf("posts %q, want exactly the recorded one", posts)
 	}
-	if rc, _ := db.ReceiptByKey(ctx, key); rc.State != store.ReceiptDone || !strings.Contains(string(rc.Details), "1700000000.0001") {
+	if rc, _ := db.ReceiptByKey(ctx, key); rc.State != event.StatusDone || !strings.Contains(string(rc.Details), "1700000000.0001") {
 		t.Errorf("receipt after the resend: %+v", rc)
 	}
 	if got := sink.types(); got != "warning receipt.recorded warning" {

@@ -60,9 +60,9 @@ command = "shell-mcp"
 	}
 }
 
-// A child's effect.unknown marks its intent unknown as it is recorded, not
-// only once the attempt ends: whatever comes next, the effect is not done,
-// and resume --resend-unknown sends it again.
+// A child's effect.unknown marks its intent unknown as it is recorded (the
+// store projects it), not only once the attempt ends: whatever comes next,
+// the effect is not done, and resume --resend-unknown sends it again.
 func TestEffectUnknownMarksTheIntent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -72,7 +72,7 @@ func TestEffectUnknownMarksTheIntent(t *testing.T) {
 		Args: json.RawMessage(`{"to":"bob@example.com"}`)}); !c.Proceed {
 		t.Fatalf("intent: %+v", c)
 	}
-	sink := unknownSink{Sink: newSink(t, db, r.ID), s: s}
+	sink := newSink(t, db, r.ID)
 	if err := sink.Emit(ctx, event.New(event.EffectUnknown, event.EffectUnknownData{Key: "send_email-k", Error: "connection lost"})); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestEffectUnknownMarksTheIntent(t *testing.T) {
 		t.Fatal(err)
 	}
 	rc, err := db.ReceiptByKey(ctx, "send_email-k")
-	if err != nil || rc.State != store.ReceiptUnknown {
+	if err != nil || rc.State != event.StatusUnknown {
 		t.Fatalf("after effect.unknown: %+v %v, want unknown", rc, err)
 	}
 	if c := s.intent(ctx, store.Receipt{Key: "send_email-k", RunID: r.ID, Tool: "send_email", Type: "email_sent"}); !c.Unknown || c.Proceed {

@@ -508,6 +508,9 @@ class View {
       case 'effect.failed':
         r.line('warn', `side effect ${d.key} did not happen: ${oneLine(d.error, 200)}`, 'effect');
         break;
+      case 'effect.unknown':
+        r.line('bad', `side effect ${d.key} may or may not have happened: ${oneLine(d.error, 200)}; it is not sent again unless resumed with --resend-unknown`, 'effect');
+        break;
       case 'iteration.started':
         r.line('quiet', `iteration ${d.iteration}${d.max_iterations ? ' of ' + d.max_iterations : ''}`);
         break;
