@@ -157,7 +157,7 @@ func (l *stderrLog) Close() error {
 
 // processTree signals the child's process group and the groups of its
 // descendants. A tool such as bash runs in a process group of its own
-// (DESIGN.md §5), which a signal to the child's group alone would miss.
+// (docs/PROTOCOL.md#tools), which a signal to the child's group alone would miss.
 // Groups seen once are remembered: after SIGTERM the child may be gone
 // while a tool that ignored SIGTERM lives on, no longer its descendant.
 type processTree struct {

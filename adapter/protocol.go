@@ -1,7 +1,7 @@
 // Package adapter is the bridge to a child `agent runner` process: it
 // starts the child with a PhaseSpec on stdin, reads its JSON-lines events
 // from stdout, answers side-effect intents, enforces timeouts and
-// heartbeats, and returns what the attempt produced (DESIGN.md §6).
+// heartbeats, and returns what the attempt produced (docs/PROTOCOL.md#runner-protocol).
 package adapter
 
 import (
@@ -36,7 +36,7 @@ type PhaseSpec struct {
 	// mcp__SERVER__TOOL); MCPConfig are the run's --mcp-config files.
 	Deny      []string `json:"deny,omitempty"`
 	MCPConfig []string `json:"mcp_config,omitempty"`
-	// Sandbox and Network confine the model's commands (DESIGN.md §13);
+	// Sandbox and Network confine the model's commands (README.md#the-sandbox);
 	// "" is the default mode.
 	Sandbox string `json:"sandbox,omitempty"`
 	Network bool   `json:"network,omitempty"`
@@ -46,7 +46,7 @@ type PhaseSpec struct {
 	MaxIterations int    `json:"max_iterations,omitempty"`
 	ContextBudget int    `json:"context_budget,omitempty"`
 
-	// Context and spend (DESIGN.md §12): the window in tokens (0: the
+	// Context and spend (README.md#context-and-spend): the window in tokens (0: the
 	// model's known one), compaction unless NoCompact, and the budget of
 	// the run as a whole (Usage and, for a phase, what the run spent
 	// before it count).

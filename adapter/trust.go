@@ -18,8 +18,7 @@ import (
 // What a parent takes from a child. The child runs a model and the tools
 // it calls, so whatever reaches its stdout may be forged: a tool's
 // subprocess, an MCP server, anything that can open /proc/CHILD/fd/1 can
-// write to it. The parent trusts nothing it cannot check itself (DESIGN.md
-// §6):
+// write to it. The parent trusts nothing it cannot check itself (docs/PROTOCOL.md#what-the-parent-believes):
 //   - only the event types a child may report;
 //   - an effect.intent only from the tool call the child has open (it runs
 //     one at a time): the one it reported started and not yet completed,

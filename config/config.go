@@ -29,14 +29,14 @@ type File struct {
 	BaseURL       string `toml:"base_url"`
 	MaxTurns      int    `toml:"max_turns"`
 	ModelAttempts int    `toml:"model_attempts"`
-	// ContextWindow is the model's context window in tokens (DESIGN.md
-	// §12); 0: a known default for the model, if any.
+	// ContextWindow is the model's context window in tokens (docs/PROTOCOL.md#configuration-files);
+	// 0: a known default for the model, if any.
 	ContextWindow int `toml:"context_window"`
 	// Prices are per model, in USD per million tokens, for --max-cost and
 	// cost_usd.
 	Prices map[string]Price `toml:"prices"`
 
-	// The gateway's scheduler (DESIGN.md §10), under the key names the
+	// The gateway's scheduler (docs/PROTOCOL.md#configuration-files), under the key names the
 	// design gives them.
 	SchedulerEnabled             bool   `toml:"SchedulerEnabled"`
 	SchedulerPollIntervalSeconds int    `toml:"SchedulerPollIntervalSeconds"`
@@ -44,18 +44,18 @@ type File struct {
 	SchedulerRecoveryPolicy      string `toml:"SchedulerRecoveryPolicy"`
 
 	// RetentionDays makes `agent gateway` prune the runs that finished
-	// more than that many days ago, at start and then daily (DESIGN.md
-	// §12, agent prune); 0, the default, is off.
+	// more than that many days ago, at start and then daily (README.md#retention,
+	// agent prune); 0, the default, is off.
 	RetentionDays int `toml:"RetentionDays"`
 
 	// SandboxEnvPass names variables the model's commands get although
-	// they look like secrets (DESIGN.md §13), e.g. ["GITHUB_TOKEN"].
+	// they look like secrets (README.md#the-sandbox), e.g. ["GITHUB_TOKEN"].
 	SandboxEnvPass []string `toml:"sandbox_env_pass"`
 	// SandboxWritable are more directories the model's commands may
 	// write in a sandboxed mode, e.g. ["~/.cache/go-build"].
 	SandboxWritable []string `toml:"sandbox_writable"`
 
-	// MCP tool servers (DESIGN.md §11), by name.
+	// MCP tool servers (docs/PROTOCOL.md#configuration-files), by name.
 	MCPServers map[string]MCPServer `toml:"mcp_servers"`
 }
 
@@ -96,7 +96,7 @@ type MCPServer struct {
 	Network *bool `toml:"network" json:"network,omitempty"`
 }
 
-// MCPEffect makes an MCP tool a side effect with a receipt (DESIGN.md §7).
+// MCPEffect makes an MCP tool a side effect with a receipt (docs/PROTOCOL.md#side-effecting-tools).
 type MCPEffect struct {
 	Receipt string   `toml:"receipt" json:"receipt"`
 	KeyArgs []string `toml:"key_args" json:"key_args"`
@@ -143,7 +143,7 @@ func Home() (string, error) {
 }
 
 // DatabaseEnv names the PostgreSQL database many machines share
-// (DESIGN.md §14); unset, the store is the SQLite file under AGENT_HOME.
+// (README.md#a-small-cluster); unset, the store is the SQLite file under AGENT_HOME.
 const DatabaseEnv = "AGENT_DATABASE_URL"
 
 // DBPath is where the store lives under home.
@@ -156,7 +156,7 @@ func (e *Error) Error() string { return e.Msg }
 
 // HomeError is a data directory (AGENT_HOME) this machine will not let
 // agent use: its config file cannot be read for a reason other than its
-// content (DESIGN.md §2, exit 5).
+// content (docs/PROTOCOL.md#exit-codes, exit 5).
 type HomeError struct {
 	Path string
 	Err  error

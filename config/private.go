@@ -9,7 +9,7 @@ import (
 )
 
 // Private are the paths the model's tools and commands never reach, even
-// inside their workspace (DESIGN.md §13): AGENT_HOME (the database, the
+// inside their workspace (README.md#the-sandbox): AGENT_HOME (the database, the
 // gateway token, config.toml, blobs) and, with the store on PostgreSQL,
 // the client's password, service and key files.
 func Private(home string) []string {

@@ -281,7 +281,7 @@ func (p *Printer) finish(e event.Event) {
 }
 
 // sandboxNote is the summary's word on the sandbox the run's commands
-// ran in (DESIGN.md §13), "" when run.started does not say.
+// ran in (README.md#the-sandbox), "" when run.started does not say.
 func sandboxNote(d event.RunStartedData) string {
 	switch {
 	case d.Sandbox == "":

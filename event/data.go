@@ -10,7 +10,7 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	// CostUSD is set on a run's final usage when the model's price is
-	// known (DESIGN.md §12).
+	// known (docs/PROTOCOL.md#how-a-run-ends).
 	CostUSD float64 `json:"cost_usd,omitempty"`
 }
 
@@ -43,7 +43,7 @@ type RunStartedData struct {
 	Until         string   `json:"until,omitempty"`
 	MaxIterations int      `json:"max_iterations,omitempty"`
 	// Sandbox is the mode the model's commands run in; Network says
-	// whether they have the network (DESIGN.md §13).
+	// whether they have the network (docs/PROTOCOL.md#run-events).
 	Sandbox string `json:"sandbox,omitempty"`
 	Network bool   `json:"network,omitempty"`
 	// MCPServers are the MCP servers whose tools the run may offer (§11).
@@ -61,7 +61,7 @@ type RunFinishedData struct {
 	Reason     string `json:"reason,omitempty"` // one of the Reason words
 	Detail     string `json:"detail,omitempty"` // the same, said for people
 	// ResumeAfter (RFC 3339) is when a run interrupted by a rate limit
-	// may go on (DESIGN.md §12).
+	// may go on (docs/PROTOCOL.md#how-a-run-ends).
 	ResumeAfter string `json:"resume_after,omitempty"`
 }
 
@@ -230,7 +230,7 @@ type PhaseData struct {
 	Usage      *Usage   `json:"usage,omitempty"`
 }
 
-// VerificationData is the findings of one verification (DESIGN.md §4).
+// VerificationData is the findings of one verification (docs/PROTOCOL.md#verification-findings).
 type VerificationData struct {
 	VerificationID        string   `json:"verification_id"`
 	TaskID                string   `json:"task_id"`
@@ -262,7 +262,7 @@ type SyncData struct {
 	ID string `json:"id"`
 }
 
-// ContextCompactedData is the data of context.compacted (DESIGN.md §12):
+// ContextCompactedData is the data of context.compacted (docs/PROTOCOL.md#run-events):
 // a span of the conversation was replaced by a summary so the next
 // request fits the model's context window. The span is messages
 // [From, From+Count) of the iteration's conversation as it stood (0 is

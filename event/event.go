@@ -11,7 +11,7 @@ import (
 // Version is the envelope version written in every event's "v" field.
 const Version = 1
 
-// Event types of protocol v1 (DESIGN.md §3). A new type is added here and
+// Event types of protocol v1 (docs/PROTOCOL.md#run-events). A new type is added here and
 // to Types (or ProtocolTypes); the tests of every consumer that switches
 // on types (the store's projector, the console's printer and board, the
 // trace, the web view) then say which of them must handle it.
@@ -55,7 +55,7 @@ const (
 	EffectFailed  = "effect.failed"
 	EffectUnknown = "effect.unknown"
 
-	// Runner protocol only (DESIGN.md §6): never shown as run events.
+	// Runner protocol only (docs/PROTOCOL.md#runner-protocol-only-types): never shown as run events.
 	EffectIntent = "effect.intent"
 	RunnerResult = "runner.result"
 	// Sync asks the parent to ack once every earlier event is persisted,

@@ -29,7 +29,7 @@ const (
 	StatusPlanned = "planned"
 )
 
-// Reasons a run ends with (DESIGN.md §3): the terminal event's
+// Reasons a run ends with (docs/PROTOCOL.md#how-a-run-ends): the terminal event's
 // data.reason, one word scripts can switch on. The sentence for people is
 // data.detail.
 const (
@@ -50,7 +50,7 @@ const (
 	ReasonEnvironment   = "environment" // the store or disk could not be used: exit 5, resumable
 	ReasonError         = "error"
 	// ReasonBudgetExhausted: the run passed --max-tokens or --max-cost;
-	// no request was made after (DESIGN.md §12). Exit 1, resumable with
+	// no request was made after (docs/PROTOCOL.md#how-a-run-ends). Exit 1, resumable with
 	// a new budget.
 	ReasonBudgetExhausted = "budget_exhausted"
 	// ReasonRateLimited: the provider asked to wait longer than the

@@ -1,5 +1,5 @@
 // Package evidence decides whether a phase is done by looking at what the
-// plan says proves it (DESIGN.md §4): files in the workspace, receipts of
+// plan says proves it (docs/PROTOCOL.md#plan-format): files in the workspace, receipts of
 // side effects, or a command that must exit 0. The outcome is a findings
 // record, written to verification/PHASE-ATTEMPT.json for audit and for the
 // next attempt's guardrails. It never trusts the model's word: only the

@@ -64,7 +64,7 @@ type Config struct {
 	// API key there (`agent gateway --allow-any-base-url`).
 	AllowAnyBaseURL bool
 	// AllowUnsandboxed lets runs and jobs ask for sandbox "off"
-	// (DESIGN.md §13): without it the gateway refuses.
+	// (README.md#the-sandbox): without it the gateway refuses.
 	AllowUnsandboxed bool
 	// Home is AGENT_HOME: file checkpoints keep their content there, and
 	// checkpoint.rewind puts it back from there.
@@ -115,7 +115,7 @@ type Config struct {
 	Now    func() time.Time // the clock for durations and timestamps; default time.Now
 
 	// Scheduler serves scheduled jobs (the job.* methods and events,
-	// DESIGN.md §10); nil leaves them out.
+	// docs/PROTOCOL.md#scheduled-jobs); nil leaves them out.
 	Scheduler *SchedulerConfig
 
 	// RetentionDays, when more than 0, prunes the runs that finished more
@@ -252,7 +252,7 @@ func (c Config) validate() error {
 }
 
 // ListenError is an address the gateway cannot listen on: in use, not
-// this machine's, or not allowed (DESIGN.md §2, exit 5).
+// this machine's, or not allowed (docs/PROTOCOL.md#exit-codes, exit 5).
 type ListenError struct {
 	Addr string
 	Err  error

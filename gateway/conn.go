@@ -306,7 +306,7 @@ func (c *conn) handle(req Request) (result any, then func(), err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		// The creator is attached from the start (DESIGN.md §9).
+		// The creator is attached from the start (docs/PROTOCOL.md#replay-and-attachment).
 		sess, _, err := s.sessions.open(ctx, row.ID)
 		if err != nil {
 			return nil, nil, err
@@ -436,7 +436,7 @@ func (c *conn) resume(p SessionResumeParams) (any, func(), error) {
 // startOrResume runs start, a run.start or run.resume in a session, and
 // attaches the connection to that session if it is not yet: from the
 // session's last seq before the run, so it receives every event of the
-// run, in order, as every other client does (DESIGN.md §9).
+// run, in order, as every other client does (docs/PROTOCOL.md#replay-and-attachment).
 func (c *conn) startOrResume(sessionID string, start func() (*RunStartResult, error)) (any, func(), error) {
 	var sess *session
 	var last int64

@@ -994,7 +994,7 @@ func TestSlowConsumer(t *testing.T) {
 	}
 }
 
-// DESIGN.md §9 "Attachment": a connection that creates a session, or
+// docs/PROTOCOL.md#replay-and-attachment "Attachment": a connection that creates a session, or
 // starts a run in a session it is not attached to, receives the run's
 // events with no session.resume, in the same order and with the same
 // seqs as every other client.

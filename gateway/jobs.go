@@ -17,7 +17,7 @@ import (
 	"agent/tools"
 )
 
-// Scheduled jobs (DESIGN.md §10): the job.* methods, the job events, and
+// Scheduled jobs (docs/PROTOCOL.md#scheduled-jobs): the job.* methods, the job events, and
 // the scheduler's Dispatcher, which turns a tick into a normal run.
 
 // errJobCancelled is why the scheduler stops a run before its timeout:

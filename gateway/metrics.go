@@ -10,7 +10,7 @@ import (
 	"agent/telemetry"
 )
 
-// GET /metrics (DESIGN.md §15), Prometheus's text format, behind the
+// GET /metrics (docs/PROTOCOL.md#metrics), Prometheus's text format, behind the
 // API's auth. What the store holds is read at each scrape, so it survives
 // restarts and every gateway of a shared database says the same: runs by
 // status, tokens, tool calls, the workers' queue, job runs. Only how long

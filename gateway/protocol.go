@@ -1,4 +1,4 @@
-// Package gateway is the local daemon (DESIGN.md §9): HTTP and WebSocket
+// Package gateway is the local daemon (docs/PROTOCOL.md#gateway-protocol-v1): HTTP and WebSocket
 // on one port, sessions with replayable event streams, runs isolated in
 // `agent runner` children, checkpoints and rewind, and token auth.
 package gateway
@@ -306,7 +306,7 @@ type HTTPError struct {
 	Error *Error `json:"error"`
 }
 
-// Scheduled jobs (DESIGN.md §10). The job.* methods exist when the
+// Scheduled jobs (docs/PROTOCOL.md#scheduled-jobs). The job.* methods exist when the
 // gateway has a scheduler (connect lists them); they work whether or not
 // scheduling is enabled, except job.run_now, which answers
 // scheduler_disabled while it is off. A job is named by its id, its name

@@ -8,7 +8,7 @@ import (
 )
 
 // A run the provider rate-limited for longer than its retries allow ends
-// run.interrupted, reason rate_limited, with resume_after (DESIGN.md §12).
+// run.interrupted, reason rate_limited, with resume_after (README.md#context-and-spend).
 // The gateway resumes it by itself then: when it ends that way here, and
 // at start for those an earlier gateway left waiting.
 

@@ -12,7 +12,7 @@ import (
 const retentionEvery = 24 * time.Hour
 
 // startRetention, when Config.RetentionDays is set, prunes the runs that
-// finished more than that many days ago (DESIGN.md §12, store.Prune):
+// finished more than that many days ago (README.md#retention, store.Prune):
 // once now, then every retentionEvery, until Stop, which also ends a
 // prune under way between two runs. Each prune logs what it freed.
 func (s *Server) startRetention() {

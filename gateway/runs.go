@@ -23,7 +23,7 @@ var (
 	errCancelled   = supervisor.CancelledByClient
 )
 
-// Modes of run.cancel (DESIGN.md §9).
+// Modes of run.cancel (docs/PROTOCOL.md#interrupts-and-cancel).
 const (
 	CancelModeInterrupt = "interrupt" // stop resumably, as Ctrl-C does locally
 	CancelModeCancel    = "cancel"    // end the run for good

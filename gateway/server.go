@@ -274,7 +274,7 @@ var methods = []string{
 	MethodCheckpointList, MethodCheckpointRewind,
 }
 
-// Events the gateway emits: the run events of DESIGN.md §3 a gateway run
+// Events the gateway emits: the run events of docs/PROTOCOL.md#run-events a gateway run
 // produces, rewind.completed (checkpoint.rewind),
 // plus effect.failed (a side effect that certainly did not happen), which
 // `agent run --json` shows too.

@@ -23,7 +23,7 @@ import (
 	"agent/store"
 )
 
-// The web view (DESIGN.md §15): the page at /, its sign-in, and the
+// The web view (docs/PROTOCOL.md#web-sign-in): the page at /, its sign-in, and the
 // cookie session that then authenticates the page's requests as the
 // token does a client's. The page itself is plain files in web/.
 
@@ -248,8 +248,8 @@ func changesState(r *http.Request, wsConnect bool) bool {
 // recorded in the store (its SHA-256) with an expiry. Preferred to a
 // cookie signed with the token: sign-out must end a session at once, and
 // a signed cookie can only be revoked with state every gateway shares,
-// which the store is. So every gateway of a shared database (DESIGN.md
-// §14) accepts a page signed in on another, a restart signs nobody out,
+// which the store is. So every gateway of a shared database (docs/SCHEMA.md#web_sessions)
+// accepts a page signed in on another, a restart signs nobody out,
 // and a sign-out anywhere ends the session everywhere: each request a
 // cookie authenticates reads the store, and each gateway ends the streams
 // of sessions ended elsewhere within sessionSweep.

@@ -8,7 +8,7 @@ import (
 	"agent/store"
 )
 
-// A gateway with Config.Workers drives no run itself (DESIGN.md §14):
+// A gateway with Config.Workers drives no run itself (docs/ARCHITECTURE.md#a-run-on-many-machines-end-to-end):
 // run.start queues the run in the store, `agent worker` processes claim
 // and drive it, and run.cancel asks the run's worker to stop it. Every
 // gateway on the store serves every session: what workers persist reaches

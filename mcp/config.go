@@ -1,4 +1,4 @@
-// Package mcp connects a run to MCP tool servers (DESIGN.md §11): it
+// Package mcp connects a run to MCP tool servers (README.md#mcp-tool-servers): it
 // starts the servers a run is configured with, offers their tools to the
 // model as mcp__SERVER__TOOL, calls them with a deadline, restarts a server
 // that died once, and stops every server's whole process group when the

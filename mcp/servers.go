@@ -27,7 +27,7 @@ type Options struct {
 	// Warn receives what does not stop the run: an optional server that
 	// did not start, an enabled tool a server does not have.
 	Warn func(msg string)
-	// Confine makes the sandbox a stdio server runs in (DESIGN.md §13),
+	// Confine makes the sandbox a stdio server runs in (README.md#the-sandbox),
 	// with or without the network; nil runs servers unconfined (the run's
 	// sandbox is off).
 	Confine func(network bool) (*sandbox.Sandbox, error)

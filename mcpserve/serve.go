@@ -30,7 +30,7 @@ import (
 )
 
 // Package mcpserve is `agent mcp serve`: agent itself as an MCP server on
-// stdio (DESIGN.md §11).
+// stdio (README.md#mcp-tool-servers).
 //
 // Durability. A tool call lasts seconds and an MCP client stops its server
 // when it exits, but a run may take hours. So the server never drives a run

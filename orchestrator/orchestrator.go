@@ -49,7 +49,7 @@ type Store interface {
 type Spawner func(ctx context.Context, cfg adapter.Config, spec adapter.PhaseSpec) (*adapter.Result, error)
 
 // IntentFunc persists a child's side-effect intent and answers it: the
-// outbox the run's supervisor keeps (DESIGN.md §6).
+// outbox the run's supervisor keeps (docs/PROTOCOL.md#side-effects-intent-ack-outcome).
 type IntentFunc func(ctx context.Context, intent store.Receipt) adapter.Control
 
 // Defaults.
@@ -70,12 +70,12 @@ type Config struct {
 	Tools     []string // tools offered to phases; empty means all
 	Deny      []string // MCP tools removed from Tools' servers
 	MCPConfig []string // the run's --mcp-config files
-	// Sandbox and Network are the phases' sandbox (DESIGN.md §13);
+	// Sandbox and Network are the phases' sandbox (README.md#the-sandbox);
 	// Commands confines programmatic evidence commands in this process.
 	Sandbox  string
 	Network  bool
 	Commands *sandbox.Sandbox
-	// Context and spend (DESIGN.md §12): each phase's window and
+	// Context and spend (README.md#context-and-spend): each phase's window and
 	// compaction, and the run's budget, which every phase's usage counts
 	// against.
 	ContextWindow int

@@ -1,5 +1,5 @@
 // Package plan is the mission: an objective split into phases with
-// dependencies and evidence requirements (DESIGN.md §4, mission.json).
+// dependencies and evidence requirements (docs/PROTOCOL.md#plan-format, mission.json).
 // It parses and validates plans and orders their phases; it knows nothing
 // about running them.
 package plan

@@ -99,7 +99,7 @@ type Dependency struct {
 }
 
 // Compaction is the data of the request that summarises the part of a
-// conversation compaction replaces (DESIGN.md §12).
+// conversation compaction replaces (README.md#context-and-spend).
 type Compaction struct {
 	Transcript string // the replaced messages, as text
 	Prior      bool   // earlier runs of the session are among them

@@ -10,7 +10,7 @@ import (
 	"agent/prompts"
 )
 
-// Compaction (DESIGN.md §12): before a request that would not fit the
+// Compaction (README.md#context-and-spend): before a request that would not fit the
 // model's context window, and after a provider refused one as too long,
 // the middle of the conversation is replaced by a summary the model writes
 // (with no tools offered). The system prompt, the iteration's first user

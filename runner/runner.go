@@ -2,7 +2,7 @@
 // phase, and the loop it runs.
 //
 //   - Serve is `agent runner`, the child side of the runner protocol
-//     (DESIGN.md §6): it reads a PhaseSpec, runs the loop it describes,
+//     (docs/PROTOCOL.md#runner-protocol): it reads a PhaseSpec, runs the loop it describes,
 //     streams its events to the parent and ends with runner.result.
 //   - Execute is the loop a spec describes: its tools, sandbox, MCP
 //     servers and model, also how a supervisor drives a single run in its
@@ -68,7 +68,7 @@ type Config struct {
 	// Compact replaces the middle of the conversation with a summary
 	// when a request would not fit ContextWindow (tokens; 0: unknown,
 	// then only after the provider refuses one as too long, and before
-	// sending once a refusal stated the window). DESIGN.md §12.
+	// sending once a refusal stated the window). README.md#context-and-spend.
 	Compact       bool
 	ContextWindow int
 	// MaxTokens and MaxCost (USD, at Price) bound the run's usage as a

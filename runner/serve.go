@@ -165,7 +165,7 @@ func (s *childSink) openCall() (call, token string) {
 
 // sync waits until the parent has persisted everything sent so far: a
 // tool call is on record before it runs, a checkpoint before the file
-// changes, even if the parent dies the next moment (DESIGN.md §7). After a
+// changes, even if the parent dies the next moment (docs/PROTOCOL.md#sync). After a
 // tool.started the ack carries the call's token.
 func (s *childSink) sync(ctx context.Context, started bool) error {
 	id := uuid.NewString()

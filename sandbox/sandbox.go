@@ -1,5 +1,5 @@
 // Package sandbox confines the processes a run starts for the model
-// (DESIGN.md §13): bash commands, programmatic evidence and MCP stdio
+// (README.md#the-sandbox): bash commands, programmatic evidence and MCP stdio
 // servers. A sandboxed command runs in new user, PID, mount and (network
 // off) network namespaces, so it has no network, not even the host's
 // loopback, and every process it starts dies with it; it leads a session
@@ -34,7 +34,7 @@ import (
 // Mode is how much a run's commands may do.
 type Mode string
 
-// Modes (DESIGN.md §13).
+// Modes (README.md#the-sandbox).
 const (
 	WorkspaceWrite Mode = "workspace-write"
 	ReadOnly       Mode = "read-only"

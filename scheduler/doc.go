@@ -1,4 +1,4 @@
-// Package scheduler runs cron jobs inside the gateway (DESIGN.md §10): it
+// Package scheduler runs cron jobs inside the gateway (docs/PROTOCOL.md#scheduled-jobs): it
 // parses schedules in each job's time zone, fires every tick at most once
 // even across restarts, enforces the job's overlap, missed-run, retry and
 // timeout policy, and hands each tick to a Dispatcher that starts a normal

@@ -6,7 +6,7 @@ import (
 	"agent/event"
 )
 
-// Job event types (DESIGN.md §9).
+// Job event types (docs/PROTOCOL.md#scheduled-jobs).
 const (
 	EventJobCreated        = "job.created"
 	EventJobUpdated        = "job.updated"

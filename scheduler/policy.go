@@ -45,11 +45,11 @@ type Policy struct {
 	Timeout time.Duration // per attempt; mandatory, so a hung run cannot block its job forever
 	// Tools is the run's tool allowlist; empty means the default tools.
 	Tools []string
-	// Sandbox and Network are the run's (DESIGN.md §13); "" is the
+	// Sandbox and Network are the run's (README.md#the-sandbox); "" is the
 	// default mode.
 	Sandbox string
 	Network bool
-	// MaxTokens and MaxCost (USD) bound each run's spend (DESIGN.md §12);
+	// MaxTokens and MaxCost (USD) bound each run's spend (README.md#context-and-spend);
 	// 0: no bound.
 	MaxTokens int
 	MaxCost   float64

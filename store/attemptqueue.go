@@ -11,7 +11,7 @@ import (
 	"agent/event"
 )
 
-// The attempt queue (migration 0015, DESIGN.md §14): a worker driving a
+// The attempt queue (migration 0015, docs/SCHEMA.md#attempt_queue): a worker driving a
 // harness run queues each phase attempt as a unit of its own; any worker
 // claims it, runs its child, and writes the attempt's events and intents
 // fenced by the unit (Journal.FenceAttempt, Receipt.AttemptLease), then

@@ -9,7 +9,7 @@ import (
 )
 
 // The store speaks two dialects of SQL: SQLite's, the zero-setup default,
-// and PostgreSQL's, for many machines on one database (DESIGN.md §14).
+// and PostgreSQL's, for many machines on one database (docs/SCHEMA.md#sqlite-and-postgresql).
 // Queries are written once, with ? placeholders and the SQL both share;
 // the few places that differ ask the transaction (txn.pg).
 

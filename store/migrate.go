@@ -17,7 +17,7 @@ import (
 var migrationFS embed.FS
 
 // postgresMigrationFS holds the same migrations in PostgreSQL's dialect,
-// under the same names (DESIGN.md §14). Nothing applies them yet but the
+// under the same names (docs/SCHEMA.md#sqlite-and-postgresql). Nothing applies them yet but the
 // test that checks they build the schema the SQLite ones build.
 //
 //go:embed migrations/postgres/*.sql

@@ -10,7 +10,7 @@ import (
 )
 
 // defaultMaxAttempts is a phase's attempt budget when the plan gives none
-// (DESIGN.md §4).
+// (docs/PROTOCOL.md#plan-format).
 const defaultMaxAttempts = 3
 
 // PlanState is a harness run's plan and the state of its phases, as

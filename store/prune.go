@@ -1,6 +1,6 @@
 package store
 
-// Retention (DESIGN.md §12): what `agent prune` and the gateway's
+// Retention (README.md#retention): what `agent prune` and the gateway's
 // RetentionDays delete, what they keep, and why.
 //
 // Which runs. A run is pruned when it is completed, cancelled or failed,
@@ -17,7 +17,7 @@ package store
 //     after it repeats whole, one row per fragment: the bulk of the
 //     journal. Their rows are deleted. A finished run's own seqs may then
 //     have holes, but a session's replay promises seqs with no gap
-//     (DESIGN.md §9), so in a session the deleted seqs are
+//     (docs/PROTOCOL.md#seq), so in a session the deleted seqs are
 //     kept as spans in pruned_deltas and ListSessionEvents sends a
 //     placeholder delta for each: {"text":"","pruned":true}.
 //   - tool outputs: data.output of tool.completed events and

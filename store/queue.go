@@ -10,7 +10,7 @@ import (
 	"agent/event"
 )
 
-// The run queue of `agent worker` (migration 0013, DESIGN.md §14): a
+// The run queue of `agent worker` (migration 0013, docs/SCHEMA.md#runs): a
 // gateway queues a run; a worker claims it by taking its lease, drives it,
 // and renews the lease while it does; another worker takes over a claimed
 // run whose lease expired. A lease is a fencing token: writes made for a

@@ -16,7 +16,7 @@ type Paused struct {
 }
 
 // RateLimited returns the gateway runs (those in a session) a rate limit
-// interrupted and nothing has resumed since (DESIGN.md §12).
+// interrupted and nothing has resumed since (README.md#context-and-spend).
 func (db *DB) RateLimited(ctx context.Context) ([]Paused, error) {
 	rows, err := db.ro.QueryContext(ctx, `
 		SELECT id, session_id, resume_after FROM runs

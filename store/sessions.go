@@ -160,7 +160,7 @@ func sessionPrior(ctx context.Context, tx *txn, sessionID, beforeRunID string) (
 			return nil, fmt.Errorf("run %s in session %s: %w", beforeRunID, sessionID, ErrNotFound)
 		}
 		// A run that compacted the session's earlier runs into its own
-		// conversation needs them no more (DESIGN.md §12).
+		// conversation needs them no more (README.md#context-and-spend).
 		if covers, err := coversPrior(ctx, tx, beforeRunID, 0); err != nil || covers {
 			return nil, err
 		}

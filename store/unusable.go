@@ -11,7 +11,7 @@ import (
 
 // UnusableError is a store this machine will not let agent use: its
 // directory cannot be created or written, the disk is full, or the file
-// is not a healthy database. It says what to do (DESIGN.md §2, exit 5).
+// is not a healthy database. It says what to do (docs/PROTOCOL.md#exit-codes, exit 5).
 type UnusableError struct {
 	Path    string // the database file, or the directory that failed
 	Problem string

@@ -16,7 +16,7 @@ import (
 	"agent/telemetry"
 )
 
-// Phase attempts on many machines (DESIGN.md §14, Config.QueueAttempts):
+// Phase attempts on many machines (docs/SCHEMA.md#attempt_queue, Config.QueueAttempts):
 // the worker driving a harness run queues each phase attempt in the store
 // rather than starting its child; any worker claims it and runs the child
 // (DriveAttempt), writing the child's events to the run's journal and

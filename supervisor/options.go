@@ -41,7 +41,7 @@ type Options struct {
 	MaxIterations    int      `json:"max_iterations,omitempty"`
 	Timeout          Duration `json:"timeout,omitempty"`
 
-	// Context and spend (DESIGN.md §12). ContextWindow is in tokens (0:
+	// Context and spend (README.md#context-and-spend). ContextWindow is in tokens (0:
 	// a known default for the model); Compact "off" disables compaction.
 	// MaxTokens and MaxCost stop the run once its usage passes them;
 	// Prices (USD per million tokens) make MaxCost and cost_usd possible.
@@ -57,16 +57,16 @@ type Options struct {
 	ContextBudget int      `json:"context_budget,omitempty"`
 
 	// MCPConfig are .mcp.json files (absolute paths) whose servers the run
-	// uses besides config.toml's (DESIGN.md §11).
+	// uses besides config.toml's (README.md#mcp-tool-servers).
 	MCPConfig []string `json:"mcp_config,omitempty"`
 
 	// Sandbox is the mode of the model's commands: workspace-write (the
 	// default, ""), read-only or off; Network gives them the network in a
-	// sandboxed mode (DESIGN.md §13).
+	// sandboxed mode (README.md#the-sandbox).
 	Sandbox string `json:"sandbox,omitempty"`
 	Network bool   `json:"network,omitempty"`
 
-	// Cassettes (DESIGN.md §8): absolute paths.
+	// Cassettes (README.md#record-and-replay): absolute paths.
 	Record string `json:"record,omitempty"`
 	Replay string `json:"replay,omitempty"`
 

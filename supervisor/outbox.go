@@ -13,7 +13,7 @@ import (
 	"agent/tools"
 )
 
-// The outbox of a run's side effects (DESIGN.md §6, §7): an intent is
+// The outbox of a run's side effects (docs/PROTOCOL.md#side-effects-intent-ack-outcome, docs/SCHEMA.md#receipts): an intent is
 // written before its effect may start, its receipt marks it done, and an
 // effect whose outcome was lost is never repeated unless the user asks.
 

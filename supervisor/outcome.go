@@ -174,7 +174,7 @@ func terminal(reason string) (typ, status string) {
 	return event.RunFailed, event.StatusFailed
 }
 
-// exitCode is the exit code of DESIGN.md §2 a run that ended for reason
+// exitCode is the exit code of docs/PROTOCOL.md#how-a-run-ends a run that ended for reason
 // gives.
 func exitCode(reason string) int {
 	switch reason {

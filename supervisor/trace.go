@@ -10,7 +10,7 @@ import (
 	"agent/telemetry"
 )
 
-// Traces (DESIGN.md §15): with OTEL_EXPORTER_OTLP_ENDPOINT set, Drive
+// Traces (README.md#metrics-and-traces): with OTEL_EXPORTER_OTLP_ENDPOINT set, Drive
 // hands every event it persisted for a run to the run's trace, and exports
 // the trace once the run has ended. Unset, nothing is wrapped: the event
 // path costs one nil check per drive.

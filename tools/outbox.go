@@ -36,14 +36,14 @@ type Intent struct {
 //     could not be recorded (for a child: the parent is gone).
 //
 // The fast path implements it on the store; `agent runner` implements it
-// with the effect.intent/ack exchange (DESIGN.md §6).
+// with the effect.intent/ack exchange (docs/PROTOCOL.md#side-effects-intent-ack-outcome).
 type Outbox interface {
 	Begin(ctx context.Context, in Intent) (*event.ReceiptData, error)
 }
 
 // Reporter is an Outbox that takes a go-ahead effect's outcome at once,
 // while its tool call is still open: a child's parent accepts an outcome
-// only then (DESIGN.md §6), and a result's events come after the call's
+// only then (docs/PROTOCOL.md#what-the-parent-believes), and a result's events come after the call's
 // tool.completed.
 type Reporter interface {
 	Report(ctx context.Context, e event.Event) error

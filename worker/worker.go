@@ -1,4 +1,4 @@
-// Package worker is `agent worker` (DESIGN.md §14): a process that claims
+// Package worker is `agent worker` (README.md#a-small-cluster): a process that claims
 // queued runs and harness phase attempts from the shared store and drives
 // them, up to a number at once, each in an `agent runner` child, exactly
 // as a gateway drives its own. Any number of workers on any number of
@@ -34,6 +34,11 @@ type Config struct {
 	// RunTimeout bounds each run whose options set no timeout; 0: none.
 	RunTimeout time.Duration
 	Logger     *slog.Logger
+
+	// drive and driveAttempt drive what it claimed: Sup.Drive and
+	// Sup.DriveAttempt, unless a test stands in for them.
+	drive        func(context.Context, *store.Run, supervisor.Drive) (supervisor.End, error)
+	driveAttempt func(context.Context, *store.AttemptUnit) error
 }
 
 // reasonStopped is the detail of a run a worker interrupted when it
@@ -76,6 +81,12 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.drive == nil {
+		cfg.drive = cfg.Sup.Drive
+	}
+	if cfg.driveAttempt == nil {
+		cfg.driveAttempt = cfg.Sup.DriveAttempt
 	}
 	return &Worker{
 		cfg: cfg, log: cfg.Logger, live: map[string]job{},
@@ -205,7 +216,7 @@ func (w *Worker) start(id string, harness bool, drive func(context.Context)) {
 func (w *Worker) attempt(ctx context.Context, u *store.AttemptUnit) {
 	log := w.log.With("run_id", u.RunID, "phase_id", u.PhaseID, "attempt", u.Attempt)
 	log.Info("phase attempt claimed")
-	if err := w.cfg.Sup.DriveAttempt(ctx, u); err != nil {
+	if err := w.cfg.driveAttempt(ctx, u); err != nil {
 		log.Error("the attempt's result was not recorded; its harness takes it back", "err", err)
 		return
 	}
@@ -231,7 +242,7 @@ func (w *Worker) drive(ctx context.Context, c *store.Claim) {
 		cancel(stop) // asked to stop while it waited: it ends at once
 	}
 	log.Info("run claimed", "kind", r.Kind, "resume", c.Resume, "taken_over", c.TakenOver)
-	end, err := w.cfg.Sup.Drive(ctx, r, supervisor.Drive{Options: opts, Resume: c.Resume, Child: true})
+	end, err := w.cfg.drive(ctx, r, supervisor.Drive{Options: opts, Resume: c.Resume, Child: true})
 	if err != nil {
 		log.Error("the end of the run was not recorded; another worker takes it over", "err", err)
 		return

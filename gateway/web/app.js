@@ -1,4 +1,4 @@
-// The web view of the agent gateway (DESIGN.md §15). It speaks the same
+// The web view of the agent gateway (README.md#the-web-view). It speaks the same
 // WebSocket protocol (§9) and HTTP API as every client; an HttpOnly
 // session cookie, set at sign-in, authenticates both. The page never
 // holds the token: it sends it once to /login and forgets it.
@@ -693,7 +693,7 @@ async function selectSession(id) {
 
 async function newSession(title) {
   const s = await gw.call('session.create', title ? { title } : {});
-  // The creator is attached from the start (DESIGN.md §9).
+  // The creator is attached from the start (docs/PROTOCOL.md#replay-and-attachment).
   stream(s.session_id).attached = true;
   state.sessions.unshift(s);
   await selectSession(s.session_id);
