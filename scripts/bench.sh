@@ -44,16 +44,16 @@ bench() {
   fi
 }
 
-bench run-one-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneTool$' -benchtime "${BENCH_RUNS:-50}x" -count 1 .
-bench run-one-tool-traced env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneToolTraced' -benchtime "${BENCH_RUNS:-50}x" -count 1 .
-bench run-one-mcp-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneMCPTool' -benchtime "${BENCH_RUNS:-50}x" -count 1 .
+bench run-one-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneTool$' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
+bench run-one-tool-traced env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneToolTraced' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
+bench run-one-mcp-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneMCPTool' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
 bench mcp-start-and-call go test -run '^$' -bench 'BenchmarkMCP' -count 1 ./mcp
-bench compaction-60-turns env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkCompaction60Turns' -benchtime 3x -count 1 .
-bench harness-phase-overhead env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkHarnessPhaseOverhead' -benchtime "${BENCH_HARNESS_RUNS:-10}x" -count 1 .
-bench gateway-idle-rss env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkGatewayIdleRSS' -benchtime 3x -count 1 .
-bench cluster-workers env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkClusterWorkers' -benchtime 1x -count 1 .
-bench cluster-takeover env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkClusterTakeover' -benchtime 3x -count 1 .
-bench cluster-harness env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkClusterHarness' -benchtime 2x -count 1 .
+bench compaction-60-turns env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkCompaction60Turns' -benchtime 3x -count 1 ./e2e/cli/
+bench harness-phase-overhead env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkHarnessPhaseOverhead' -benchtime "${BENCH_HARNESS_RUNS:-10}x" -count 1 ./e2e/cli/
+bench gateway-idle-rss env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkGatewayIdleRSS' -benchtime 3x -count 1 ./e2e/gateway/
+bench cluster-workers env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkClusterWorkers' -benchtime 1x -count 1 ./e2e/cluster/
+bench cluster-takeover env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkClusterTakeover' -benchtime 3x -count 1 ./e2e/cluster/
+bench cluster-harness env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkClusterHarness' -benchtime 2x -count 1 ./e2e/cluster/
 bench gateway-fanout go test -run '^$' -bench 'BenchmarkFanout' -count 1 ./gateway/
 if [ "${BENCH_SCHEDULER:-1}" != 0 ]; then
   bench scheduler-10k-jobs go test -run '^$' -bench 'BenchmarkEngine10kJobs' -benchtime 1x -count 1 -timeout 10m ./scheduler/

@@ -5,7 +5,7 @@
 #   pinned) under .cache/mcp-servers: a third-party MCP server the MCP tests use;
 # - postgresql (the Debian package's server programs in /usr/lib/postgresql/*/bin):
 #   the store's PostgreSQL tests start throwaway servers of their own (store/pgtest);
-# - chromium: the web view's tests drive the page in a headless browser (web_e2e_test.go).
+# - chromium: the web view's tests drive the page in a headless browser (e2e/web).
 # On a machine without apt-get, root or npm it says what is missing and goes on;
 # the tests that need it then skip and say so.
 set -euo pipefail

@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"agent/config"
+	"agent/gateway"
+	"agent/store"
+	"agent/tools"
+)
+
+func gatewayCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "gateway",
+		Usage: "run the local daemon: sessions, runs and replayable event streams over WebSocket and HTTP",
+		Description: "Clients connect to ws://ADDR/ws (protocol v1) or use the HTTP API on the same port:\n" +
+			"GET /healthz, GET /v1/sessions, GET /v1/runs/ID, GET /v1/runs/ID/events?after_seq=N (Server-Sent\n" +
+			"Events), POST /v1/runs. Every request needs the token, as 'Authorization: Bearer TOKEN' (or, on /ws,\n" +
+			"in the connect frame); a token in a URL is always refused. The token is AGENT_GATEWAY_TOKEN, or the\n" +
+			"contents of $AGENT_HOME/gateway.token, created with mode 0600 on first start.\n\n" +
+			"A browser opens the web view at http://ADDR/ and signs in there with the token, once: the page then\n" +
+			"holds an HttpOnly session cookie, which pages of other origins cannot use.\n\n" +
+			"A run works in --workspace or a directory below it, or below a --workspace-root; its\n" +
+			"options.base_url may only be --base-url unless --allow-any-base-url, since the endpoint receives\n" +
+			"OPENAI_API_KEY. The token must have at least 16 characters.\n\n" +
+			"Each run executes in its own 'agent runner' child; its events are persisted, numbered per session,\n" +
+			"and replayed to clients that reconnect with after_seq. Runs in one session run one after the other\n" +
+			"and see the session's earlier conversation.\n\n" +
+			"SIGTERM or Ctrl-C drains: no new runs, running ones get --drain-grace to finish, the rest are\n" +
+			"recorded interrupted; the next start resumes them. A second signal stops waiting. Runs a crashed\n" +
+			"gateway left are resumed once on the next start (--reclaim resume) or marked failed (--reclaim fail).\n\n" +
+			"Scheduled jobs ('agent jobs') fire only with --scheduler, or SchedulerEnabled = true in\n" +
+			"$AGENT_HOME/config.toml (with SchedulerPollIntervalSeconds, SchedulerMaxConcurrentRuns and\n" +
+			"SchedulerRecoveryPolicy). Without it jobs can still be managed, but nothing fires. Each tick is a normal\n" +
+			"run in the job's session or a new one. On stop, job runs in flight are cancelled; ticks missed while\n" +
+			"the gateway was down follow each job's missed policy (default: SchedulerRecoveryPolicy).\n\n" +
+			"With RetentionDays = N in config.toml the gateway prunes the runs that finished more than N days ago,\n" +
+			"at start and then daily, as 'agent prune --older-than Nd' does.\n\n" +
+			"Examples:\n" +
+			"  agent gateway\n" +
+			"  agent gateway --listen 127.0.0.1:8080 --max-concurrent-runs 8 --run-timeout 1h\n" +
+			"  agent gateway --scheduler\n" +
+			"  curl -H \"Authorization: Bearer $(cat ~/.local/share/agent/gateway.token)\" http://127.0.0.1:7420/v1/sessions",
+		Flags: []cli.Flag{
+			databaseFlag(),
+			&cli.StringFlag{Name: "listen", Value: gateway.DefaultListen, Usage: "`ADDR` to listen on (host:port; port 0 picks one)"},
+			&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address (the token is still required)"},
+			&cli.IntFlag{Name: "max-concurrent-runs", Value: gateway.DefaultMaxConcurrentRuns, Usage: "runs executing at once; more wait in a queue"},
+			&cli.DurationFlag{Name: "run-timeout", Value: gateway.DefaultRunTimeout, Usage: "stop a run after this long unless it sets options.timeout"},
+			&cli.DurationFlag{Name: "drain-grace", Value: gateway.DefaultDrainGrace, Usage: "on SIGTERM, how long running runs may finish before they are interrupted"},
+			&cli.StringFlag{Name: "reclaim", Value: gateway.ReclaimResume, Usage: "runs a crashed gateway left: resume (once) or fail"},
+			&cli.StringFlag{Name: "workspace", Aliases: []string{"C"}, Usage: "workspace of runs that name none (default: the current directory); runs may name it or a directory below it"},
+			&cli.StringSliceFlag{Name: "workspace-root", Usage: "also allow runs to work in `DIR` and below (repeatable)"},
+			&cli.StringFlag{Name: "model", Usage: "default model of runs (env AGENT_MODEL, default " + config.DefaultModel + ")"},
+			&cli.StringFlag{Name: "base-url", Usage: "default OpenAI-compatible endpoint of runs (env OPENAI_BASE_URL)"},
+			&cli.BoolFlag{Name: "allow-unsandboxed", Usage: "let runs and jobs ask for sandbox \"off\" (unconfined commands, with the network); without it the gateway refuses"},
+			&cli.BoolFlag{Name: "allow-any-base-url", Usage: "let run.start's options.base_url name any endpoint, which then receives the API key; without it only --base-url is allowed"},
+			&cli.IntFlag{Name: "max-connections", Value: gateway.DefaultMaxConnections, Usage: "connections held open at most; over it, the oldest not doing authorised work is closed"},
+			&cli.BoolFlag{Name: "scheduler", Usage: "fire scheduled jobs", DefaultText: "SchedulerEnabled in config.toml, else off"},
+			&cli.BoolFlag{Name: "json", Usage: "print the address and token location as one JSON object on stdout"},
+		},
+		Action: gatewayAction,
+	}
+}
+
+func gatewayAction(c *cli.Context) error {
+	if c.Args().Len() > 0 {
+		return usageErrorf("gateway takes no arguments; see 'agent gateway --help'")
+	}
+	if p := c.String("reclaim"); p != gateway.ReclaimResume && p != gateway.ReclaimFail {
+		return usageErrorf("--reclaim %q: want resume or fail", p)
+	}
+	settings, err := config.Load()
+	if err != nil {
+		return err
+	}
+	token, tokenFrom, err := gateway.ServerToken(settings.Home)
+	if err != nil {
+		return err
+	}
+	workspace := c.String("workspace")
+	if workspace == "" {
+		if workspace, err = os.Getwd(); err != nil {
+			return fmt.Errorf("find the current directory: %w", err)
+		}
+	}
+	if workspace, err = filepath.Abs(workspace); err != nil {
+		return usageErrorf("--workspace: %v", err)
+	}
+	if why := tools.MissingDir(workspace); why != "" {
+		return usageErrorf("--workspace %s: %s", c.String("workspace"), why)
+	}
+	var roots []string
+	for _, dir := range c.StringSlice("workspace-root") {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return usageErrorf("--workspace-root %s: %v", dir, err)
+		}
+		if why := tools.MissingDir(abs); why != "" {
+			return usageErrorf("--workspace-root %s: %s", dir, why)
+		}
+		roots = append(roots, abs)
+	}
+	scheduling := settings.SchedulerEnabled
+	if c.IsSet("scheduler") {
+		scheduling = c.Bool("scheduler") // --scheduler=false overrides the file
+	}
+	db, err := openStore(settings)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+	srv, err := gateway.New(gateway.Config{
+		Listen: c.String("listen"), AllowRemote: c.Bool("allow-remote"), Token: token, DB: db, Version: version,
+		DefaultWorkspace: workspace, WorkspaceRoots: roots, Home: settings.Home,
+		AllowAnyBaseURL: c.Bool("allow-any-base-url"), AllowUnsandboxed: c.Bool("allow-unsandboxed"), MaxConnections: c.Int("max-connections"),
+		Model: gateway.ModelDefaults{
+			Name: config.Pick(c.String("model"), settings.Model), BaseURL: config.Pick(c.String("base-url"), settings.BaseURL),
+			APIKey: settings.APIKey, Attempts: settings.ModelAttempts, MaxTurns: settings.MaxTurns,
+		},
+		// AGENT_RUNNER_EXEC runs children through another program, as for
+		// the harness; the other knobs exist for tests.
+		Exe:              os.Getenv("AGENT_RUNNER_EXEC"),
+		HeartbeatTimeout: durationEnv("AGENT_HEARTBEAT_TIMEOUT"), KillGrace: durationEnv("AGENT_KILL_GRACE"),
+		LogDir:            filepath.Join(settings.Home, "logs"),
+		MaxConcurrentRuns: c.Int("max-concurrent-runs"), RunTimeout: c.Duration("run-timeout"),
+		DrainGrace: c.Duration("drain-grace"), ReclaimPolicy: c.String("reclaim"), LeaseTTL: leaseTTL(),
+		Logger: logger, RetentionDays: settings.RetentionDays,
+		// On a shared database, `agent worker` processes drive the runs.
+		Workers: store.IsURL(settings.Database),
+		Scheduler: &gateway.SchedulerConfig{
+			Enabled:           scheduling,
+			PollInterval:      time.Duration(settings.SchedulerPollIntervalSeconds) * time.Second,
+			MaxConcurrentRuns: settings.SchedulerMaxConcurrentRuns,
+			RecoveryPolicy:    settings.SchedulerRecoveryPolicy,
+		},
+	})
+	if err != nil {
+		return usageErrorf("%v", strings.TrimPrefix(err.Error(), "gateway: "))
+	}
+
+	// Signals are watched before Start: a SIGTERM during reclaim drains too.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sigs)
+	if err := srv.Start(c.Context); err != nil {
+		return err
+	}
+	addr := srv.Addr()
+	if c.Bool("json") {
+		out := map[string]any{
+			"listen": addr, "url": "http://" + addr, "ws": "ws://" + addr + "/ws",
+			"version": version, "pid": os.Getpid(), "token_from": tokenFrom, "scheduler": scheduling,
+			"workers": store.IsURL(settings.Database),
+		}
+		_ = json.NewEncoder(c.App.Writer).Encode(out)
+	} else {
+		state := "off (--scheduler turns it on)"
+		if scheduling {
+			state = "on"
+		}
+		fmt.Fprintf(c.App.ErrWriter, "agent gateway listening on http://%s (token: %s), scheduler %s\n", addr, tokenFrom, state)
+		if store.IsURL(settings.Database) {
+			fmt.Fprintf(c.App.ErrWriter, "store %s: runs are queued for 'agent worker' processes\n", store.Redact(settings.Database))
+		}
+	}
+
+	<-sigs
+	// The drain takes DrainGrace, then children get their kill grace; a
+	// second signal stops waiting and interrupts every run at once.
+	ctx, cancel := context.WithTimeout(context.Background(), c.Duration("drain-grace")+time.Minute)
+	defer cancel()
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := srv.Stop(ctx); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return &exitError{code: 130, msg: "stopped without waiting for runs to finish; they are recorded interrupted"}
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"agent/checkpoint"
+	"agent/config"
+	"agent/store"
+)
+
+func rewindCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "rewind",
+		Usage:     "put back the files a run changed, as they were before it",
+		ArgsUsage: "RUN_ID",
+		Description: "Before a run first changes a file with write_file or edit_file, agent saves the file's content\n" +
+			"(or notes that it did not exist) as a numbered checkpoint; the content is kept in $AGENT_HOME/blobs.\n" +
+			"rewind puts those files back and prints one line per file:\n\n" +
+			"  restored PATH   its content and mode from before the run are back\n" +
+			"  removed PATH    the run created it, so it is deleted again\n" +
+			"  skipped PATH    it changed after the run (edited or deleted since): rewind leaves your change\n" +
+			"                  alone unless you pass --force\n" +
+			"  failed PATH     it could not be put back; the reason follows\n\n" +
+			"Not tracked: files changed by bash or by anything but write_file and edit_file, and directories\n" +
+			"the run created (they stay). --to N rewinds only the files the run first changed at checkpoint N\n" +
+			"or later and leaves the earlier ones as the run left them; --list shows the checkpoints.\n" +
+			"RUN_ID may be a unique prefix. The rewind is recorded in the run as a rewind.completed event.\n\n" +
+			"Exit codes: 0 nothing failed, 1 some file failed, 2 unknown run or --to out of range,\n" +
+			"4 run busy (a live process holds it).\n\n" +
+			"Examples:\n" +
+			"  agent rewind 0190c3a2\n" +
+			"  agent rewind 0190c3a2 --list\n" +
+			"  agent rewind 0190c3a2 --to 3\n" +
+			"  agent rewind 0190c3a2 --force --json",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "to", Value: 1, Usage: "rewind only files first changed at checkpoint `N` or later; 1 is the whole run"},
+			&cli.BoolFlag{Name: "force", Usage: "put back files that changed after the run too, discarding those changes"},
+			&cli.BoolFlag{Name: "list", Usage: "list the run's checkpoints and change nothing"},
+			&cli.BoolFlag{Name: "json", Usage: "print one JSON object (with --list: one per checkpoint, per line)"},
+		},
+		Action: rewindAction,
+	}
+}
+
+func rewindAction(c *cli.Context) error {
+	if c.Int("to") < 1 {
+		return usageErrorf("--to must be a checkpoint number, 1 or more")
+	}
+	if c.Args().Len() != 1 {
+		return usageErrorf("rewind needs exactly one RUN_ID; see 'agent runs list'")
+	}
+	settings, err := config.Load()
+	if err != nil {
+		return err
+	}
+	db, sup, err := openSupervisor(settings)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	r, err := db.GetRun(c.Context, c.Args().First())
+	if err != nil {
+		return err
+	}
+	if c.Bool("list") {
+		cps, err := db.Checkpoints(c.Context, r.ID)
+		if err != nil {
+			return err
+		}
+		return printCheckpoints(c, r.ID, cps)
+	}
+
+	rep, err := sup.Rewind(c.Context, r, c.Int("to"), c.Bool("force"), nil)
+	var rng *checkpoint.RangeError
+	if errors.As(err, &rng) {
+		return usageErrorf("--to: %v; see 'agent rewind %s --list'", err, shortID(r.ID))
+	}
+	if err != nil {
+		return err
+	}
+	if err := printReport(c, rep); err != nil {
+		return err
+	}
+	if rep.Count(checkpoint.Failed) > 0 {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// printReport shows a rewind: one object with --json, else a line per
+// file and a summary.
+func printReport(c *cli.Context, rep checkpoint.Report) error {
+	w := c.App.Writer
+	if c.Bool("json") {
+		return json.NewEncoder(w).Encode(rep)
+	}
+	if len(rep.Files) == 0 && rep.To == 0 {
+		_, err := fmt.Fprintf(w, "run %s has no checkpoints: it changed no files with write_file or edit_file\n", shortID(rep.RunID))
+		return err
+	}
+	for _, f := range rep.Files {
+		switch {
+		case f.Reason == "":
+			fmt.Fprintf(w, "%s %s\n", f.Outcome, f.Path)
+		case f.Outcome == checkpoint.Skipped || f.Outcome == checkpoint.Failed:
+			fmt.Fprintf(w, "%s %s: %s\n", f.Outcome, f.Path, f.Reason)
+		default:
+			fmt.Fprintf(w, "%s %s (%s)\n", f.Outcome, f.Path, f.Reason)
+		}
+	}
+	_, err := fmt.Fprintf(w, "rewound run %s to checkpoint %d: %d restored, %d removed, %d skipped, %d failed\n",
+		shortID(rep.RunID), rep.To, rep.Count(checkpoint.Restored), rep.Count(checkpoint.Removed),
+		rep.Count(checkpoint.Skipped), rep.Count(checkpoint.Failed))
+	return err
+}
+
+// checkpointView is the JSON shape of a checkpoint in --list --json.
+type checkpointView struct {
+	Number  int    `json:"number"`
+	Path    string `json:"path"`
+	Existed bool   `json:"existed"`
+	Bytes   int64  `json:"bytes"`
+	PhaseID string `json:"phase_id,omitempty"`
+	CallID  string `json:"call_id,omitempty"`
+	Tool    string `json:"tool,omitempty"`
+	Seq     int64  `json:"seq"`
+}
+
+func printCheckpoints(c *cli.Context, runID string, cps []store.Checkpoint) error {
+	w := c.App.Writer
+	if c.Bool("json") {
+		enc := json.NewEncoder(w)
+		for _, cp := range cps {
+			if err := enc.Encode(checkpointView{
+				Number: cp.Number, Path: cp.Path, Existed: cp.Existed, Bytes: cp.Bytes,
+				PhaseID: cp.PhaseID, CallID: cp.CallID, Tool: cp.Tool, Seq: cp.Seq,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(cps) == 0 {
+		_, err := fmt.Fprintf(w, "run %s has no checkpoints: it changed no files with write_file or edit_file\n", shortID(runID))
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "N\tPATH\tBEFORE THE RUN\tCHANGED BY")
+	for _, cp := range cps {
+		before := "did not exist"
+		if cp.Existed {
+			before = fmt.Sprintf("%d bytes", cp.Bytes)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", cp.Number, cp.Path, before, changedBy(cp))
+	}
+	return tw.Flush()
+}
+
+// changedBy names the call a checkpoint was taken for.
+func changedBy(cp store.Checkpoint) string {
+	s := cp.Tool
+	if cp.PhaseID != "" {
+		s += fmt.Sprintf(" (phase %s attempt %d)", cp.PhaseID, cp.Attempt)
+	}
+	return s
+}

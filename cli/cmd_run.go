@@ -1,0 +1,503 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"agent/config"
+	"agent/console"
+	"agent/event"
+	"agent/llm"
+	"agent/store"
+	"agent/supervisor"
+	"agent/tools"
+)
+
+// Flags shared by run, harness and resume.
+func modelFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "json", Usage: "print events as JSON lines on stdout and nothing else there"},
+		&cli.StringFlag{Name: "model", Usage: "model name (env AGENT_MODEL, default " + config.DefaultModel + ")"},
+		&cli.StringFlag{Name: "base-url", Usage: "OpenAI-compatible endpoint (env OPENAI_BASE_URL, default " + config.DefaultBaseURL + ")"},
+		// Numeric flags keep a zero Value, so flagOptions (c.IsSet) can lay
+		// only what the user gave over the config file or a resumed run's
+		// options; DefaultText says the default instead of urfave's zero.
+		&cli.IntFlag{Name: "max-turns", Usage: "model calls allowed per iteration", DefaultText: "50, or max_turns in config.toml"},
+		&cli.IntFlag{Name: "model-attempts", Usage: "attempts per model call before giving up on 429/5xx/connection errors", DefaultText: "5, or model_attempts in config.toml"},
+		&cli.DurationFlag{Name: "model-idle-timeout", Usage: "give up on a model reply after this long without a data chunk; keep-alive comments do not count, and a call that stalls twice is not tried again", DefaultText: durationText(llm.DefaultIdleTimeout)},
+		&cli.DurationFlag{Name: "model-call-timeout", Usage: "give up on a model call, its retries and waits included, after this long", DefaultText: durationText(llm.DefaultCallTimeout)},
+		&cli.DurationFlag{Name: "timeout", Usage: "stop the run after this long, e.g. 10m", DefaultText: "no limit"},
+		&cli.IntFlag{Name: "context-window", Usage: "the model's context window in `TOKENS`: the conversation is compacted before a request would pass it", DefaultText: "context_window in config.toml, or the model's known window"},
+		&cli.StringFlag{Name: "compact", Usage: "`MODE`: auto, compact the conversation when it outgrows the context window, or off, a context error ends the run (exit 3)", DefaultText: "auto"},
+		&cli.IntFlag{Name: "max-tokens", Usage: "stop once the run has used this many `TOKENS` (prompt plus completion); on resume, this many more", DefaultText: "no limit"},
+		&cli.Float64Flag{Name: "max-cost", Usage: "stop once the run has cost this many `USD`, at [prices.\"MODEL\"] in config.toml; on resume, this much more", DefaultText: "no limit"},
+		&cli.StringFlag{Name: "sandbox", Usage: "what the model's commands (bash, evidence checks) may do, `MODE`: workspace-write " +
+			"(write only in the workspace and $TMPDIR), read-only, or off; AGENT_HOME is unreadable and the network off unless off", DefaultText: "workspace-write"},
+		&cli.BoolFlag{Name: "network", Usage: "give the model's commands the network in a sandboxed mode"},
+		&cli.StringFlag{Name: "record", Usage: "append every model exchange to this cassette `FILE`"},
+		&cli.StringFlag{Name: "replay", Usage: "answer model calls from this cassette `FILE`, offline"},
+	}
+}
+
+// mcpConfigFlag adds MCP servers from .mcp.json files (DESIGN.md §11).
+func mcpConfigFlag() cli.Flag {
+	return &cli.StringSliceFlag{Name: "mcp-config", Usage: "also use the MCP servers of this .mcp.json `FILE` (repeatable); " +
+		"a workspace's own .mcp.json is used only when named here"}
+}
+
+func runCommand() *cli.Command {
+	flags := append(modelFlags(),
+		&cli.StringFlag{Name: "workspace", Aliases: []string{"C"}, Usage: "directory the tools work in (default: the current directory)"},
+		&cli.StringSliceFlag{Name: "allow-tools", Usage: "offer only these tools, comma separated"},
+		&cli.StringSliceFlag{Name: "deny-tools", Usage: "never offer these tools, comma separated"},
+		mcpConfigFlag(),
+		&cli.StringFlag{Name: "until", Usage: "Ralph loop: repeat with fresh context until the final message has this `PROMISE` line"},
+		&cli.IntFlag{Name: "max-iterations", Usage: "Ralph loop: give up after N iterations", DefaultText: "10"},
+		&cli.StringFlag{Name: "gateway", Usage: "send the run to a gateway: `URL`, or bare for $AGENT_GATEWAY or " + defaultGateway},
+		&cli.StringFlag{Name: "session", Usage: "with --gateway: run in this gateway session, seeing its earlier messages (default: a new session)"},
+	)
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "run one agent loop in this process",
+		ArgsUsage: "PROMPT (or - to read it from stdin)",
+		Description: "The model works in the workspace with read_file, write_file, edit_file, list_files, grep and bash.\n" +
+			"Paths are confined to the workspace. The run is persisted as it goes; after a crash or Ctrl-C,\n" +
+			"'agent resume RUN_ID' continues it without repeating finished tool calls.\n\n" +
+			"Exit codes: 0 done, 1 not accomplished (max turns/iterations), 2 bad input, 3 model provider failure,\n" +
+			"4 run busy, 5 environment (store, AGENT_HOME, workspace), 130 interrupted (resumable).\n\n" +
+			"Examples:\n" +
+			"  agent run \"write a haiku to poem.txt\"\n" +
+			"  agent run --json --deny-tools bash \"summarise README.md\"\n" +
+			"  agent run --until DONE --max-iterations 5 \"make go test ./... pass\"\n" +
+			"  agent run --replay examples/hello.cassette.jsonl \"$(cat examples/hello.prompt)\"",
+		Flags:  flags,
+		Action: runAction,
+	}
+}
+
+func resumeCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "resume",
+		Usage:     "continue a run after a crash, Ctrl-C or failure",
+		ArgsUsage: "RUN_ID",
+		Description: "Rebuilds the conversation from the store and continues with no new prompt.\n" +
+			"Tool calls that finished are never run again. A call that started but has no result is re-run\n" +
+			"only if it is read-only; otherwise the model is told it was interrupted and decides.\n" +
+			"A run that stopped at --max-turns or --max-iterations continues with a fresh budget.\n" +
+			"Side effects (send_email, slack_post) never repeat: one whose outcome was lost in a crash is not\n" +
+			"sent again unless you pass --resend-unknown after checking it did not arrive; it is then sent\n" +
+			"from its recorded arguments before the run goes on.\n" +
+			"RUN_ID may be a unique prefix. A run held by a live process exits 4. With --gateway the gateway\n" +
+			"resumes a run of one of its sessions.",
+		Flags: append(modelFlags(),
+			&cli.BoolFlag{Name: "resend-unknown", Usage: "send side effects whose outcome is unknown (lost in a crash) again, first"},
+			&cli.StringFlag{Name: "gateway", Usage: "resume in a gateway: `URL`, or bare for $AGENT_GATEWAY or " + defaultGateway},
+		),
+		Action: resumeAction,
+	}
+}
+
+func runAction(c *cli.Context) error {
+	prompt, err := readPrompt(c)
+	if err != nil {
+		return err
+	}
+	settings, err := config.Load()
+	if err != nil {
+		return err
+	}
+	if addr, ok := gatewayAddress(c); ok {
+		opts, err := flagOptions(c, supervisor.Options{}) // the gateway fills in its own defaults
+		if err != nil {
+			return err
+		}
+		return runViaGateway(c, addr, prompt, opts)
+	}
+	if c.String("session") != "" {
+		return usageErrorf("--session needs --gateway: sessions live in the gateway")
+	}
+	return runHere(c, settings, prompt, supervisor.Drive{})
+}
+
+// runHere records a new run from the command's flags, over the defaults
+// of settings, and drives it in this process as d says (d.Options.Harness
+// makes it a harness run).
+func runHere(c *cli.Context, settings config.Settings, prompt string, d supervisor.Drive) error {
+	defaults := defaultOptions(settings)
+	defaults.Harness = d.Options.Harness
+	opts, err := flagOptions(c, defaults)
+	if err != nil {
+		return err
+	}
+	dir, err := workspaceDir(c)
+	if err != nil {
+		return err
+	}
+	db, sup, err := openSupervisor(settings)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	opts, ws, err := sup.Prepare(opts, dir)
+	if err != nil {
+		return err
+	}
+	d.Options = opts
+	r, err := sup.Create(c.Context, supervisor.NewRun{Prompt: prompt, Workspace: ws.Root(), Options: opts})
+	if err != nil {
+		return err
+	}
+	return driveRun(c, sup, r, d, d.Options.Harness)
+}
+
+func resumeAction(c *cli.Context) error {
+	if c.Args().Len() != 1 {
+		return usageErrorf("resume needs exactly one RUN_ID; see 'agent runs list'")
+	}
+	if addr, ok := gatewayAddress(c); ok {
+		return resumeViaGateway(c, addr, c.Args().First())
+	}
+	settings, err := config.Load()
+	if err != nil {
+		return err
+	}
+	db, sup, err := openSupervisor(settings)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	r, opts, err := sup.Load(c.Context, c.Args().First())
+	if err != nil {
+		return err
+	}
+	stored := opts
+	if opts, err = flagOptions(c, opts); err != nil {
+		return err
+	}
+	// A new budget is on top of what the run already spent.
+	opts.MaxTokens, opts.MaxCost = stored.MaxTokens, stored.MaxCost
+	opts = supervisor.Rebudget(opts, r.Usage, c.Int("max-tokens"), c.Float64("max-cost"))
+	if why := tools.MissingDir(r.Workspace); why != "" {
+		return &supervisor.NotResumableError{RunID: r.ID, Reason: "its workspace " + r.Workspace + ": " + why}
+	}
+	opts, _, err = sup.Prepare(opts, r.Workspace)
+	var bad *supervisor.OptionError
+	if errors.As(err, &bad) && bad.Field == "workspace" {
+		return &supervisor.NotResumableError{RunID: r.ID, Reason: bad.Message(flagName)}
+	}
+	if err != nil {
+		return err
+	}
+	if err := sup.Acquire(c.Context, r.ID); err != nil {
+		return err
+	}
+	d := supervisor.Drive{Options: opts, Resume: true, ResendUnknown: c.Bool("resend-unknown")}
+	return driveRun(c, sup, r, d, r.Kind == store.KindHarness)
+}
+
+// defaultOptions are a new run's options before its flags: the config
+// file and the environment.
+func defaultOptions(settings config.Settings) supervisor.Options {
+	return supervisor.Options{
+		Model: settings.Model, BaseURL: settings.BaseURL, ModelAttempts: settings.ModelAttempts, MaxTurns: settings.MaxTurns,
+	}
+}
+
+// flagOptions lays the flags the user gave over base: a new run's
+// defaults, or the options a resumed run was stored with.
+func flagOptions(c *cli.Context, o supervisor.Options) (supervisor.Options, error) {
+	set := func(name string) bool { return hasFlag(c, name) && c.IsSet(name) }
+	if set("model") {
+		o.Model = c.String("model")
+	}
+	if set("base-url") {
+		o.BaseURL = c.String("base-url")
+	}
+	if set("max-turns") {
+		o.MaxTurns = c.Int("max-turns")
+	}
+	if set("model-attempts") {
+		o.ModelAttempts = c.Int("model-attempts")
+	}
+	if set("model-idle-timeout") {
+		o.ModelIdleTimeout = supervisor.Duration(c.Duration("model-idle-timeout"))
+	}
+	if set("model-call-timeout") {
+		o.ModelCallTimeout = supervisor.Duration(c.Duration("model-call-timeout"))
+	}
+	if set("timeout") {
+		o.Timeout = supervisor.Duration(c.Duration("timeout"))
+	}
+	if set("allow-tools") {
+		o.AllowTools = splitList(c.StringSlice("allow-tools"))
+	}
+	if set("deny-tools") {
+		o.DenyTools = splitList(c.StringSlice("deny-tools"))
+	}
+	if set("mcp-config") {
+		o.MCPConfig = nil
+		for _, f := range c.StringSlice("mcp-config") {
+			abs, err := filepath.Abs(f)
+			if err != nil {
+				return o, usageErrorf("--mcp-config: %v", err)
+			}
+			o.MCPConfig = append(o.MCPConfig, abs)
+		}
+	}
+	if set("sandbox") {
+		o.Sandbox = c.String("sandbox")
+	}
+	if set("context-window") {
+		o.ContextWindow = c.Int("context-window")
+	}
+	if set("compact") {
+		o.Compact = c.String("compact")
+	}
+	if set("max-tokens") {
+		o.MaxTokens = c.Int("max-tokens")
+	}
+	if set("max-cost") {
+		o.MaxCost = c.Float64("max-cost")
+	}
+	if set("network") {
+		o.Network = c.Bool("network")
+	}
+	if set("until") {
+		o.Until = strings.TrimSpace(c.String("until"))
+	}
+	if set("max-iterations") {
+		o.MaxIterations = c.Int("max-iterations")
+	}
+	if set("parallel") {
+		o.Parallel = c.Int("parallel")
+	}
+	if set("phase-timeout") {
+		o.PhaseTimeout = supervisor.Duration(c.Duration("phase-timeout"))
+	}
+	if set("context-budget") {
+		o.ContextBudget = c.Int("context-budget")
+	}
+	if set("record") && set("replay") {
+		return o, usageErrorf("--record and --replay together: --record saves a live model's answers, --replay answers from a cassette without a model; give one")
+	}
+	for _, f := range []struct {
+		flag string
+		dst  *string
+	}{{"record", &o.Record}, {"replay", &o.Replay}} {
+		if path := c.String(f.flag); set(f.flag) && path != "" {
+			abs, err := filepath.Abs(path)
+			if err != nil {
+				return o, usageErrorf("--%s: %v", f.flag, err)
+			}
+			*f.dst = abs
+		}
+	}
+	return o, o.Validate()
+}
+
+// hasFlag reports whether the command defines the flag at all.
+func hasFlag(c *cli.Context, name string) bool {
+	for _, f := range c.Command.Flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// flagName is how the CLI names an option: by its flag.
+func flagName(field string) string {
+	if field == "harness" {
+		return "agent harness"
+	}
+	return "--" + strings.ReplaceAll(field, "_", "-")
+}
+
+func workspaceDir(c *cli.Context) (string, error) {
+	if dir := c.String("workspace"); dir != "" {
+		if why := tools.MissingDir(dir); why != "" {
+			return "", &supervisor.OptionError{Field: "workspace", Msg: "{workspace} " + dir + ": " + why}
+		}
+		return dir, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find the current directory: %w", err)
+	}
+	return dir, nil
+}
+
+// openSupervisor opens the store and the supervisor of this process.
+func openSupervisor(settings config.Settings) (*store.DB, *supervisor.Supervisor, error) {
+	db, err := openStore(settings)
+	if err != nil {
+		return nil, nil, err
+	}
+	sup, err := supervisor.New(supervisor.Config{
+		DB: db, Home: settings.Home, APIKey: settings.APIKey, LeaseTTL: leaseTTL(), Version: version,
+		// AGENT_RUNNER_EXEC runs children through another program, e.g. a
+		// sandbox wrapper that execs agent; it must speak the runner
+		// protocol. The other knobs exist for tests.
+		Exe:              os.Getenv("AGENT_RUNNER_EXEC"),
+		HeartbeatTimeout: durationEnv("AGENT_HEARTBEAT_TIMEOUT"), KillGrace: durationEnv("AGENT_KILL_GRACE"),
+	})
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return db, sup, nil
+}
+
+// driveRun drives a run this process holds with its signals and display,
+// and turns how it ended into the command's exit.
+func driveRun(c *cli.Context, sup *supervisor.Supervisor, r *store.Run, d supervisor.Drive, harness bool) error {
+	show := newDisplay(c, harness)
+	defer show.Close()
+	d.Show = show.Print
+	ctx, stop := interruptOnSignal(c.Context)
+	defer stop()
+	end, err := sup.Drive(ctx, r, d)
+	if err != nil {
+		return err
+	}
+	return finished(c, end.Data)
+}
+
+// finished turns a run's terminal event into the command's exit: an
+// *exitError for any non-zero ending.
+func finished(c *cli.Context, fin event.RunFinishedData) error {
+	if fin.ExitCode == 0 {
+		return nil
+	}
+	msg := ""
+	if c.Bool("json") {
+		msg = fin.Detail // without --json the display already said it
+	}
+	return &exitError{code: fin.ExitCode, msg: msg}
+}
+
+// interruptOnSignal interrupts the run on SIGINT or SIGTERM so it is saved
+// resumable; a second signal exits at once.
+func interruptOnSignal(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sig := make(chan os.Signal, 2)
+	// SIGUSR1 cancels the run for good (agent mcp serve's cancel); Ctrl-C
+	// and SIGTERM leave it resumable.
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGUSR1 {
+				cancel(supervisor.Cancel("cancelled (SIGUSR1)"))
+			} else {
+				cancel(supervisor.Interrupt(""))
+			}
+		case <-done:
+			return
+		}
+		select {
+		case <-sig:
+			os.Exit(130)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sig)
+		close(done)
+		cancel(nil)
+	}
+}
+
+// display shows persisted events: the JSON-lines stream, the fast path's
+// printer or the harness's phase board.
+type display interface {
+	Print(event.Event)
+	Close()
+}
+
+// jsonDisplay is --json: every event as one line on stdout.
+type jsonDisplay struct{ enc *event.Encoder }
+
+func (d jsonDisplay) Print(e event.Event) { _ = d.enc.Encode(e) }
+func (d jsonDisplay) Close()              {}
+
+// newDisplay picks the display for a command's output flags.
+func newDisplay(c *cli.Context, harness bool) display {
+	out, errw := c.App.Writer, c.App.ErrWriter
+	if c.Bool("json") {
+		return jsonDisplay{enc: event.NewEncoder(out)}
+	}
+	if harness {
+		f, isFile := out.(*os.File)
+		return console.NewBoard(out, errw, isFile && console.IsTerminal(f))
+	}
+	f, isFile := errw.(*os.File)
+	return console.NewPrinter(out, errw, isFile && console.IsTerminal(f))
+}
+
+// readPrompt joins the arguments, or reads stdin for "-" or no arguments
+// when stdin is not a terminal.
+func readPrompt(c *cli.Context) (string, error) {
+	args := c.Args().Slice()
+	var prompt string
+	switch {
+	case len(args) == 1 && args[0] == "-", len(args) == 0 && !stdinIsTerminal(c.App.Reader):
+		b, err := io.ReadAll(io.LimitReader(c.App.Reader, 1<<20))
+		if err != nil {
+			return "", fmt.Errorf("read the prompt from stdin: %w", err)
+		}
+		prompt = string(b)
+	default:
+		prompt = strings.Join(args, " ")
+	}
+	prompt = strings.TrimSpace(prompt)
+	if prompt == "" {
+		// The command's own argument: run takes a PROMPT, harness a REQUEST.
+		usage := config.Pick(c.Command.ArgsUsage, "PROMPT")
+		noun, _, _ := strings.Cut(usage, " ")
+		return "", usageErrorf("empty %s; usage: %s [flags] %s", strings.ToLower(noun), commandPath(c), usage)
+	}
+	return prompt, nil
+}
+
+// durationText is a default duration as people write it: 2m, 30m, 1h.
+func durationText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func stdinIsTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && console.IsTerminal(f)
+}
+
+func splitList(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		for _, part := range strings.Split(v, ",") {
+			if part = strings.TrimSpace(part); part != "" {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
+}

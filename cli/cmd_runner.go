@@ -1,0 +1,35 @@
+package cli
+
+import (
+	"errors"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"agent/config"
+	"agent/runner"
+)
+
+// runnerCommand is the per-phase child (DESIGN.md §6): PhaseSpec on
+// stdin, events on stdout, logs on stderr. It never opens the database.
+func runnerCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "runner",
+		Usage:  "run one phase attempt for a parent process (internal)",
+		Hidden: true,
+		Action: runnerAction,
+	}
+}
+
+func runnerAction(c *cli.Context) error {
+	// The child saves checkpointed files to the blob store itself; without
+	// a data directory, checkpoints are off and it says so.
+	home, _ := config.Home()
+	err := runner.Serve(c.Context, c.App.Reader, c.App.Writer, runner.ServeConfig{
+		APIKey: os.Getenv("OPENAI_API_KEY"), Home: home, UserAgent: "agent/" + version,
+	})
+	if errors.Is(err, runner.ErrParentGone) {
+		return &exitError{code: 130, msg: "parent gone; stopped"}
+	}
+	return err
+}

@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"agent/e2e/internal/e2etest"
+	"agent/event"
+	"agent/llm/llmtest"
+)
+
+// TestDamagedStoreExits5: a store whose file is damaged, or is not a
+// database at all, is the environment's problem: every command exits 5
+// with one line naming the file and what to do, even when the damage is
+// in a page that opening the store does not read.
+func TestDamagedStoreExits5(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		damage func(t *testing.T, path string)
+	}{
+		{"a damaged table", func(t *testing.T, path string) { damageTable(t, path, "runs") }},
+		{"not a database", func(t *testing.T, path string) {
+			if err := os.WriteFile(path, []byte(strings.Repeat("not a database\n", 1000)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := e2etest.New(t, llmtest.Turn{Text: "one"}, llmtest.Turn{Text: "two"}, llmtest.Turn{Text: "three"})
+			var runID string
+			for range 3 {
+				res := e.Run("run", "--json", "say something")
+				if res.Code != 0 {
+					t.Fatalf("run: exit %d %s", res.Code, res.Stderr)
+				}
+				runID = e2etest.DecodeRunID(t, res.Stdout)
+			}
+			path := filepath.Join(e.Home, "agent.db")
+			tt.damage(t, path)
+			for _, args := range [][]string{{"runs", "list"}, {"run", "say more"}, {"runs", "show", runID}, {"resume", runID}} {
+				res := e.Run(args...)
+				line := strings.TrimSpace(res.Stderr)
+				if res.Code != 5 || !strings.Contains(line, path) || !strings.Contains(line, "mv "+path+" "+path+".broken") ||
+					strings.Contains(line, "\n") {
+					t.Errorf("agent %s on a damaged store: exit %d, stderr %q; want exit 5 and one line naming %s and the way out",
+						strings.Join(args, " "), res.Code, res.Stderr, path)
+				}
+			}
+		})
+	}
+}
+
+// damageTable overwrites the root page of a table of the SQLite file at
+// path, as a failing disk would; opening the store reads only the schema.
+func damageTable(t *testing.T, path, table string) {
+	t.Helper()
+	raw, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page, size int64
+	err = raw.QueryRow(`SELECT rootpage FROM sqlite_master WHERE name = ?`, table).Scan(&page)
+	if err == nil {
+		err = raw.QueryRow(`PRAGMA page_size`).Scan(&size)
+	}
+	if err == nil {
+		_, err = raw.Exec(`PRAGMA wal_checkpoint(TRUNCATE)`)
+	}
+	raw.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt([]byte(strings.Repeat("\xff", int(size))), (page-1)*size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKill9MidStreamLeavesNoGap: kill -9 while the model streams its
+// reply, after --json printed a delta, then resume. The run's stored
+// seqs are 1..N with no gap (a client waiting for the next seq is not
+// left waiting), and every seq printed as a delta still holds a delta.
+func TestKill9MidStreamLeavesNoGap(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t,
+		llmtest.Turn{Text: "Writing.", ToolCalls: []llmtest.Call{e2etest.ToolCall("write_file", `{"path":"a.txt","content":"a"}`)}},
+		llmtest.Turn{Text: "I am thinking about", Hang: true},
+		llmtest.Turn{Text: "Done."},
+	)
+	b := e.Start("run", "--json", "write a")
+	runID := b.WaitEvent(t, event.RunStarted).RunID
+	e2etest.WaitFor(t, "a streamed delta of the second reply", func() bool {
+		b.Mu.Lock()
+		defer b.Mu.Unlock()
+		last := b.Events[len(b.Events)-1]
+		return e.Srv.RequestCount() == 2 && last.Type == event.MessageDelta
+	})
+	b.Kill9(t)
+	b.Mu.Lock()
+	printed := append([]event.Event(nil), b.Events...)
+	b.Mu.Unlock()
+
+	res := e.Run("resume", runID, "--json")
+	if res.Code != 0 {
+		t.Fatalf("resume exit %d: %s", res.Code, res.Stderr)
+	}
+	resumed := e2etest.DecodeEvents(t, res.Stdout)
+	stored := gaplessEvents(t, e, runID)
+	if last := stored[len(stored)-1]; last.Type != event.RunCompleted || last.Seq != resumed[len(resumed)-1].Seq {
+		t.Errorf("the store ends with %s at %d; resume printed its end at %d", last.Type, last.Seq, resumed[len(resumed)-1].Seq)
+	}
+	if first := resumed[0].Seq; first < 2 || stored[first-2].Seq != first-1 {
+		t.Errorf("resume began at seq %d, not right after a stored event", first)
+	}
+	for _, p := range printed {
+		switch {
+		case p.Seq > int64(len(stored)):
+			t.Errorf("seq %d was printed as %s, and the store ends before it", p.Seq, p.Type)
+		case p.Type == event.MessageDelta && stored[p.Seq-1].Type != event.MessageDelta:
+			t.Errorf("seq %d was printed as a delta, then given to %s", p.Seq, stored[p.Seq-1].Type)
+		}
+	}
+}
+
+// gaplessEvents returns a run's events as `agent runs events --json`
+// prints them from the store, failing the test unless their seqs are
+// 1, 2, 3… with no gap.
+func gaplessEvents(t *testing.T, e *e2etest.Env, runID string) []event.Event {
+	t.Helper()
+	res := e.Run("runs", "events", runID, "--json")
+	if res.Code != 0 {
+		t.Fatalf("runs events: exit %d %s", res.Code, res.Stderr)
+	}
+	evs := e2etest.DecodeEvents(t, res.Stdout)
+	for i, ev := range evs {
+		if ev.Seq != int64(i+1) {
+			t.Fatalf("stored event %d (%s) has seq %d: a client waiting for seq %d waits forever", i, ev.Type, ev.Seq, i+1)
+		}
+	}
+	return evs
+}
