@@ -16,15 +16,6 @@ import (
 	"agent/tools"
 )
 
-// Outcomes of one file in a rewind, as event's words (the CLI's names for
-// them until it says event.StatusRestored… itself).
-const (
-	Restored = event.StatusRestored // its content from before the run is back
-	Removed  = event.StatusRemoved  // it did not exist before the run, and is gone again
-	Skipped  = event.StatusSkipped  // it changed after the run; Force overrides
-	Failed   = event.StatusFailed   // putting it back did not work; Reason says why
-)
-
 // Point is one checkpoint of a run: a file as it was before the run first
 // changed it.
 type Point struct {
@@ -49,8 +40,12 @@ type Request struct {
 
 // File is the outcome for one file.
 type File struct {
-	Path    string `json:"path"`
-	Outcome string `json:"outcome"` // event.StatusRestored, event.StatusRemoved, event.StatusSkipped or event.StatusFailed
+	Path string `json:"path"`
+	// Outcome is event.StatusRestored (its content from before the run is
+	// back), StatusRemoved (it did not exist before the run, and is gone
+	// again), StatusSkipped (it changed after the run; Force overrides) or
+	// StatusFailed (putting it back did not work; Reason says why).
+	Outcome string `json:"outcome"`
 	Reason  string `json:"reason,omitempty"`
 }
 

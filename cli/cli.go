@@ -32,7 +32,7 @@ var (
 )
 
 // Run runs the command line args (args[0] is the program's name) and
-// returns the exit code (DESIGN.md §2).
+// returns the exit code (docs/PROTOCOL.md#exit-codes).
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sandbox.Harden()
 	app := newApp(stdin, stdout, stderr)
@@ -162,7 +162,7 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-// exitCode maps an error to the exit codes of DESIGN.md §2. It is the only
+// exitCode maps an error to the exit codes of docs/PROTOCOL.md#exit-codes. It is the only
 // place that does.
 func exitCode(err error) int {
 	var (

@@ -166,7 +166,7 @@ func runViaGateway(c *cli.Context, addr, prompt string, opts supervisor.Options)
 	ctx := c.Context
 	sessionID := c.String("session")
 	if sessionID == "" {
-		// Creating the session attaches this connection to it (DESIGN.md §9).
+		// Creating the session attaches this connection to it (docs/PROTOCOL.md#replay-and-attachment).
 		var sess gateway.SessionInfo
 		if err := f.gc.Call(ctx, gateway.MethodSessionCreate, gateway.SessionCreateParams{Title: oneLine(prompt, 60)}, &sess); err != nil {
 			return gatewayCallError(err)

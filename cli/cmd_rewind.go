@@ -10,6 +10,7 @@ import (
 
 	"agent/checkpoint"
 	"agent/config"
+	"agent/event"
 	"agent/store"
 )
 
@@ -86,7 +87,7 @@ func rewindAction(c *cli.Context) error {
 	if err := printReport(c, rep); err != nil {
 		return err
 	}
-	if rep.Count(checkpoint.Failed) > 0 {
+	if rep.Count(event.StatusFailed) > 0 {
 		return &exitError{code: 1}
 	}
 	return nil
@@ -107,15 +108,15 @@ func printReport(c *cli.Context, rep checkpoint.Report) error {
 		switch {
 		case f.Reason == "":
 			fmt.Fprintf(w, "%s %s\n", f.Outcome, f.Path)
-		case f.Outcome == checkpoint.Skipped || f.Outcome == checkpoint.Failed:
+		case f.Outcome == event.StatusSkipped || f.Outcome == event.StatusFailed:
 			fmt.Fprintf(w, "%s %s: %s\n", f.Outcome, f.Path, f.Reason)
 		default:
 			fmt.Fprintf(w, "%s %s (%s)\n", f.Outcome, f.Path, f.Reason)
 		}
 	}
 	_, err := fmt.Fprintf(w, "rewound run %s to checkpoint %d: %d restored, %d removed, %d skipped, %d failed\n",
-		shortID(rep.RunID), rep.To, rep.Count(checkpoint.Restored), rep.Count(checkpoint.Removed),
-		rep.Count(checkpoint.Skipped), rep.Count(checkpoint.Failed))
+		shortID(rep.RunID), rep.To, rep.Count(event.StatusRestored), rep.Count(event.StatusRemoved),
+		rep.Count(event.StatusSkipped), rep.Count(event.StatusFailed))
 	return err
 }
 

@@ -49,7 +49,7 @@ func modelFlags() []cli.Flag {
 	}
 }
 
-// mcpConfigFlag adds MCP servers from .mcp.json files (DESIGN.md §11).
+// mcpConfigFlag adds MCP servers from .mcp.json files (docs/PROTOCOL.md#configuration-files).
 func mcpConfigFlag() cli.Flag {
 	return &cli.StringSliceFlag{Name: "mcp-config", Usage: "also use the MCP servers of this .mcp.json `FILE` (repeatable); " +
 		"a workspace's own .mcp.json is used only when named here"}

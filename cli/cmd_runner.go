@@ -10,7 +10,7 @@ import (
 	"agent/runner"
 )
 
-// runnerCommand is the per-phase child (DESIGN.md §6): PhaseSpec on
+// runnerCommand is the per-phase child (docs/PROTOCOL.md#the-child-process): PhaseSpec on
 // stdin, events on stdout, logs on stderr. It never opens the database.
 func runnerCommand() *cli.Command {
 	return &cli.Command{

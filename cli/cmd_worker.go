@@ -18,7 +18,7 @@ import (
 	"agent/worker"
 )
 
-// workerCommand is `agent worker` (DESIGN.md §14).
+// workerCommand is `agent worker` (README.md#a-small-cluster).
 func workerCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "worker",

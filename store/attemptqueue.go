@@ -19,13 +19,6 @@ import (
 // unit. A harness that starts again deletes every unit it left
 // (InterruptAttempts), so their workers can write nothing more.
 
-// States of a unit (AttemptUnit.State): event.StatusWaiting (queued; no
-// worker holds it), event.StatusClaimed (a worker runs its child) or
-// event.StatusDone (its result is in).
-const (
-	UnitClaimed = event.StatusClaimed // a worker runs its child
-)
-
 // AttemptKey names one attempt of one phase of a harness run.
 type AttemptKey struct {
 	RunID   string
@@ -41,7 +34,10 @@ type AttemptUnit struct {
 	SessionID string
 	// Spec is what the worker needs to run the child, as the harness
 	// encoded it; Result is what the child produced, as the worker did.
-	Spec           json.RawMessage
+	Spec json.RawMessage
+	// State is event.StatusWaiting (queued; no worker holds it),
+	// event.StatusClaimed (a worker runs its child) or event.StatusDone (its
+	// result is in).
 	State          string
 	Holder         string
 	LeaseExpiresAt time.Time

@@ -9,13 +9,6 @@ import (
 	"agent/event"
 )
 
-// Attempt statuses: running, then how the attempt ended.
-const (
-	AttemptPassed      = event.StatusPassed
-	AttemptInterrupted = event.StatusInterrupted
-	AttemptCancelled   = event.StatusCancelled
-)
-
 // interruptedReason is the reason InterruptAttempts gives.
 const interruptedReason = "the harness stopped during this attempt"
 

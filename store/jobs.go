@@ -13,15 +13,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// Job run statuses (job_runs.status).
-const (
-	JobRunQueued    = event.StatusQueued    // claimed, waiting for a slot, a retry or the run before it
-	JobRunRunning   = event.StatusRunning   // dispatched: run_id names the run
-	JobRunCompleted = event.StatusCompleted // the run completed
-	JobRunFailed    = event.StatusFailed    // the run failed, timed out or was interrupted
-	JobRunSkipped   = event.StatusSkipped   // the overlap policy skipped the tick
-)
-
 // ErrTickTaken is returned by ClaimTick when the (job, scheduled_for,
 // attempt) row already exists: another claim, possibly by a process that
 // has since died, took this tick.
@@ -56,9 +47,15 @@ type JobRun struct {
 	ScheduledFor time.Time
 	StartedAt    time.Time
 	CompletedAt  time.Time
-	Status       string // event.StatusQueued … event.StatusSkipped
-	Attempt      int
-	ErrorText    string
+	// Status is event.StatusQueued (claimed, waiting for a slot, a retry or
+	// the run before it), StatusRunning (dispatched: RunID names the run),
+	// StatusCompleted, StatusFailed (the run failed, timed out or was
+	// interrupted), StatusCancelled (the run was cancelled, or the
+	// scheduler stopped first) or StatusSkipped (the overlap policy
+	// skipped the tick).
+	Status    string
+	Attempt   int
+	ErrorText string
 }
 
 // Firing is what the scheduler decided for one due job: move next_run_at

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"agent/event"
 )
 
 // The run queue of `agent worker` (migration 0013, docs/SCHEMA.md#runs): a
@@ -16,14 +14,6 @@ import (
 // run whose lease expired. A lease is a fencing token: writes made for a
 // run under a lease (Journal.Fence, Receipt.LeaseOwner) fail once another
 // process holds it.
-
-// Queue states of a run (Run.Queue): event.StatusWaiting (queued; no
-// worker holds it yet) or event.StatusClaimed (a worker took it; taken
-// over if that worker dies). A run waiting for a worker shows as
-// event.StatusQueued.
-const (
-	QueueWaiting = event.StatusWaiting // queued; no worker holds it yet
-)
 
 // Stop requests (Run.StopRequest).
 const (

@@ -11,15 +11,6 @@ import (
 	"agent/event"
 )
 
-// Receipt states. An intent is written pending before a side effect
-// starts; its receipt.recorded makes it done. A pending intent whose
-// outcome was lost (the child died mid-effect) is marked unknown, so it is
-// neither repeated blindly nor counted as proof.
-const (
-	ReceiptDone    = event.StatusDone
-	ReceiptUnknown = event.StatusUnknown
-)
-
 // Receipt is one row of receipts, keyed by the side effect's idempotency
 // key, which is unique across all runs.
 type Receipt struct {
@@ -29,7 +20,12 @@ type Receipt struct {
 	Attempt int
 	Tool    string // the tool that declared the intent; "" if only the receipt was seen
 	Type    string // e.g. email_sent
-	State   string // event.StatusPending, event.StatusDone or event.StatusUnknown
+	// State: an intent is written event.StatusPending before a side effect
+	// starts; its receipt.recorded makes it event.StatusDone. A pending
+	// intent whose outcome was lost (the child died mid-effect, or it
+	// reported effect.unknown) is event.StatusUnknown, so it is neither
+	// repeated blindly nor counted as proof.
+	State   string
 	Details json.RawMessage
 	// Args are the tool arguments the intent was made with, so the user
 	// can have it sent again (resume --resend-unknown).

@@ -69,8 +69,10 @@ type Run struct {
 	// deltas and tool outputs (prune.go); zero if never.
 	PrunedAt time.Time
 
-	// Queue is "" for a run no worker drives, else event.StatusWaiting or
-	// event.StatusClaimed (queue.go); QueuedAt is when it was queued.
+	// Queue is "" for a run no worker drives, else event.StatusWaiting
+	// (queued; no worker holds it yet) or event.StatusClaimed (a worker
+	// took it; taken over if that worker dies); a run waiting for a worker
+	// shows as event.StatusQueued. QueuedAt is when it was queued.
 	Queue    string
 	QueuedAt time.Time
 	// StopRequest is a gateway asking the run's worker to stop it:

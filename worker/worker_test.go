@@ -226,7 +226,7 @@ func queue(t *testing.T, db *store.DB, kind, id string) {
 	if err := db.CreateSession(ctx, &store.Session{ID: "s-" + id}); err != nil {
 		t.Fatal(err)
 	}
-	r := &store.Run{ID: id, Kind: kind, SessionID: "s-" + id, Prompt: "do it", Config: json.RawMessage(`{}`), Queue: store.QueueWaiting}
+	r := &store.Run{ID: id, Kind: kind, SessionID: "s-" + id, Prompt: "do it", Config: json.RawMessage(`{}`), Queue: event.StatusWaiting}
 	if err := db.CreateRun(ctx, r, "", 0); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func stillQueued(t *testing.T, db *store.DB, why string, ids ...string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Queue != store.QueueWaiting {
+		if r.Queue != event.StatusWaiting {
 			t.Fatalf("run %s was claimed (queue %q, lease %q): %s", id, r.Queue, r.LeaseOwner, why)
 		}
 	}
@@ -433,7 +433,7 @@ func TestStopRequests(t *testing.T) {
 	awaitEnd(t, r1)
 	tw.stop()
 	for _, id := range []string{"r1", "r2"} {
-		if r, err := db.GetRun(ctx, id); err != nil || r.Queue == store.QueueWaiting {
+		if r, err := db.GetRun(ctx, id); err != nil || r.Queue == event.StatusWaiting {
 			t.Fatalf("run %s, cancelled, was queued again: %+v, %v", id, r, err)
 		}
 	}
@@ -460,7 +460,7 @@ func TestStoppedWorkerRequeuesItsRuns(t *testing.T) {
 		t.Fatalf("the stopping worker stopped its run with %v, want an interrupt", cause)
 	}
 	r, err := db.GetRun(ctx, "r1")
-	if err != nil || r.Queue != store.QueueWaiting || r.LeaseOwner != "" {
+	if err != nil || r.Queue != event.StatusWaiting || r.LeaseOwner != "" {
 		t.Fatalf("once its worker stopped, run r1 is %+v (%v), want it queued with no lease", r, err)
 	}
 

@@ -207,7 +207,7 @@ func TestRewindJSONAndTo(t *testing.T) {
 	res = e.Run("rewind", runID, "--json")
 	var rep checkpoint.Report
 	if err := json.Unmarshal([]byte(res.Stdout), &rep); err != nil || len(rep.Files) != 3 ||
-		rep.Files[0].Outcome != checkpoint.Skipped || !strings.Contains(rep.Files[0].Reason, "changed after the run") {
+		rep.Files[0].Outcome != event.StatusSkipped || !strings.Contains(rep.Files[0].Reason, "changed after the run") {
 		t.Errorf("rewind --json = %s (%v)", res.Stdout, err)
 	}
 }

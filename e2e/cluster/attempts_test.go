@@ -98,7 +98,7 @@ func TestClusterHarnessAttempts(t *testing.T) {
 	// its child waits in bash; 0 before.
 	holderOf := func(runID, p string, attempt int) int {
 		u, err := db.GetAttemptUnit(ctx, store.AttemptKey{RunID: runID, PhaseID: p, Attempt: attempt})
-		if err != nil || u.State != store.UnitClaimed || ran(p) < attempt {
+		if err != nil || u.State != event.StatusClaimed || ran(p) < attempt {
 			return 0
 		}
 		return pidOf(u.Holder)
@@ -173,8 +173,8 @@ func TestClusterHarnessAttempts(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		onH:   {store.AttemptInterrupted, store.AttemptPassed},
-		other: {store.AttemptInterrupted, store.AttemptInterrupted, store.AttemptPassed},
+		onH:   {event.StatusInterrupted, event.StatusPassed},
+		other: {event.StatusInterrupted, event.StatusInterrupted, event.StatusPassed},
 	}
 	for p, statuses := range want {
 		if !slices.Equal(got[p], statuses) {
@@ -259,7 +259,7 @@ func TestClusterHarnessOneWorker(t *testing.T) {
 	}
 	db := openCluster(t, dsn)
 	attempts, err := db.Attempts(context.Background(), first.RunID)
-	if err != nil || len(attempts) != 1 || attempts[0].Status != store.AttemptCancelled {
+	if err != nil || len(attempts) != 1 || attempts[0].Status != event.StatusCancelled {
 		t.Errorf("attempts of the cancelled harness: %+v %v", attempts, err)
 	}
 	if _, err := db.GetAttemptUnit(context.Background(), store.AttemptKey{RunID: first.RunID, PhaseID: "solo", Attempt: 1}); !errors.Is(err, store.ErrNotFound) {

@@ -61,7 +61,7 @@ func BenchmarkClusterWorkers(b *testing.B) {
 				for _, id := range ids {
 					for {
 						r, err := db.GetRun(context.Background(), id)
-						if err == nil && r.Status != event.StatusRunning && r.Queue != store.QueueWaiting {
+						if err == nil && r.Status != event.StatusRunning && r.Queue != event.StatusWaiting {
 							if r.Status != event.StatusCompleted {
 								b.Fatalf("run %s: %s %s", id, r.Status, r.Detail)
 							}
@@ -280,7 +280,7 @@ func BenchmarkClusterHarness(b *testing.B) {
 				var r *store.Run
 				benchWait(b, "the harness to end", func() bool {
 					r, err = db.GetRun(context.Background(), id)
-					return err == nil && r.Status != event.StatusRunning && r.Queue != store.QueueWaiting
+					return err == nil && r.Status != event.StatusRunning && r.Queue != event.StatusWaiting
 				})
 				total += time.Since(began)
 				if r.Status != event.StatusCompleted {

@@ -150,7 +150,7 @@ func TestCluster(t *testing.T) {
 	waitForLong(t, 120*time.Second, "every run to complete", func() bool {
 		for _, id := range runIDs {
 			r, err := db.GetRun(context.Background(), id)
-			if err != nil || r.Status == event.StatusRunning || r.Queue == store.QueueWaiting {
+			if err != nil || r.Status == event.StatusRunning || r.Queue == event.StatusWaiting {
 				return false
 			}
 		}

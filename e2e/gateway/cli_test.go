@@ -312,7 +312,7 @@ func TestGatewayCheckpointRewind(t *testing.T) {
 	for _, f := range rep.Files {
 		outcomes[f.Path] = f.Outcome
 	}
-	if outcomes["keep.txt"] != checkpoint.Restored || outcomes["new.txt"] != checkpoint.Removed {
+	if outcomes["keep.txt"] != event.StatusRestored || outcomes["new.txt"] != event.StatusRemoved {
 		t.Errorf("outcomes = %v: %+v", outcomes, rep.Files)
 	}
 	if data, _ := os.ReadFile(filepath.Join(e.Workspace, "keep.txt")); string(data) != "original\n" {

@@ -95,9 +95,9 @@ func TestJobsEverySecond(t *testing.T) {
 		switch {
 		case r.JobID != id:
 			t.Errorf("runs lists %+v", r)
-		case r.Status == store.JobRunCompleted && r.RunID != "" && !r.CompletedAt.IsZero():
+		case r.Status == event.StatusCompleted && r.RunID != "" && !r.CompletedAt.IsZero():
 			ok++
-		case r.Status != store.JobRunSkipped: // a slow run may make the next tick skip
+		case r.Status != event.StatusSkipped: // a slow run may make the next tick skip
 			t.Errorf("job run %+v, want completed", r)
 		}
 	}
@@ -143,10 +143,10 @@ func TestJobsToolsAndTimeout(t *testing.T) {
 	tools := e2etest.JSONLines[scheduler.Job](t, e.MustJobs(addr, "create", "--name", "tools", "--cron", "@yearly",
 		"--prompt", "TOOLS-CHECK", "--tools", "read_file, list_files", "--json"))[0]
 	queued := e2etest.JSONLines[scheduler.JobRun](t, e.MustJobs(addr, "run-now", "tools", "--json"))[0]
-	if queued.Status != store.JobRunQueued || queued.JobID != tools.ID {
+	if queued.Status != event.StatusQueued || queued.JobID != tools.ID {
 		t.Errorf("run-now --json: %+v", queued)
 	}
-	waitJob(tools.ID, store.JobRunCompleted)
+	waitJob(tools.ID, event.StatusCompleted)
 	var offered []string
 	for _, r := range e.Srv.Requests() {
 		if strings.Contains(r.LastMessage().Content, "TOOLS-CHECK") {
@@ -170,7 +170,7 @@ func TestJobsToolsAndTimeout(t *testing.T) {
 	if show := e.Run("runs", "show", started[1]); show.Code != 0 || !strings.Contains(show.Stdout, "HANG-CHECK") {
 		t.Errorf("runs show of the run run-now named: exit %d %s", show.Code, show.Stderr)
 	}
-	failed := waitJob(hang.ID, store.JobRunFailed)
+	failed := waitJob(hang.ID, event.StatusFailed)
 	if took := time.Since(began); failed.ErrorText != "timed out after 1s" || took > 10*time.Second {
 		t.Errorf("job run %+v after %s, want failed: timed out after 1s", failed, took)
 	}

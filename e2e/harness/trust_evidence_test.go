@@ -137,7 +137,7 @@ func doneReceipts(t *testing.T, e *e2etest.Env, runID string) []store.Receipt {
 	}
 	var done []store.Receipt
 	for _, r := range rs {
-		if r.State == store.ReceiptDone {
+		if r.State == event.StatusDone {
 			done = append(done, r)
 		}
 	}
@@ -371,7 +371,7 @@ setsid nohup bash ../late.sh > /dev/null 2>&1 < /dev/null &
 	db := e.OpenStore(t)
 	rs, err := db.Receipts(context.Background(), runID, "")
 	db.Close()
-	if err != nil || len(rs) != 1 || rs[0].State != store.ReceiptUnknown {
+	if err != nil || len(rs) != 1 || rs[0].State != event.StatusUnknown {
 		t.Errorf("while the attempt runs, receipts %+v (%v), want the email's intent unknown", rs, err)
 	}
 	if err := os.WriteFile(filepath.Join(filepath.Dir(e.Workspace), "checked"), nil, 0o644); err != nil {

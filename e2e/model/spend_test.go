@@ -367,14 +367,14 @@ func TestJobRunPausedByRateLimitCompletes(t *testing.T) {
 		if runs := e2etest.JobRuns(t, db, job.ID); len(runs) > 0 {
 			last = runs[0]
 		}
-		if last.Status == store.JobRunCompleted || last.Status == store.JobRunFailed {
+		if last.Status == event.StatusCompleted || last.Status == event.StatusFailed {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the job run did not end within 60s: %+v", last)
 		}
 	}
-	if last.Status != store.JobRunCompleted || len(e2etest.JobRuns(t, db, job.ID)) != 1 {
+	if last.Status != event.StatusCompleted || len(e2etest.JobRuns(t, db, job.ID)) != 1 {
 		t.Fatalf("job run %+v (%d in all), want one that completed after the pause", last, len(e2etest.JobRuns(t, db, job.ID)))
 	}
 	r, err := db.GetRun(context.Background(), last.RunID)

@@ -507,7 +507,7 @@ func TestWebJobRuns(t *testing.T) {
 	var runID string
 	e2etest.WaitFor(t, "the job's run to start", func() bool {
 		runs := e2etest.JobRuns(t, db, job.ID)
-		if len(runs) == 1 && runs[0].Status == store.JobRunRunning {
+		if len(runs) == 1 && runs[0].Status == event.StatusRunning {
 			runID = runs[0].RunID
 		}
 		return runID != ""
@@ -521,14 +521,14 @@ func TestWebJobRuns(t *testing.T) {
 				li[0].querySelector('button')?.textContent === ` + jsString(runID[:8]) + `;
 		})()`
 	}
-	b.until("the job's run running", jobRun(store.JobRunRunning))
+	b.until("the job's run running", jobRun(event.StatusRunning))
 	b.screenshot("job-run-running")
 
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b.until("the job's run completed", jobRun(store.JobRunCompleted))
-	if runs := e2etest.JobRuns(t, db, job.ID); len(runs) != 1 || runs[0].Status != store.JobRunCompleted || runs[0].RunID != runID {
+	b.until("the job's run completed", jobRun(event.StatusCompleted))
+	if runs := e2etest.JobRuns(t, db, job.ID); len(runs) != 1 || runs[0].Status != event.StatusCompleted || runs[0].RunID != runID {
 		t.Errorf("the job's runs in the store: %+v, want run %s completed", runs, runID)
 	}
 	b.screenshot("job-runs")
