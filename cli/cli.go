@@ -17,6 +17,7 @@ import (
 
 	"agent/config"
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/llm"
 	"agent/mcp"
 	"agent/runner"
@@ -168,13 +169,13 @@ func exitCode(err error) int {
 	var (
 		usage   *usageError
 		gw      *gatewayError
-		dial    *gateway.DialError
+		dial    *api.DialError
 		exit    *exitError
 		cfg     *config.Error
 		option  *supervisor.OptionError
 		spec    *runner.SpecError
 		setup   *llm.SetupError
-		token   *gateway.TokenError
+		token   *api.TokenError
 		model   *llm.Error
 		leased  *store.LeaseHeldError
 		stopped *supervisor.NotResumableError

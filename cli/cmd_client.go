@@ -17,14 +17,13 @@ import (
 
 	"agent/config"
 	"agent/console"
-	"agent/event"
-	"agent/gateway"
+	"agent/gateway/api"
 	"agent/supervisor"
 )
 
 // defaultGateway is where the CLI looks for a gateway when --gateway has no
 // value and AGENT_GATEWAY is unset.
-const defaultGateway = "http://127.0.0.1:7420"
+const defaultGateway = "http://" + api.DefaultListen
 
 // gatewayDefaultValue stands for a bare --gateway (see normalizeArgs).
 const gatewayDefaultValue = "default"
@@ -52,22 +51,23 @@ func clientToken() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	t, err := gateway.ClientToken(home)
-	if errors.Is(err, gateway.ErrNoToken) {
-		return "", usageErrorf("no gateway token: %s", strings.TrimSuffix(err.Error(), ": "+gateway.ErrNoToken.Error()))
+	t, err := api.ClientToken(home)
+	if errors.Is(err, api.ErrNoToken) {
+		return "", usageErrorf("no gateway token: %s", strings.TrimSuffix(err.Error(), ": "+api.ErrNoToken.Error()))
 	}
 	return t, err
 }
 
-// dialGateway connects and authenticates; events go to onEvent.
-func dialGateway(ctx context.Context, addr string, onEvent func(gateway.EventFrame), onError func(gateway.ErrorFrame)) (*gateway.Client, error) {
+// dialGateway connects and authenticates; the frames that answer no
+// request are queued on the stream.
+func dialGateway(ctx context.Context, addr string) (*api.Stream, error) {
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	token, err := clientToken()
 	if err != nil {
 		// Without a token, most likely no gateway was ever started: if
 		// nothing answers, say that, which is what there is to fix first.
-		if u, perr := url.Parse(gateway.WebSocketURL(addr)); perr == nil && u.Host != "" {
+		if u, perr := url.Parse(api.WebSocketURL(addr)); perr == nil && u.Host != "" {
 			var d net.Dialer
 			conn, derr := d.DialContext(dctx, "tcp", u.Host)
 			if derr != nil {
@@ -80,23 +80,23 @@ func dialGateway(ctx context.Context, addr string, onEvent func(gateway.EventFra
 		}
 		return nil, err
 	}
-	gc, err := gateway.Dial(dctx, addr, gateway.ClientOptions{Token: token, OnEvent: onEvent, OnError: onError})
+	s, err := api.DialStream(dctx, addr, api.ClientOptions{Token: token})
 	if err != nil {
 		return nil, &gatewayError{err: err, msg: noGateway(addr, err)}
 	}
-	return gc, nil
+	return s, nil
 }
 
 // noGateway says, in one line, that nothing answers at addr and how to
 // start a gateway there; "" when err is not about reaching one (a
 // gateway, or something else, answered).
 func noGateway(addr string, err error) string {
-	var answered *gateway.DialError
+	var answered *api.DialError
 	if errors.As(err, &answered) {
 		return ""
 	}
 	start := "agent gateway"
-	if u, perr := url.Parse(gateway.WebSocketURL(addr)); perr == nil && u.Host != "" && u.Host != gateway.DefaultListen {
+	if u, perr := url.Parse(api.WebSocketURL(addr)); perr == nil && u.Host != "" && u.Host != api.DefaultListen {
 		start += " --listen " + u.Host
 	}
 	var dns *net.DNSError
@@ -132,19 +132,14 @@ func (e *gatewayError) Unwrap() error { return e.err }
 
 // gatewayExitCode maps a gateway error code to the CLI's exit codes.
 func gatewayExitCode(err error) int {
-	switch gateway.ErrorCode(err) {
-	case gateway.CodeBadRequest, gateway.CodeInvalidOptions, gateway.CodeNotFound, gateway.CodeUnauthorized, gateway.CodeForbidden,
-		gateway.CodeInvalidJob, gateway.CodeSchedulerOff:
+	switch api.ErrorCode(err) {
+	case api.CodeBadRequest, api.CodeInvalidOptions, api.CodeNotFound, api.CodeUnauthorized, api.CodeForbidden,
+		api.CodeInvalidJob, api.CodeSchedulerOff:
 		return 2
-	case gateway.CodeSessionLocked, gateway.CodeConflict:
+	case api.CodeSessionLocked, api.CodeConflict:
 		return 4
 	}
 	return 3
-}
-
-func frameToEvent(f gateway.EventFrame) event.Event {
-	return event.Event{V: event.Version, Seq: f.Seq, TS: f.TS, RunID: f.RunID, SessionID: f.SessionID,
-		PhaseID: f.PhaseID, Attempt: f.Attempt, Type: f.Event, Data: f.Data}
 }
 
 // runViaGateway sends a run to the gateway and renders its events exactly
@@ -158,29 +153,18 @@ func runViaGateway(c *cli.Context, addr, prompt string, opts supervisor.Options)
 	if err != nil {
 		return usageErrorf("--workspace: %v", err)
 	}
-	f, err := dialFollower(c, addr)
+	s, err := dialGateway(c.Context, addr)
 	if err != nil {
 		return err
 	}
-	defer f.gc.Close()
-	ctx := c.Context
-	sessionID := c.String("session")
-	if sessionID == "" {
-		// Creating the session attaches this connection to it (docs/PROTOCOL.md#replay-and-attachment).
-		var sess gateway.SessionInfo
-		if err := f.gc.Call(ctx, gateway.MethodSessionCreate, gateway.SessionCreateParams{Title: oneLine(prompt, 60)}, &sess); err != nil {
-			return gatewayCallError(err)
-		}
-		sessionID = sess.SessionID
-	}
-	// Starting a run in a session attaches to it from before the run.
-	var started gateway.RunStartResult
-	if err := f.gc.Call(ctx, gateway.MethodRunStart, gateway.RunStartParams{
-		SessionID: sessionID, Input: prompt, Workspace: ws, Options: opts,
-	}, &started); err != nil {
+	defer s.Close()
+	started, err := s.StartRun(c.Context, api.RunStartParams{
+		SessionID: c.String("session"), Input: prompt, Workspace: ws, Options: opts,
+	}, oneLine(prompt, 60))
+	if err != nil {
 		return gatewayCallError(err)
 	}
-	return f.follow(c, started)
+	return follow(c, s, started)
 }
 
 // resumeViaGateway asks the gateway to resume one of its sessions' runs,
@@ -191,102 +175,58 @@ func resumeViaGateway(c *cli.Context, addr, runID string) error {
 			return usageErrorf("--%s with --gateway: the gateway resumes a run with the options it was started with", name)
 		}
 	}
-	f, err := dialFollower(c, addr)
+	s, err := dialGateway(c.Context, addr)
 	if err != nil {
 		return err
 	}
-	defer f.gc.Close()
-	var started gateway.RunStartResult
-	if err := f.gc.Call(c.Context, gateway.MethodRunResume, gateway.RunResumeParams{
-		RunID: runID, ResendUnknown: c.Bool("resend-unknown"),
-	}, &started); err != nil {
+	defer s.Close()
+	started, err := s.ResumeRun(c.Context, api.RunResumeParams{RunID: runID, ResendUnknown: c.Bool("resend-unknown")})
+	if err != nil {
 		return gatewayCallError(err)
 	}
-	return f.follow(c, started)
-}
-
-// follower is a connection that shows one run's events as they come.
-type follower struct {
-	gc       *gateway.Client
-	frames   chan gateway.EventFrame
-	problems chan gateway.ErrorFrame
-}
-
-func dialFollower(c *cli.Context, addr string) (*follower, error) {
-	f := &follower{frames: make(chan gateway.EventFrame, 1024), problems: make(chan gateway.ErrorFrame, 4)}
-	gc, err := dialGateway(c.Context, addr,
-		func(fr gateway.EventFrame) { f.frames <- fr },
-		func(fr gateway.ErrorFrame) { f.problems <- fr })
-	if err != nil {
-		return nil, err
-	}
-	f.gc = gc
-	return f, nil
+	return follow(c, s, started)
 }
 
 func gatewayCallError(err error) error {
 	return &exitError{code: gatewayExitCode(err), msg: "gateway: " + err.Error()}
 }
 
-// follow shows the run's events until its terminal event, whose exit code
-// it returns. Ctrl-C interrupts the run (run.cancel, mode interrupt); a
-// second one stops waiting.
-func (f *follower) follow(c *cli.Context, started gateway.RunStartResult) error {
+// follow shows the run's events until its end, and exits as the run did.
+// Ctrl-C interrupts the run; a second one stops waiting.
+func follow(c *cli.Context, s *api.Stream, started api.RunStartResult) error {
 	show := newDisplay(c, false)
 	defer show.Close()
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
-	interrupted := false
-	var lastSeq int64
-	// handle shows one frame; done says the run has ended, with its exit.
-	handle := func(fr gateway.EventFrame) (done bool, err error) {
-		if fr.SessionID == started.SessionID {
-			lastSeq = fr.Seq
+	interrupt, done := make(chan struct{}, 2), make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-sig:
+				interrupt <- struct{}{}
+			case <-done:
+				return
+			}
 		}
-		if fr.RunID != started.RunID {
-			return false, nil
-		}
-		e := frameToEvent(fr)
-		show.Print(e)
-		if !event.IsTerminal(e.Type) {
-			return false, nil
-		}
-		var fin event.RunFinishedData
-		_ = e.Decode(&fin)
-		return true, finished(c, fin)
+	}()
+	defer func() {
+		signal.Stop(sig)
+		close(done)
+	}()
+	fin, err := s.Follow(started, show.Print, interrupt)
+	var problem *api.ProblemError
+	var lost *api.LostError
+	switch {
+	case err == nil:
+		return finished(c, fin)
+	case errors.Is(err, api.ErrStoppedWaiting):
+		return &exitError{code: 130, msg: err.Error()}
+	case errors.As(err, &problem):
+		return &exitError{code: 3, msg: "gateway: " + err.Error()}
+	case errors.As(err, &lost):
+		return &gatewayError{err: err}
 	}
-	for {
-		select {
-		case fr := <-f.frames:
-			if done, err := handle(fr); done {
-				return err
-			}
-		case p := <-f.problems:
-			return &exitError{code: 3, msg: "gateway: " + p.Error.Error()}
-		case <-sig:
-			if interrupted {
-				return &exitError{code: 130, msg: "stopped waiting; the run may still be ending in the gateway"}
-			}
-			interrupted = true
-			ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
-			err := f.gc.Call(ctx, gateway.MethodRunCancel, gateway.RunCancelParams{RunID: started.RunID, Mode: gateway.CancelModeInterrupt}, nil)
-			stop()
-			if err != nil {
-				return &exitError{code: 130, msg: "gateway: interrupt: " + err.Error()}
-			}
-		case <-f.gc.Done():
-			// Every frame that came before the close is queued: a draining
-			// gateway sends the run's end, then closes. Show them first.
-			for len(f.frames) > 0 {
-				if done, err := handle(<-f.frames); done {
-					return err
-				}
-			}
-			return &gatewayError{err: fmt.Errorf("connection lost before run %s ended: %v; follow it with: agent attach %s --after-seq %d",
-				started.RunID, f.gc.Err(), started.SessionID, lastSeq)}
-		}
-	}
+	return &exitError{code: 130, msg: "gateway: " + err.Error()} // the interrupt could not be sent
 }
 
 func attachCommand() *cli.Command {
@@ -328,61 +268,29 @@ func attachAction(c *cli.Context) error {
 	if human {
 		printer.ShowPrompts(true)
 	}
-	// Frames are shown from this goroutine, so what it says itself comes
-	// before the replay rather than somewhere in it.
-	frames := make(chan gateway.EventFrame, 1024)
-	problems := make(chan gateway.ErrorFrame, 1)
-	stopped := make(chan struct{})
-	gc, err := dialGateway(ctx, addr,
-		func(f gateway.EventFrame) {
-			select {
-			case frames <- f:
-			case <-stopped:
-			}
-		},
-		func(f gateway.ErrorFrame) {
-			select {
-			case problems <- f:
-			default:
-			}
-		})
+	s, err := dialGateway(ctx, addr)
 	if err != nil {
 		return err
 	}
-	defer gc.Close()
-	defer close(stopped) // before Close: the reader must not wait on frames
-	var res gateway.SessionResumeResult
-	if err := gc.Call(ctx, gateway.MethodSessionResume, gateway.SessionResumeParams{
-		SessionID: sessionID, AfterSeq: afterSeq,
-	}, &res); err != nil {
-		return &exitError{code: gatewayExitCode(err), msg: "gateway: " + err.Error()}
-	}
-	if human {
-		if res.LastSeq > afterSeq {
+	defer s.Close()
+	// Frames are shown from this goroutine, so what it says itself comes
+	// before the replay rather than somewhere in it.
+	begin := func(res api.SessionResumeResult) {
+		switch {
+		case !human:
+		case res.LastSeq > afterSeq:
 			printer.Note("replaying session %s after seq %d, then following it; Ctrl-C stops", res.SessionID, afterSeq)
-		} else {
+		default:
 			printer.Note("following session %s: nothing after seq %d yet; new events show as they come; Ctrl-C stops", res.SessionID, afterSeq)
 		}
 	}
-	for {
-		select {
-		case f := <-frames:
-			show.Print(frameToEvent(f))
-		case <-ctx.Done():
-			return nil
-		case p := <-problems:
-			for len(frames) > 0 { // what came before the problem
-				show.Print(frameToEvent(<-frames))
-			}
-			return &exitError{code: 3, msg: fmt.Sprintf("gateway: %v; re-attach with --after-seq %d", p.Error, p.AfterSeq)}
-		case <-gc.Done():
-			for len(frames) > 0 { // what came before the close
-				show.Print(frameToEvent(<-frames))
-			}
-			if err := gc.Err(); err != nil && !errors.Is(err, context.Canceled) {
-				return &gatewayError{err: fmt.Errorf("connection lost: %w", err)}
-			}
-			return nil
-		}
+	err = s.Attach(ctx, sessionID, afterSeq, begin, show.Print)
+	var problem *api.ProblemError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &problem):
+		return &exitError{code: 3, msg: fmt.Sprintf("gateway: %v; re-attach with --after-seq %d", problem.Frame.Error, problem.Frame.AfterSeq)}
 	}
+	return &exitError{code: gatewayExitCode(err), msg: "gateway: " + err.Error()}
 }

@@ -11,7 +11,7 @@ import (
 
 	"agent/config"
 	"agent/event"
-	"agent/gateway"
+	"agent/gateway/api"
 )
 
 func doctorCommand() *cli.Command {
@@ -61,7 +61,7 @@ func doctorAction(c *cli.Context) error {
 	}
 	add("store", err, config.DBPath(settings.Home)+" passes SQLite's integrity check")
 	if _, err := os.Stat(filepath.Join(settings.Home, "gateway.token")); err == nil {
-		_, err = gateway.ClientToken(settings.Home)
+		_, err = api.ClientToken(settings.Home)
 		add("gateway token", err, "the token file is readable by you alone")
 	}
 	if db != nil {

@@ -17,6 +17,7 @@ import (
 
 	"agent/config"
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/store"
 	"agent/tools"
 )
@@ -55,7 +56,7 @@ func gatewayCommand() *cli.Command {
 			"  curl -H \"Authorization: Bearer $(cat ~/.local/share/agent/gateway.token)\" http://127.0.0.1:7420/v1/sessions",
 		Flags: []cli.Flag{
 			databaseFlag(),
-			&cli.StringFlag{Name: "listen", Value: gateway.DefaultListen, Usage: "`ADDR` to listen on (host:port; port 0 picks one)"},
+			&cli.StringFlag{Name: "listen", Value: api.DefaultListen, Usage: "`ADDR` to listen on (host:port; port 0 picks one)"},
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow listening on a non-loopback address (the token is still required)"},
 			&cli.IntFlag{Name: "max-concurrent-runs", Value: gateway.DefaultMaxConcurrentRuns, Usage: "runs executing at once; more wait in a queue"},
 			&cli.DurationFlag{Name: "run-timeout", Value: gateway.DefaultRunTimeout, Usage: "stop a run after this long unless it sets options.timeout"},

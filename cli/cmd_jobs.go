@@ -13,7 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"agent/gateway"
+	"agent/gateway/api"
 	"agent/scheduler"
 	"agent/supervisor"
 )
@@ -93,12 +93,12 @@ func jobsCreateAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	p := gateway.JobCreateParams{
+	p := api.JobCreateParams{
 		Name: c.String("name"), CronExpr: c.String("cron"), Timezone: c.String("tz"), Prompt: c.String("prompt"),
 		SessionID: c.String("session"), Policy: policy,
 	}
 	var job scheduler.Job
-	gw, err := callJobsOn(c, gateway.MethodJobCreate, p, &job)
+	gw, err := callJobsOn(c, api.MethodJobCreate, p, &job)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func jobsUpdateAction(c *cli.Context) error {
 		v := c.String(flag)
 		return &v
 	}
-	p := gateway.JobUpdateParams{
+	p := api.JobUpdateParams{
 		JobID: id, Name: given("name"), CronExpr: given("cron"), Timezone: given("tz"), Prompt: given("prompt"),
 		SessionID: given("session"),
 	}
@@ -129,7 +129,7 @@ func jobsUpdateAction(c *cli.Context) error {
 		return usageErrorf("jobs update: nothing to change; give the flags to change, e.g. --cron or --timeout (see 'agent jobs update --help')")
 	}
 	var job scheduler.Job
-	gw, err := callJobsOn(c, gateway.MethodJobUpdate, p, &job)
+	gw, err := callJobsOn(c, api.MethodJobUpdate, p, &job)
 	if err != nil {
 		return err
 	}
@@ -193,8 +193,8 @@ func jobsListAction(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return usageErrorf("jobs list takes no arguments")
 	}
-	var list gateway.JobList
-	gw, err := callJobsOn(c, gateway.MethodJobList, nil, &list)
+	var list api.JobList
+	gw, err := callJobsOn(c, api.MethodJobList, nil, &list)
 	if err != nil {
 		return err
 	}
@@ -242,12 +242,12 @@ func jobsPauseResumeAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	method := gateway.MethodJobPause
+	method := api.MethodJobPause
 	if c.Command.Name == "resume" {
-		method = gateway.MethodJobResume
+		method = api.MethodJobResume
 	}
 	var job scheduler.Job
-	if err := callJobs(c, method, gateway.JobParams{JobID: id}, &job); err != nil {
+	if err := callJobs(c, method, api.JobParams{JobID: id}, &job); err != nil {
 		return err
 	}
 	return printJob(c, job)
@@ -258,8 +258,8 @@ func jobsDeleteAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var res gateway.JobDeleted
-	if err := callJobs(c, gateway.MethodJobDelete, gateway.JobParams{JobID: id}, &res); err != nil {
+	var res api.JobDeleted
+	if err := callJobs(c, api.MethodJobDelete, api.JobParams{JobID: id}, &res); err != nil {
 		return err
 	}
 	if c.Bool("json") {
@@ -275,7 +275,7 @@ func jobsRunNowAction(c *cli.Context) error {
 		return err
 	}
 	var run scheduler.JobRun
-	if err := callJobs(c, gateway.MethodJobRunNow, gateway.JobParams{JobID: id}, &run); err != nil {
+	if err := callJobs(c, api.MethodJobRunNow, api.JobParams{JobID: id}, &run); err != nil {
 		return err
 	}
 	if c.Bool("json") {
@@ -302,8 +302,8 @@ func jobsRunsAction(c *cli.Context) error {
 	if c.Int("limit") < 1 {
 		return usageErrorf("jobs runs: --limit must be at least 1")
 	}
-	var list gateway.JobRunList
-	if err := callJobs(c, gateway.MethodJobGetRuns, gateway.JobRunsParams{JobID: id, Limit: c.Int("limit")}, &list); err != nil {
+	var list api.JobRunList
+	if err := callJobs(c, api.MethodJobGetRuns, api.JobRunsParams{JobID: id, Limit: c.Int("limit")}, &list); err != nil {
 		return err
 	}
 	if c.Bool("json") {
@@ -353,23 +353,23 @@ func callJobs(c *cli.Context, method string, params, result any) error {
 }
 
 // warnSchedulingOff says, on stderr, that the gateway fires no job.
-func warnSchedulingOff(c *cli.Context, gw gateway.ConnectResult, what string) {
+func warnSchedulingOff(c *cli.Context, gw api.ConnectResult, what string) {
 	if gw.Scheduling != nil && !*gw.Scheduling {
 		fmt.Fprintf(c.App.ErrWriter, "warning: scheduling is off in this gateway, so %s; restart it with 'agent gateway --scheduler' (or set SchedulerEnabled = true in config.toml)\n", what)
 	}
 }
 
 // callJobsOn is callJobs, and says what the gateway answered to connect.
-func callJobsOn(c *cli.Context, method string, params, result any) (gateway.ConnectResult, error) {
+func callJobsOn(c *cli.Context, method string, params, result any) (api.ConnectResult, error) {
 	addr, ok := gatewayAddress(c)
 	if !ok {
 		addr = defaultGateway
 	}
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
-	gc, err := dialGateway(ctx, addr, nil, nil)
+	gc, err := dialGateway(ctx, addr)
 	if err != nil {
-		return gateway.ConnectResult{}, err
+		return api.ConnectResult{}, err
 	}
 	defer gc.Close()
 	connected := gc.Connected
@@ -377,7 +377,7 @@ func callJobsOn(c *cli.Context, method string, params, result any) (gateway.Conn
 		return connected, &exitError{code: 2, msg: fmt.Sprintf("the gateway at %s has no scheduled jobs (%s is not among its methods); upgrade it", addr, method)}
 	}
 	err = gc.Call(ctx, method, params, result)
-	var ge *gateway.Error
+	var ge *api.Error
 	if err == nil || !errors.As(err, &ge) {
 		if err != nil {
 			return connected, &gatewayError{err: err}
@@ -386,11 +386,11 @@ func callJobsOn(c *cli.Context, method string, params, result any) (gateway.Conn
 	}
 	msg := ge.Message
 	switch ge.Code {
-	case gateway.CodeInvalidJob:
+	case api.CodeInvalidJob:
 		msg = "invalid job: " + msg
-	case gateway.CodeNotFound:
+	case api.CodeNotFound:
 		msg += "; see 'agent jobs list'"
-	case gateway.CodeSchedulerOff:
+	case api.CodeSchedulerOff:
 		msg = "scheduling is off in the gateway at " + addr + ", so jobs do not run; restart it with 'agent gateway --scheduler' (or set SchedulerEnabled = true in config.toml)"
 	default:
 		msg = "gateway: " + ge.Error()

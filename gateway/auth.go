@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"agent/gateway/api"
 )
 
 // Messages of refused requests, so a user knows what to change.
@@ -60,23 +62,23 @@ func originAllowed(r *http.Request) bool {
 // Authorization header, or the session cookie of a signed-in web page
 // (web.go), came with it; wsConnect is true for /ws, where the token may
 // instead arrive in the connect frame.
-func (s *Server) checkRequest(r *http.Request, wsConnect bool) (authed bool, e *Error) {
+func (s *Server) checkRequest(r *http.Request, wsConnect bool) (authed bool, e *api.Error) {
 	if tokenInQuery(r.URL) {
-		return false, &Error{Code: CodeUnauthorized, Message: msgTokenInQuery}
+		return false, &api.Error{Code: api.CodeUnauthorized, Message: msgTokenInQuery}
 	}
 	if !originAllowed(r) {
-		return false, errorf(CodeForbidden, "Origin %q may not use this gateway (only pages from %s)", r.Header.Get("Origin"), r.Host)
+		return false, errorf(api.CodeForbidden, "Origin %q may not use this gateway (only pages from %s)", r.Header.Get("Origin"), r.Host)
 	}
 	token, present := bearer(r)
 	switch {
 	case present && s.tokenEqual(token):
 		return true, nil
 	case present:
-		return false, &Error{Code: CodeUnauthorized, Message: msgBadToken}
+		return false, &api.Error{Code: api.CodeUnauthorized, Message: msgBadToken}
 	}
 	if sess, named := s.signedIn(r); named {
 		if sess == nil {
-			return false, &Error{Code: CodeUnauthorized, Message: msgWebSessionEnded}
+			return false, &api.Error{Code: api.CodeUnauthorized, Message: msgWebSessionEnded}
 		}
 		if e := pageRequest(r, changesState(r, wsConnect)); e != nil {
 			return false, e
@@ -86,5 +88,5 @@ func (s *Server) checkRequest(r *http.Request, wsConnect bool) (authed bool, e *
 	if wsConnect {
 		return false, nil
 	}
-	return false, &Error{Code: CodeUnauthorized, Message: msgNoToken}
+	return false, &api.Error{Code: api.CodeUnauthorized, Message: msgNoToken}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"agent/checkpoint"
+	"agent/gateway/api"
 	"agent/store"
 	"agent/supervisor"
 )
@@ -63,7 +64,7 @@ func (s *Server) listCheckpoints(ctx context.Context, p CheckpointListParams) (*
 // lease, so the supervisor refuses it (conflict).
 func (s *Server) rewind(ctx context.Context, p CheckpointRewindParams) (any, error) {
 	if p.To < 0 {
-		return nil, errorf(CodeBadRequest, "to must be a checkpoint number, 1 or more")
+		return nil, errorf(api.CodeBadRequest, "to must be a checkpoint number, 1 or more")
 	}
 	row, err := s.db.GetRun(ctx, p.RunID)
 	if err != nil {
@@ -90,9 +91,9 @@ func (s *Server) rewind(ctx context.Context, p CheckpointRewindParams) (any, err
 	var rng *checkpoint.RangeError
 	switch {
 	case errors.As(err, &held):
-		return nil, errorf(CodeConflict, "run %s is still running; rewind it after it ends", row.ID)
+		return nil, errorf(api.CodeConflict, "run %s is still running; rewind it after it ends", row.ID)
 	case errors.As(err, &rng):
-		return nil, errorf(CodeBadRequest, "to: %v; checkpoint.list shows the run's checkpoints", err)
+		return nil, errorf(api.CodeBadRequest, "to: %v; checkpoint.list shows the run's checkpoints", err)
 	case err != nil:
 		return nil, err
 	}

@@ -11,12 +11,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"agent/gateway/api"
 	"agent/store"
 )
 
 // Defaults of Config.
 const (
-	DefaultListen            = "127.0.0.1:7420"
 	DefaultMaxConcurrentRuns = 4
 	DefaultRunTimeout        = 30 * time.Minute
 	DefaultDrainGrace        = 30 * time.Second
@@ -152,7 +152,7 @@ type ModelDefaults struct {
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Listen == "" {
-		c.Listen = DefaultListen
+		c.Listen = api.DefaultListen
 	}
 	if c.DefaultWorkspace == "" {
 		wd, err := os.Getwd()

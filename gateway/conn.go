@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"agent/gateway/api"
 	"agent/store"
 
 	"github.com/coder/websocket"
@@ -124,10 +125,10 @@ func (c *conn) serve(authed bool) {
 
 // parseFrame reads a client's request frame. On an error, the Request
 // has the ID to answer, if it could be read.
-func parseFrame(data []byte) (Request, *Error) {
-	var req Request
-	if err := json.Unmarshal(data, &req); err != nil || req.Type != FrameReq || req.Method == "" {
-		return req, errorf(CodeBadRequest, "a frame must be {\"type\":\"req\",\"id\":…,\"method\":…,\"params\":{…}}")
+func parseFrame(data []byte) (api.Request, *api.Error) {
+	var req api.Request
+	if err := json.Unmarshal(data, &req); err != nil || req.Type != api.FrameReq || req.Method == "" {
+		return req, errorf(api.CodeBadRequest, "a frame must be {\"type\":\"req\",\"id\":…,\"method\":…,\"params\":{…}}")
 	}
 	return req, nil
 }
@@ -166,32 +167,32 @@ func (c *conn) handshake(authed bool) bool {
 		c.ws.CloseNow()
 		return false
 	}
-	var req Request
-	if err := json.Unmarshal(data, &req); err != nil || req.Type != FrameReq {
-		c.fail("", errorf(CodeNotConnected, "the first frame must be connect: {\"type\":\"req\",\"id\":\"1\",\"method\":\"connect\",\"params\":{\"protocol\":%d}}", Protocol))
+	var req api.Request
+	if err := json.Unmarshal(data, &req); err != nil || req.Type != api.FrameReq {
+		c.fail("", errorf(api.CodeNotConnected, "the first frame must be connect: {\"type\":\"req\",\"id\":\"1\",\"method\":\"connect\",\"params\":{\"protocol\":%d}}", api.Protocol))
 		return false
 	}
-	if req.Method != MethodConnect {
-		c.fail(req.ID, errorf(CodeNotConnected, "%s before connect: the first request must be connect {\"protocol\":%d}", req.Method, Protocol))
+	if req.Method != api.MethodConnect {
+		c.fail(req.ID, errorf(api.CodeNotConnected, "%s before connect: the first request must be connect {\"protocol\":%d}", req.Method, api.Protocol))
 		return false
 	}
-	var p ConnectParams
+	var p api.ConnectParams
 	if len(req.Params) > 0 {
 		if err := json.Unmarshal(req.Params, &p); err != nil {
-			c.fail(req.ID, errorf(CodeBadRequest, "connect params: %v", err))
+			c.fail(req.ID, errorf(api.CodeBadRequest, "connect params: %v", err))
 			return false
 		}
 	}
 	switch {
-	case p.Protocol != Protocol:
-		c.fail(req.ID, errorf(CodeProtocol, "protocol %d is not supported: this gateway speaks protocol %d", p.Protocol, Protocol))
+	case p.Protocol != api.Protocol:
+		c.fail(req.ID, errorf(api.CodeProtocol, "protocol %d is not supported: this gateway speaks protocol %d", p.Protocol, api.Protocol))
 		return false
 	case authed:
 	case p.Token == "":
-		c.fail(req.ID, &Error{Code: CodeUnauthorized, Message: msgNoToken})
+		c.fail(req.ID, &api.Error{Code: api.CodeUnauthorized, Message: msgNoToken})
 		return false
 	case !c.s.tokenEqual(p.Token):
-		c.fail(req.ID, &Error{Code: CodeUnauthorized, Message: msgBadToken})
+		c.fail(req.ID, &api.Error{Code: api.CodeUnauthorized, Message: msgBadToken})
 		return false
 	}
 	c.release = c.protect() // before the client hears it is connected
@@ -200,21 +201,21 @@ func (c *conn) handshake(authed bool) bool {
 
 // fail answers a refused handshake and closes the connection: a res
 // frame when there was a request to answer, else an error frame.
-func (c *conn) fail(id string, e *Error) {
+func (c *conn) fail(id string, e *api.Error) {
 	if id != "" {
 		c.reply(id, nil, e)
 	} else {
-		c.write(ErrorFrame{Type: FrameError, Error: e})
+		c.write(api.ErrorFrame{Type: api.FrameError, Error: e})
 	}
 	c.ws.Close(StatusPolicyViolation, truncate(e.Message, 120))
 }
 
 // reply sends a request's response; false means the client is gone.
 func (c *conn) reply(id string, result any, err error) bool {
-	res := Response{Type: FrameRes, ID: id, OK: err == nil}
+	res := api.Response{Type: api.FrameRes, ID: id, OK: err == nil}
 	if err != nil {
 		res.Error = toError(err)
-		if res.Error.Code == CodeInternal {
+		if res.Error.Code == api.CodeInternal {
 			c.s.log.Error("request failed", "conn", c.id, "err", err)
 		}
 	} else {
@@ -288,14 +289,14 @@ func (c *conn) cleanup() {
 
 // handle runs one request. then, if not nil, runs after the response has
 // been sent (session.resume's replay follows its response).
-func (c *conn) handle(req Request) (result any, then func(), err error) {
+func (c *conn) handle(req api.Request) (result any, then func(), err error) {
 	ctx := c.ctx
 	s := c.s
 	switch req.Method {
-	case MethodConnect:
-		return nil, nil, errorf(CodeBadRequest, "already connected")
-	case MethodSessionCreate:
-		var p SessionCreateParams
+	case api.MethodConnect:
+		return nil, nil, errorf(api.CodeBadRequest, "already connected")
+	case api.MethodSessionCreate:
+		var p api.SessionCreateParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
@@ -313,29 +314,29 @@ func (c *conn) handle(req Request) (result any, then func(), err error) {
 		}
 		_, then, err := c.attach(sess, 0, false)
 		return sessionInfo(row), then, err
-	case MethodSessionList:
-		var p SessionListParams
+	case api.MethodSessionList:
+		var p api.SessionListParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
 		list, err := s.listSessions(ctx, p, c.id)
 		return list, nil, err
-	case MethodSessionGet:
-		var p SessionParams
+	case api.MethodSessionGet:
+		var p api.SessionParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
 		d, err := s.sessionDetail(ctx, p.SessionID, c.id)
 		return d, nil, err
-	case MethodSessionFork:
-		var p SessionForkParams
+	case api.MethodSessionFork:
+		var p api.SessionForkParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
 		info, err := s.forkSession(ctx, p)
 		return info, nil, err
-	case MethodSessionLock, MethodSessionRelease:
-		var p SessionParams
+	case api.MethodSessionLock, api.MethodSessionRelease:
+		var p api.SessionParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
@@ -343,7 +344,7 @@ func (c *conn) handle(req Request) (result any, then func(), err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		if req.Method == MethodSessionLock {
+		if req.Method == api.MethodSessionLock {
 			err = s.sessions.lock(sess.id, c.id)
 		} else {
 			err = s.sessions.release(sess.id, c.id)
@@ -351,21 +352,21 @@ func (c *conn) handle(req Request) (result any, then func(), err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		return SessionLockResult{SessionID: sess.id, Locked: req.Method == MethodSessionLock}, nil, nil
-	case MethodSessionResume:
-		var p SessionResumeParams
+		return api.SessionLockResult{SessionID: sess.id, Locked: req.Method == api.MethodSessionLock}, nil, nil
+	case api.MethodSessionResume:
+		var p api.SessionResumeParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
 		return c.resume(p)
-	case MethodRunStart:
-		var p RunStartParams
+	case api.MethodRunStart:
+		var p api.RunStartParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
-		return c.startOrResume(p.SessionID, func() (*RunStartResult, error) { return s.startRun(ctx, p, c.id) })
-	case MethodRunResume:
-		var p RunResumeParams
+		return c.startOrResume(p.SessionID, func() (*api.RunStartResult, error) { return s.startRun(ctx, p, c.id) })
+	case api.MethodRunResume:
+		var p api.RunResumeParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
@@ -373,43 +374,43 @@ func (c *conn) handle(req Request) (result any, then func(), err error) {
 		if row, err := s.db.GetRun(ctx, p.RunID); err == nil {
 			sessionID = row.SessionID
 		}
-		return c.startOrResume(sessionID, func() (*RunStartResult, error) { return s.resumeRun(ctx, p, c.id) })
-	case MethodRunCancel:
-		var p RunCancelParams
+		return c.startOrResume(sessionID, func() (*api.RunStartResult, error) { return s.resumeRun(ctx, p, c.id) })
+	case api.MethodRunCancel:
+		var p api.RunCancelParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
 		info, err := s.cancelRun(ctx, p)
 		return info, nil, err
-	case MethodRunGet:
-		var p RunParams
+	case api.MethodRunGet:
+		var p api.RunParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
 		info, err := s.getRun(ctx, p.RunID)
 		return info, nil, err
-	case MethodCheckpointList:
+	case api.MethodCheckpointList:
 		var p CheckpointListParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
 		list, err := s.listCheckpoints(ctx, p)
 		return list, nil, err
-	case MethodCheckpointRewind:
+	case api.MethodCheckpointRewind:
 		var p CheckpointRewindParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
 		rep, err := s.rewind(ctx, p)
 		return rep, nil, err
-	case MethodJobCreate, MethodJobUpdate, MethodJobPause, MethodJobResume, MethodJobDelete,
-		MethodJobList, MethodJobRunNow, MethodJobGetRuns:
+	case api.MethodJobCreate, api.MethodJobUpdate, api.MethodJobPause, api.MethodJobResume, api.MethodJobDelete,
+		api.MethodJobList, api.MethodJobRunNow, api.MethodJobGetRuns:
 		if s.jobs != nil { // else unknown: this gateway has no scheduler
 			res, err := s.jobMethod(ctx, req)
 			return res, nil, err
 		}
 	}
-	return nil, nil, errorf(CodeUnknownMethod, "method %q is not supported by this gateway; connect's answer lists the methods it has", req.Method)
+	return nil, nil, errorf(api.CodeUnknownMethod, "method %q is not supported by this gateway; connect's answer lists the methods it has", req.Method)
 }
 
 // attachment is the connection's stream of one session's events.
@@ -422,9 +423,9 @@ type attachment struct {
 // resume is session.resume: it attaches the connection to a session's
 // stream from after_seq, or attaches it again from there if it already
 // is.
-func (c *conn) resume(p SessionResumeParams) (any, func(), error) {
+func (c *conn) resume(p api.SessionResumeParams) (any, func(), error) {
 	if p.AfterSeq < 0 {
-		return nil, nil, errorf(CodeBadRequest, "after_seq must be 0 or more")
+		return nil, nil, errorf(api.CodeBadRequest, "after_seq must be 0 or more")
 	}
 	sess, _, err := c.s.sessions.open(c.ctx, p.SessionID)
 	if err != nil {
@@ -437,7 +438,7 @@ func (c *conn) resume(p SessionResumeParams) (any, func(), error) {
 // attaches the connection to that session if it is not yet: from the
 // session's last seq before the run, so it receives every event of the
 // run, in order, as every other client does (docs/PROTOCOL.md#replay-and-attachment).
-func (c *conn) startOrResume(sessionID string, start func() (*RunStartResult, error)) (any, func(), error) {
+func (c *conn) startOrResume(sessionID string, start func() (*api.RunStartResult, error)) (any, func(), error) {
 	var sess *session
 	var last int64
 	if sessionID != "" && !c.attached(sessionID) {
@@ -468,15 +469,15 @@ func (c *conn) attached(sessionID string) bool {
 // afterSeq are sent, then the buffer, skipping what the store already
 // gave: no gap, no duplicate. With again, an existing stream of the
 // session is stopped first; without, an existing one is kept.
-func (c *conn) attach(sess *session, afterSeq int64, again bool) (SessionResumeResult, func(), error) {
+func (c *conn) attach(sess *session, afterSeq int64, again bool) (api.SessionResumeResult, func(), error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
-		return SessionResumeResult{}, nil, errorf(CodeUnavailable, "the gateway is stopping")
+		return api.SessionResumeResult{}, nil, errorf(api.CodeUnavailable, "the gateway is stopping")
 	}
 	old := c.subs[sess.id]
 	if old != nil && !again {
-		return SessionResumeResult{SessionID: sess.id, AfterSeq: afterSeq, LastSeq: sess.hub.lastSeq()}, nil, nil
+		return api.SessionResumeResult{SessionID: sess.id, AfterSeq: afterSeq, LastSeq: sess.hub.lastSeq()}, nil, nil
 	}
 	if old != nil {
 		sess.hub.unsubscribe(old.sub)
@@ -502,7 +503,7 @@ func (c *conn) attach(sess *session, afterSeq int64, again bool) (SessionResumeR
 			c.stream(sess, a, afterSeq)
 		}()
 	}
-	return SessionResumeResult{SessionID: sess.id, AfterSeq: afterSeq, LastSeq: last}, then, nil
+	return api.SessionResumeResult{SessionID: sess.id, AfterSeq: afterSeq, LastSeq: last}, then, nil
 }
 
 // stream sends a session's events after afterSeq: the replay from the
@@ -514,7 +515,7 @@ func (c *conn) stream(sess *session, a *attachment, afterSeq int64) {
 	case errors.Is(err, errStreamEnded):
 		c.overflowed(sess, a.sub, sent)
 	case err != nil && !errors.Is(err, errSendFailed) && !errors.Is(err, errStreamQuit) && c.ctx.Err() == nil:
-		c.fail("", errorf(CodeInternal, "replay session %s: %v", sess.id, err))
+		c.fail("", errorf(api.CodeInternal, "replay session %s: %v", sess.id, err))
 	}
 }
 
@@ -580,10 +581,10 @@ func (c *conn) overflowed(sess *session, sub *subscriber, sent int64) {
 		return
 	}
 	c.s.log.Warn("slow consumer disconnected", "conn", c.id, "session_id", sess.id, "after_seq", sent)
-	e := errorf(CodeSlowConsumer, "this connection fell more than %d events behind session %s; reconnect and session.resume with after_seq %d (nothing is lost)", c.s.cfg.SubscriberBuffer, sess.id, sent)
+	e := errorf(api.CodeSlowConsumer, "this connection fell more than %d events behind session %s; reconnect and session.resume with after_seq %d (nothing is lost)", c.s.cfg.SubscriberBuffer, sess.id, sent)
 	ctx, cancel := context.WithTimeout(c.ctx, time.Second)
 	defer cancel()
-	if data, err := json.Marshal(ErrorFrame{Type: FrameError, Error: e, SessionID: sess.id, AfterSeq: sent}); err == nil {
+	if data, err := json.Marshal(api.ErrorFrame{Type: api.FrameError, Error: e, SessionID: sess.id, AfterSeq: sent}); err == nil {
 		_ = c.ws.Write(ctx, websocket.MessageText, data)
 	}
 	c.ws.Close(StatusPolicyViolation, fmt.Sprintf("slow consumer: resume with after_seq %d", sent))
@@ -595,7 +596,7 @@ func decode(raw json.RawMessage, v any) error {
 		return nil
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return errorf(CodeBadRequest, "params: %v", err)
+		return errorf(api.CodeBadRequest, "params: %v", err)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"agent/gateway/api"
 	"agent/scheduler"
 	"agent/store"
 )
@@ -16,14 +17,14 @@ var (
 )
 
 // errorf builds a protocol error with a code clients switch on.
-func errorf(code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: code == CodeUnavailable}
+func errorf(code, format string, args ...any) *api.Error {
+	return &api.Error{Code: code, Message: fmt.Sprintf(format, args...), Retryable: code == api.CodeUnavailable}
 }
 
 // toError maps any error to the protocol's Error. It is the only place
 // that does.
-func toError(err error) *Error {
-	var e *Error
+func toError(err error) *api.Error {
+	var e *api.Error
 	var held *store.LeaseHeldError
 	switch {
 	case err == nil:
@@ -31,39 +32,39 @@ func toError(err error) *Error {
 	case errors.As(err, &e):
 		return e
 	case errors.Is(err, errDraining):
-		return &Error{Code: CodeUnavailable, Message: err.Error(), Retryable: true}
+		return &api.Error{Code: api.CodeUnavailable, Message: err.Error(), Retryable: true}
 	case errors.Is(err, scheduler.ErrInvalidJob), errors.Is(err, store.ErrNameTaken):
-		return &Error{Code: CodeInvalidJob, Message: err.Error()}
+		return &api.Error{Code: api.CodeInvalidJob, Message: err.Error()}
 	case errors.Is(err, scheduler.ErrNotRunning):
-		return &Error{Code: CodeSchedulerOff, Message: err.Error() + "; scheduling is off in this gateway: start it with --scheduler, or set SchedulerEnabled = true in config.toml"}
+		return &api.Error{Code: api.CodeSchedulerOff, Message: err.Error() + "; scheduling is off in this gateway: start it with --scheduler, or set SchedulerEnabled = true in config.toml"}
 	case errors.Is(err, store.ErrTickTaken):
-		return &Error{Code: CodeConflict, Message: err.Error(), Retryable: true}
+		return &api.Error{Code: api.CodeConflict, Message: err.Error(), Retryable: true}
 	case errors.Is(err, store.ErrNotFound):
-		return &Error{Code: CodeNotFound, Message: err.Error()}
+		return &api.Error{Code: api.CodeNotFound, Message: err.Error()}
 	case errors.Is(err, store.ErrAmbiguous):
-		return &Error{Code: CodeBadRequest, Message: err.Error()}
+		return &api.Error{Code: api.CodeBadRequest, Message: err.Error()}
 	case errors.As(err, &held):
-		return &Error{Code: CodeConflict, Message: err.Error(), Retryable: true}
+		return &api.Error{Code: api.CodeConflict, Message: err.Error(), Retryable: true}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return &Error{Code: CodeUnavailable, Message: err.Error(), Retryable: true}
+		return &api.Error{Code: api.CodeUnavailable, Message: err.Error(), Retryable: true}
 	}
-	return &Error{Code: CodeInternal, Message: err.Error()}
+	return &api.Error{Code: api.CodeInternal, Message: err.Error()}
 }
 
 // httpStatus is the HTTP status of an error code.
 func httpStatus(code string) int {
 	switch code {
-	case CodeUnauthorized:
+	case api.CodeUnauthorized:
 		return http.StatusUnauthorized
-	case CodeForbidden:
+	case api.CodeForbidden:
 		return http.StatusForbidden
-	case CodeBadRequest, CodeInvalidOptions, CodeInvalidJob, CodeProtocol, CodeNotConnected:
+	case api.CodeBadRequest, api.CodeInvalidOptions, api.CodeInvalidJob, api.CodeProtocol, api.CodeNotConnected:
 		return http.StatusBadRequest
-	case CodeNotFound, CodeUnknownMethod:
+	case api.CodeNotFound, api.CodeUnknownMethod:
 		return http.StatusNotFound
-	case CodeSessionLocked, CodeConflict, CodeSchedulerOff:
+	case api.CodeSessionLocked, api.CodeConflict, api.CodeSchedulerOff:
 		return http.StatusConflict
-	case CodeUnavailable:
+	case api.CodeUnavailable:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"agent/gateway/api"
 	"agent/store"
 )
 
@@ -40,21 +41,21 @@ func FuzzFrame(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, e := parseFrame(data)
 		if e != nil {
-			if e.Code != CodeBadRequest {
+			if e.Code != api.CodeBadRequest {
 				t.Fatalf("a malformed frame: %v", e)
 			}
 			return
 		}
-		var cp ConnectParams
+		var cp api.ConnectParams
 		_ = decode(req.Params, &cp)
-		var rp RunStartParams
+		var rp api.RunStartParams
 		if decode(req.Params, &rp) == nil {
 			if checkRunFields(rp) == nil {
 				_, _, _ = s.resolve(rp)
 			}
 		}
 		result, _, err := c.handle(req) // then (a stream) needs a socket: not run
-		res := Response{Type: FrameRes, ID: req.ID, OK: err == nil, Result: result}
+		res := api.Response{Type: api.FrameRes, ID: req.ID, OK: err == nil, Result: result}
 		if err != nil {
 			res.Error = toError(err)
 			if res.Error == nil || res.Error.Code == "" {

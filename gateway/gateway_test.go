@@ -17,6 +17,7 @@ import (
 
 	"agent/event"
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/store"
 	"agent/supervisor"
@@ -49,13 +50,13 @@ func TestConnect(t *testing.T) {
 	}
 	// The token may come in the upgrade's Authorization header instead.
 	h := e.dial(func(o *gatewaytest.Options) { o.HeaderToken = true })
-	call[gateway.SessionList](t, h, gateway.MethodSessionList, nil)
+	call[api.SessionList](t, h, api.MethodSessionList, nil)
 	// An Origin of the gateway itself is a page it served: allowed.
 	e.dial(func(o *gatewaytest.Options) { o.Header = http.Header{"Origin": {"http://" + e.addr}} })
-	if code := callErr(t, c, "job.list", nil); code != gateway.CodeUnknownMethod {
+	if code := callErr(t, c, "job.list", nil); code != api.CodeUnknownMethod {
 		t.Errorf("job.list: %s, want unknown_method", code)
 	}
-	if code := callErr(t, c, "connect", gateway.ConnectParams{Protocol: 1}); code != gateway.CodeBadRequest {
+	if code := callErr(t, c, "connect", api.ConnectParams{Protocol: 1}); code != api.CodeBadRequest {
 		t.Errorf("second connect: %s", code)
 	}
 }
@@ -95,16 +96,16 @@ func TestRefused(t *testing.T) {
 		opts gatewaytest.Options
 		code string
 	}{
-		{"no token", gatewaytest.Options{}, gateway.CodeUnauthorized},
-		{"wrong token", gatewaytest.Options{Token: "wrong"}, gateway.CodeUnauthorized},
-		{"wrong protocol", gatewaytest.Options{Token: e.token, Protocol: 2}, gateway.CodeProtocol},
+		{"no token", gatewaytest.Options{}, api.CodeUnauthorized},
+		{"wrong token", gatewaytest.Options{Token: "wrong"}, api.CodeUnauthorized},
+		{"wrong protocol", gatewaytest.Options{Token: e.token, Protocol: 2}, api.CodeProtocol},
 	}
 	for _, tt := range handshake {
 		_, err := gatewaytest.Dial(ctx, e.addr, tt.opts)
 		if code := gatewaytest.ErrCode(err); code != tt.code {
 			t.Errorf("%s: %v, want %s", tt.name, err, tt.code)
 		}
-		if tt.code == gateway.CodeProtocol && !strings.Contains(err.Error(), "protocol 1") {
+		if tt.code == api.CodeProtocol && !strings.Contains(err.Error(), "protocol 1") {
 			t.Errorf("%s: %v does not name the supported protocol", tt.name, err)
 		}
 	}
@@ -114,8 +115,8 @@ func TestRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.Call(ctx, gateway.MethodSessionList, nil, nil)
-	if gatewaytest.ErrCode(err) != gateway.CodeNotConnected {
+	err = c.Call(ctx, api.MethodSessionList, nil, nil)
+	if gatewaytest.ErrCode(err) != api.CodeNotConnected {
 		t.Errorf("session.list before connect: %v", err)
 	}
 	if err := c.WaitClosed(ctx); gatewaytest.CloseStatus(err) != gateway.StatusPolicyViolation {
@@ -130,7 +131,7 @@ func TestRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.WaitClosed(ctx)
-	if errs := c.Errors(); len(errs) != 1 || errs[0].Error.Code != gateway.CodeNotConnected {
+	if errs := c.Errors(); len(errs) != 1 || errs[0].Error.Code != api.CodeNotConnected {
 		t.Errorf("error frames %+v", errs)
 	}
 }
@@ -147,12 +148,12 @@ func TestSessions(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	c := e.dial()
-	a := call[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, gateway.SessionCreateParams{Title: "first"})
-	b := call[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil)
+	a := call[api.SessionInfo](t, c, api.MethodSessionCreate, api.SessionCreateParams{Title: "first"})
+	b := call[api.SessionInfo](t, c, api.MethodSessionCreate, nil)
 	if a.SessionID == "" || a.Title != "first" || b.SessionID == a.SessionID {
 		t.Fatalf("created %+v and %+v", a, b)
 	}
-	list := call[gateway.SessionList](t, c, gateway.MethodSessionList, nil)
+	list := call[api.SessionList](t, c, api.MethodSessionList, nil)
 	if len(list.Sessions) != 2 {
 		t.Errorf("list = %+v", list)
 	}
@@ -162,14 +163,14 @@ func TestSessions(t *testing.T) {
 	}
 	e.attach(c, a.SessionID, 0)
 	waitTerminal(t, c, run.RunID)
-	d := call[gateway.SessionDetail](t, c, gateway.MethodSessionGet, gateway.SessionParams{SessionID: a.SessionID})
+	d := call[api.SessionDetail](t, c, api.MethodSessionGet, api.SessionParams{SessionID: a.SessionID})
 	if d.Session.SessionID != a.SessionID || len(d.Runs) != 1 || d.Runs[0].RunID != run.RunID || d.Runs[0].Status != "completed" || d.Session.LastSeq == 0 {
 		t.Errorf("session.get = %+v", d)
 	}
-	if code := callErr(t, c, gateway.MethodSessionGet, gateway.SessionParams{SessionID: "nonexistent"}); code != gateway.CodeNotFound {
+	if code := callErr(t, c, api.MethodSessionGet, api.SessionParams{SessionID: "nonexistent"}); code != api.CodeNotFound {
 		t.Errorf("unknown session: %s", code)
 	}
-	if code := callErr(t, c, gateway.MethodSessionGet, nil); code != gateway.CodeBadRequest {
+	if code := callErr(t, c, api.MethodSessionGet, nil); code != api.CodeBadRequest {
 		t.Errorf("no session id: %s", code)
 	}
 }
@@ -216,7 +217,7 @@ func TestRunStream(t *testing.T) {
 			t.Errorf("stored %+v, streamed %+v", s, evs[i])
 		}
 	}
-	info := call[gateway.RunInfo](t, c, gateway.MethodRunGet, gateway.RunParams{RunID: run.RunID})
+	info := call[api.RunInfo](t, c, api.MethodRunGet, api.RunParams{RunID: run.RunID})
 	if info.Status != "completed" || info.ExitCode != 0 || info.SessionID != sid || info.Turns != 1 || info.FinishedAt == nil {
 		t.Errorf("run.get = %+v", info)
 	}
@@ -267,26 +268,26 @@ func TestInvalidStart(t *testing.T) {
 	c := e.dial()
 	sid := e.session(c)
 	tests := []struct {
-		p    gateway.RunStartParams
+		p    api.RunStartParams
 		code string
 		msg  string
 	}{
-		{gateway.RunStartParams{SessionID: sid}, gateway.CodeBadRequest, "input is empty"},
-		{gateway.RunStartParams{Input: "x"}, gateway.CodeBadRequest, "session_id is required"},
-		{gateway.RunStartParams{SessionID: "missing", Input: "x"}, gateway.CodeNotFound, "missing"},
-		{gateway.RunStartParams{SessionID: sid, Input: "x", Workspace: "relative"}, gateway.CodeBadRequest, "absolute"},
-		{gateway.RunStartParams{SessionID: sid, Input: "x", Workspace: "/does/not/exist"}, gateway.CodeBadRequest, "workspace"},
-		{gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{AllowTools: []string{"rm_rf"}}}, gateway.CodeInvalidOptions, `unknown tool "rm_rf"`},
-		{gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{MaxIterations: 3}}, gateway.CodeInvalidOptions, "options.until"},
-		{gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{MaxTurns: -1}}, gateway.CodeInvalidOptions, "max_turns"},
-		{gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{Timeout: -1}}, gateway.CodeInvalidOptions, "options.timeout must be a positive duration"},
-		{gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{Replay: "nope.jsonl"}}, gateway.CodeInvalidOptions, "replay"},
-		{gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{BaseURL: "https://api.example.com/v1"}}, gateway.CodeInvalidOptions, "--allow-any-base-url"},
+		{api.RunStartParams{SessionID: sid}, api.CodeBadRequest, "input is empty"},
+		{api.RunStartParams{Input: "x"}, api.CodeBadRequest, "session_id is required"},
+		{api.RunStartParams{SessionID: "missing", Input: "x"}, api.CodeNotFound, "missing"},
+		{api.RunStartParams{SessionID: sid, Input: "x", Workspace: "relative"}, api.CodeBadRequest, "absolute"},
+		{api.RunStartParams{SessionID: sid, Input: "x", Workspace: "/does/not/exist"}, api.CodeBadRequest, "workspace"},
+		{api.RunStartParams{SessionID: sid, Input: "x", Options: api.RunOptions{AllowTools: []string{"rm_rf"}}}, api.CodeInvalidOptions, `unknown tool "rm_rf"`},
+		{api.RunStartParams{SessionID: sid, Input: "x", Options: api.RunOptions{MaxIterations: 3}}, api.CodeInvalidOptions, "options.until"},
+		{api.RunStartParams{SessionID: sid, Input: "x", Options: api.RunOptions{MaxTurns: -1}}, api.CodeInvalidOptions, "max_turns"},
+		{api.RunStartParams{SessionID: sid, Input: "x", Options: api.RunOptions{Timeout: -1}}, api.CodeInvalidOptions, "options.timeout must be a positive duration"},
+		{api.RunStartParams{SessionID: sid, Input: "x", Options: api.RunOptions{Replay: "nope.jsonl"}}, api.CodeInvalidOptions, "replay"},
+		{api.RunStartParams{SessionID: sid, Input: "x", Options: api.RunOptions{BaseURL: "https://api.example.com/v1"}}, api.CodeInvalidOptions, "--allow-any-base-url"},
 	}
 	ctx, cancel := gatewaytest.Timeout(10 * time.Second)
 	defer cancel()
 	for _, tt := range tests {
-		err := c.Call(ctx, gateway.MethodRunStart, tt.p, nil)
+		err := c.Call(ctx, api.MethodRunStart, tt.p, nil)
 		if gatewaytest.ErrCode(err) != tt.code || !strings.Contains(err.Error(), tt.msg) {
 			t.Errorf("%+v: %v, want %s mentioning %q", tt.p, err, tt.code, tt.msg)
 		}
@@ -337,7 +338,7 @@ func TestResumeAfterSeq(t *testing.T) {
 	last := evs[len(evs)-1].Seq
 	before := len(c2.Events())
 	e.attach(c2, sid, 0)
-	var all []gateway.EventFrame
+	var all []api.EventFrame
 	for deadline := time.Now().Add(10 * time.Second); len(all) < before+int(last); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the second resume replayed %d events, want %d", len(all)-before, last)
@@ -407,14 +408,14 @@ func TestIdempotencyKey(t *testing.T) {
 	e := newEnv(t, nil)
 	c := e.dial()
 	sid := e.session(c)
-	p := gateway.RunStartParams{SessionID: sid, Input: "echo once", IdempotencyKey: "k1"}
+	p := api.RunStartParams{SessionID: sid, Input: "echo once", IdempotencyKey: "k1"}
 	var wg sync.WaitGroup
 	ids := make([]string, 5)
 	for i := range ids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ids[i] = call[gateway.RunStartResult](t, e.dial(), gateway.MethodRunStart, p).RunID
+			ids[i] = call[api.RunStartResult](t, e.dial(), api.MethodRunStart, p).RunID
 		}()
 	}
 	wg.Wait()
@@ -425,13 +426,13 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 	e.attach(c, sid, 0)
 	waitTerminal(t, c, ids[0])
-	again := call[gateway.RunStartResult](t, c, gateway.MethodRunStart, p)
+	again := call[api.RunStartResult](t, c, api.MethodRunStart, p)
 	if again.RunID != ids[0] || again.Status != "completed" {
 		t.Errorf("after the run: %+v", again)
 	}
 	other := e.session(c)
 	p.SessionID = other
-	if r := call[gateway.RunStartResult](t, c, gateway.MethodRunStart, p); r.RunID == ids[0] {
+	if r := call[api.RunStartResult](t, c, api.MethodRunStart, p); r.RunID == ids[0] {
 		t.Error("the key is per session, but another session got the same run")
 	}
 }
@@ -441,24 +442,24 @@ func TestSessionLock(t *testing.T) {
 	e := newEnv(t, nil)
 	a, b := e.dial(), e.dial()
 	sid := e.session(a)
-	if r := call[gateway.SessionLockResult](t, a, gateway.MethodSessionLock, gateway.SessionParams{SessionID: sid}); !r.Locked {
+	if r := call[api.SessionLockResult](t, a, api.MethodSessionLock, api.SessionParams{SessionID: sid}); !r.Locked {
 		t.Fatalf("lock = %+v", r)
 	}
-	if code := callErr(t, b, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "echo x"}); code != gateway.CodeSessionLocked {
+	if code := callErr(t, b, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "echo x"}); code != api.CodeSessionLocked {
 		t.Errorf("run.start in a session locked by another client: %s", code)
 	}
-	if code := callErr(t, b, gateway.MethodSessionLock, gateway.SessionParams{SessionID: sid}); code != gateway.CodeSessionLocked {
+	if code := callErr(t, b, api.MethodSessionLock, api.SessionParams{SessionID: sid}); code != api.CodeSessionLocked {
 		t.Errorf("lock taken twice: %s", code)
 	}
 	if resp, _ := e.request("POST", "/v1/runs", `{"session_id":"`+sid+`","input":"echo x"}`, e.bearer()); resp.StatusCode != http.StatusConflict {
 		t.Errorf("HTTP run in a locked session: %d", resp.StatusCode)
 	}
 	e.start(a, sid, "echo mine") // the holder may
-	d := call[gateway.SessionDetail](t, b, gateway.MethodSessionGet, gateway.SessionParams{SessionID: sid})
+	d := call[api.SessionDetail](t, b, api.MethodSessionGet, api.SessionParams{SessionID: sid})
 	if d.Session.LockedBy != "another client" {
 		t.Errorf("locked_by = %q", d.Session.LockedBy)
 	}
-	if code := callErr(t, b, gateway.MethodSessionRelease, gateway.SessionParams{SessionID: sid}); code != gateway.CodeConflict {
+	if code := callErr(t, b, api.MethodSessionRelease, api.SessionParams{SessionID: sid}); code != api.CodeConflict {
 		t.Errorf("release by a non-holder: %s", code)
 	}
 	// Closing the holder's connection releases the lock.
@@ -466,17 +467,17 @@ func TestSessionLock(t *testing.T) {
 	ctx, cancel := gatewaytest.Timeout(5 * time.Second)
 	defer cancel()
 	for {
-		err := b.Call(ctx, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "echo yours"}, nil)
+		err := b.Call(ctx, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "echo yours"}, nil)
 		if err == nil {
 			break
 		}
-		if gatewaytest.ErrCode(err) != gateway.CodeSessionLocked || ctx.Err() != nil {
+		if gatewaytest.ErrCode(err) != api.CodeSessionLocked || ctx.Err() != nil {
 			t.Fatalf("after the holder left: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	call[gateway.SessionLockResult](t, b, gateway.MethodSessionLock, gateway.SessionParams{SessionID: sid})
-	if r := call[gateway.SessionLockResult](t, b, gateway.MethodSessionRelease, gateway.SessionParams{SessionID: sid}); r.Locked {
+	call[api.SessionLockResult](t, b, api.MethodSessionLock, api.SessionParams{SessionID: sid})
+	if r := call[api.SessionLockResult](t, b, api.MethodSessionRelease, api.SessionParams{SessionID: sid}); r.Locked {
 		t.Errorf("release = %+v", r)
 	}
 }
@@ -498,7 +499,7 @@ func TestSessionContext(t *testing.T) {
 		t.Errorf("prior conversation: first %q, second %q", fin1.Result, fin2.Result)
 	}
 
-	fork := call[gateway.SessionInfo](t, c, gateway.MethodSessionFork, gateway.SessionForkParams{SessionID: sid, Title: "fork"})
+	fork := call[api.SessionInfo](t, c, api.MethodSessionFork, api.SessionForkParams{SessionID: sid, Title: "fork"})
 	if fork.ParentID != sid || fork.SessionID == sid || fork.Title != "fork" {
 		t.Errorf("fork = %+v", fork)
 	}
@@ -512,7 +513,7 @@ func TestSessionContext(t *testing.T) {
 	}
 	// Forked at the end of the first run: only its two messages.
 	cut := ofRun(c.Events(), r1.RunID)[len(ofRun(c.Events(), r1.RunID))-1].Seq
-	early := call[gateway.SessionInfo](t, c, gateway.MethodSessionFork, gateway.SessionForkParams{SessionID: sid, Seq: cut})
+	early := call[api.SessionInfo](t, c, api.MethodSessionFork, api.SessionForkParams{SessionID: sid, Seq: cut})
 	g := e.dial()
 	e.attach(g, early.SessionID, 0)
 	r4 := e.start(g, early.SessionID, "echo fourth")
@@ -537,18 +538,18 @@ func TestCancel(t *testing.T) {
 	if queued.Status != event.StatusQueued {
 		t.Errorf("second run: %+v", queued)
 	}
-	if info := call[gateway.RunInfo](t, c, gateway.MethodRunGet, gateway.RunParams{RunID: queued.RunID}); info.Status != event.StatusQueued {
+	if info := call[api.RunInfo](t, c, api.MethodRunGet, api.RunParams{RunID: queued.RunID}); info.Status != event.StatusQueued {
 		t.Errorf("run.get of a queued run: %+v", info)
 	}
-	info := call[gateway.RunInfo](t, c, gateway.MethodRunCancel, gateway.RunParams{RunID: queued.RunID})
+	info := call[api.RunInfo](t, c, api.MethodRunCancel, api.RunParams{RunID: queued.RunID})
 	if info.Status != "cancelled" {
 		t.Errorf("cancel queued: %+v", info)
 	}
 	if evs := ofRun(waitTerminal(t, c, queued.RunID), queued.RunID); types(evs) != "run.cancelled" || finished(t, evs[0]).ExitCode != 130 {
 		t.Errorf("queued run's events: %s", types(evs))
 	}
-	c.WaitEvent(context.Background(), func(ev gateway.EventFrame) bool { return ev.RunID == long.RunID && ev.Event == "message.completed" })
-	info = call[gateway.RunInfo](t, c, gateway.MethodRunCancel, gateway.RunCancelParams{RunID: long.RunID[:8]})
+	c.WaitEvent(context.Background(), func(ev api.EventFrame) bool { return ev.RunID == long.RunID && ev.Event == "message.completed" })
+	info = call[api.RunInfo](t, c, api.MethodRunCancel, api.RunCancelParams{RunID: long.RunID[:8]})
 	if info.Status != "cancelled" || info.ExitCode != 130 {
 		t.Errorf("cancel running: %+v", info)
 	}
@@ -556,7 +557,7 @@ func TestCancel(t *testing.T) {
 	if fin := finished(t, evs[len(evs)-1]); evs[len(evs)-1].Event != "run.cancelled" || fin.Reason != "cancelled" || fin.Detail != "cancelled by a client" {
 		t.Errorf("cancelled run ended %s %+v", evs[len(evs)-1].Event, fin)
 	}
-	if code := callErr(t, c, gateway.MethodRunCancel, gateway.RunCancelParams{RunID: long.RunID}); code != gateway.CodeConflict {
+	if code := callErr(t, c, api.MethodRunCancel, api.RunCancelParams{RunID: long.RunID}); code != api.CodeConflict {
 		t.Errorf("cancel of an ended run: %s", code)
 	}
 	// The slot is free again.
@@ -570,8 +571,8 @@ func TestTimeout(t *testing.T) {
 	c := e.dial()
 	sid := e.session(c)
 	e.attach(c, sid, 0)
-	run := call[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{
-		SessionID: sid, Input: "sleep", Options: gateway.RunOptions{Timeout: supervisor.Duration(300 * time.Millisecond)}})
+	run := call[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{
+		SessionID: sid, Input: "sleep", Options: api.RunOptions{Timeout: supervisor.Duration(300 * time.Millisecond)}})
 	evs := ofRun(waitTerminal(t, c, run.RunID), run.RunID)
 	last := evs[len(evs)-1]
 	if fin := finished(t, last); last.Event != "run.failed" || fin.Reason != "timeout" || fin.Detail != "timed out after 300ms" || fin.ExitCode != 1 {
@@ -601,14 +602,14 @@ func TestHTTP(t *testing.T) {
 		{"/v1/nothing", e.bearer(), 404, "no such endpoint"},
 	} {
 		resp, body := e.request("GET", tt.path, "", tt.header)
-		var he gateway.HTTPError
+		var he api.HTTPError
 		if resp.StatusCode != tt.status || json.Unmarshal([]byte(body), &he) != nil || !strings.Contains(he.Error.Message, tt.msg) {
 			t.Errorf("GET %s: %d %s", tt.path, resp.StatusCode, body)
 		}
 	}
 
 	resp, body = e.request("POST", "/v1/runs", `{"input":"echo over http"}`, e.bearer())
-	var started gateway.RunStartResult
+	var started api.RunStartResult
 	if resp.StatusCode != 202 || json.Unmarshal([]byte(body), &started) != nil || started.RunID == "" || started.SessionID == "" {
 		t.Fatalf("POST /v1/runs: %d %s", resp.StatusCode, body)
 	}
@@ -632,12 +633,12 @@ func TestHTTP(t *testing.T) {
 	}
 
 	resp, body = e.request("GET", "/v1/runs/"+started.RunID, "", e.bearer())
-	var d gateway.RunDetail
+	var d api.RunDetail
 	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &d) != nil || d.Events != 6 || d.Run.Status != "completed" {
 		t.Errorf("GET run: %d %s", resp.StatusCode, body)
 	}
 	resp, body = e.request("GET", "/v1/sessions", "", e.bearer())
-	var list gateway.SessionList
+	var list api.SessionList
 	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &list) != nil || len(list.Sessions) != 1 || list.Sessions[0].Title != "echo over http" {
 		t.Errorf("GET sessions: %d %s", resp.StatusCode, body)
 	}
@@ -710,8 +711,8 @@ func TestConcurrentRuns(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r := call[gateway.RunStartResult](t, e.dial(), gateway.MethodRunStart,
-					gateway.RunStartParams{SessionID: s.id, Input: fmt.Sprintf("echo s%d", j)})
+				r := call[api.RunStartResult](t, e.dial(), api.MethodRunStart,
+					api.RunStartParams{SessionID: s.id, Input: fmt.Sprintf("echo s%d", j)})
 				mu.Lock()
 				s.runs = append(s.runs, r.RunID)
 				mu.Unlock()
@@ -751,7 +752,7 @@ func TestDrainAndReclaim(t *testing.T) {
 	e.attach(c, sid, 0)
 	long := e.start(c, sid, "sleep")
 	queued := e.start(c, other, "echo queued")
-	c.WaitEvent(context.Background(), func(ev gateway.EventFrame) bool { return ev.RunID == long.RunID && ev.Event == "message.completed" })
+	c.WaitEvent(context.Background(), func(ev api.EventFrame) bool { return ev.RunID == long.RunID && ev.Event == "message.completed" })
 
 	ctx, cancel := gatewaytest.Timeout(20 * time.Second)
 	defer cancel()
@@ -893,14 +894,14 @@ func TestStopRefusesRuns(t *testing.T) {
 	sid := e.session(c)
 	e.attach(c, sid, 0)
 	long := e.start(c, sid, "sleep")
-	c.WaitEvent(context.Background(), func(ev gateway.EventFrame) bool { return ev.RunID == long.RunID && ev.Event == "message.completed" })
+	c.WaitEvent(context.Background(), func(ev api.EventFrame) bool { return ev.RunID == long.RunID && ev.Event == "message.completed" })
 	go e.srv.Stop(context.Background())
 	ctx, cancel := gatewaytest.Timeout(5 * time.Second)
 	defer cancel()
 	for {
-		err := c.Call(ctx, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "echo x"}, nil)
-		var ge *gateway.Error
-		if errors.As(err, &ge) && ge.Code == gateway.CodeUnavailable {
+		err := c.Call(ctx, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "echo x"}, nil)
+		var ge *api.Error
+		if errors.As(err, &ge) && ge.Code == api.CodeUnavailable {
 			if !ge.Retryable {
 				t.Errorf("unavailable but not retryable: %+v", ge)
 			}
@@ -930,7 +931,7 @@ func TestSlowConsumer(t *testing.T) {
 	}
 	defer ws.CloseNow()
 	ws.SetReadLimit(1 << 20)
-	for i, req := range []gateway.Request{
+	for i, req := range []api.Request{
 		{Type: "req", ID: "1", Method: "connect", Params: json.RawMessage(`{"protocol":1,"token":"` + e.token + `"}`)},
 		{Type: "req", ID: "2", Method: "session.resume", Params: json.RawMessage(`{"session_id":"` + sid + `"}`)},
 	} {
@@ -956,7 +957,7 @@ func TestSlowConsumer(t *testing.T) {
 	}
 	// Now read what the slow client was sent.
 	var seqs []int64
-	var ef gateway.ErrorFrame
+	var ef api.ErrorFrame
 	for {
 		_, data, err := ws.Read(ctx)
 		if err != nil {
@@ -977,7 +978,7 @@ func TestSlowConsumer(t *testing.T) {
 			json.Unmarshal(data, &ef)
 		}
 	}
-	if ef.Error == nil || ef.Error.Code != gateway.CodeSlowConsumer || ef.SessionID != sid || len(seqs) == 0 || ef.AfterSeq != seqs[len(seqs)-1] {
+	if ef.Error == nil || ef.Error.Code != api.CodeSlowConsumer || ef.SessionID != sid || len(seqs) == 0 || ef.AfterSeq != seqs[len(seqs)-1] {
 		t.Fatalf("error frame %+v after %d events", ef, len(seqs))
 	}
 	for i, s := range seqs {

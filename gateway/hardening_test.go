@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/store"
 )
@@ -88,7 +89,7 @@ func TestIdleConnectionsDoNotLockOut(t *testing.T) {
 		t.Fatalf("an authorised WebSocket behind idle connections: %v", err)
 	}
 	defer c.Close()
-	if err := c.Call(ctx, gateway.MethodSessionList, nil, nil); err != nil {
+	if err := c.Call(ctx, api.MethodSessionList, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 3*time.Second {
@@ -123,7 +124,7 @@ func TestConnectionCapAllBusy(t *testing.T) {
 		t.Fatalf("over the cap: %v, want a 503", err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), gateway.CodeUnavailable) {
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(body), api.CodeUnavailable) {
 		t.Errorf("over the cap: %s %v %s", resp.Status, resp.Header, body)
 	}
 }
@@ -201,7 +202,7 @@ func TestConnectionTimeouts(t *testing.T) {
 	if closedBy(stream, time.Now().Add(4*d)) {
 		t.Error("the event stream of a running run was cut")
 	}
-	call[gateway.RunInfo](t, c, gateway.MethodRunCancel, gateway.RunCancelParams{RunID: run.RunID})
+	call[api.RunInfo](t, c, api.MethodRunCancel, api.RunCancelParams{RunID: run.RunID})
 }
 
 // TestConnectFrameTimeout: a WebSocket that sends no connect frame after
@@ -256,15 +257,15 @@ func TestWorkspaceRoots(t *testing.T) {
 	c := e.dial()
 	sid := e.session(c)
 	for _, w := range []string{"/", "/etc", evil, filepath.Join(ws, "link"), filepath.Join(ws, "sub", "..", "..", "ws-evil"), filepath.Join(ws, "nope", "..", "..", "outside"), filepath.Join(ws, "link", "missing")} {
-		err := c.Call(context.Background(), gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "echo x", Workspace: w}, nil)
-		if gatewaytest.ErrCode(err) != gateway.CodeBadRequest || !strings.Contains(err.Error(), "workspace") || !strings.Contains(err.Error(), "--workspace-root") {
+		err := c.Call(context.Background(), api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "echo x", Workspace: w}, nil)
+		if gatewaytest.ErrCode(err) != api.CodeBadRequest || !strings.Contains(err.Error(), "workspace") || !strings.Contains(err.Error(), "--workspace-root") {
 			t.Errorf("workspace %s: %v, want bad_request naming workspace and --workspace-root", w, err)
 		}
 	}
 	// A cassette is read from inside the roots only.
-	err = c.Call(context.Background(), gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "echo x",
-		Options: gateway.RunOptions{Replay: filepath.Join(outside, "cassette.jsonl")}}, nil)
-	if gatewaytest.ErrCode(err) != gateway.CodeInvalidOptions || !strings.Contains(err.Error(), "options.replay") {
+	err = c.Call(context.Background(), api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "echo x",
+		Options: api.RunOptions{Replay: filepath.Join(outside, "cassette.jsonl")}}, nil)
+	if gatewaytest.ErrCode(err) != api.CodeInvalidOptions || !strings.Contains(err.Error(), "options.replay") {
 		t.Errorf("a cassette outside the roots: %v", err)
 	}
 	// And only from a regular file: a FIFO or a device would block or
@@ -274,9 +275,9 @@ func TestWorkspaceRoots(t *testing.T) {
 	}
 	for _, cassette := range []string{"cassette.fifo", "/dev/zero"} {
 		ctx, cancel := gatewaytest.Timeout(5 * time.Second)
-		err = c.Call(ctx, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "echo x", Options: gateway.RunOptions{Replay: cassette}}, nil)
+		err = c.Call(ctx, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "echo x", Options: api.RunOptions{Replay: cassette}}, nil)
 		cancel()
-		if gatewaytest.ErrCode(err) != gateway.CodeInvalidOptions || !strings.Contains(err.Error(), "options.replay") {
+		if gatewaytest.ErrCode(err) != api.CodeInvalidOptions || !strings.Contains(err.Error(), "options.replay") {
 			t.Errorf("cassette %s: %v", cassette, err)
 		}
 	}
@@ -292,7 +293,7 @@ func TestWorkspaceRoots(t *testing.T) {
 	}
 
 	for _, w := range []string{filepath.Join(ws, "sub"), more} {
-		r := call[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "echo in " + filepath.Base(w), Workspace: w})
+		r := call[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "echo in " + filepath.Base(w), Workspace: w})
 		evs := ofRun(waitTerminal(t, c, r.RunID), r.RunID)
 		if last := evs[len(evs)-1]; last.Event != "run.completed" {
 			t.Errorf("workspace %s: %s", w, types(evs))
@@ -308,8 +309,8 @@ func TestBaseURLAllowlist(t *testing.T) {
 	c := e.dial()
 	sid := e.session(c)
 	for _, u := range []string{"http://127.0.0.1:9999/v1", "http://127.0.0.1:9/v2", "http://attacker.example/v1", "http://127.0.0.1:9@attacker.example/v1"} {
-		err := c.Call(context.Background(), gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "echo x", Options: gateway.RunOptions{BaseURL: u}}, nil)
-		if gatewaytest.ErrCode(err) != gateway.CodeInvalidOptions || !strings.Contains(err.Error(), "options.base_url") || !strings.Contains(err.Error(), "--allow-any-base-url") {
+		err := c.Call(context.Background(), api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "echo x", Options: api.RunOptions{BaseURL: u}}, nil)
+		if gatewaytest.ErrCode(err) != api.CodeInvalidOptions || !strings.Contains(err.Error(), "options.base_url") || !strings.Contains(err.Error(), "--allow-any-base-url") {
 			t.Errorf("base_url %s: %v, want invalid_options naming options.base_url and --allow-any-base-url", u, err)
 		}
 	}
@@ -321,17 +322,17 @@ func TestBaseURLAllowlist(t *testing.T) {
 		t.Fatalf("refused base URLs created %d runs", len(runs))
 	}
 	// Its own endpoint, however spelt, is fine.
-	r := call[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "echo own", Options: gateway.RunOptions{BaseURL: "HTTP://127.0.0.1:9/v1/"}})
+	r := call[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "echo own", Options: api.RunOptions{BaseURL: "HTTP://127.0.0.1:9/v1/"}})
 	waitTerminal(t, c, r.RunID)
 
 	open := newEnv(t, func(c *gateway.Config) { c.AllowAnyBaseURL = true })
 	oc := open.dial()
 	osid := open.session(oc)
-	r = call[gateway.RunStartResult](t, oc, gateway.MethodRunStart, gateway.RunStartParams{SessionID: osid, Input: "echo any", Options: gateway.RunOptions{BaseURL: "http://127.0.0.1:9999/v1"}})
+	r = call[api.RunStartResult](t, oc, api.MethodRunStart, api.RunStartParams{SessionID: osid, Input: "echo any", Options: api.RunOptions{BaseURL: "http://127.0.0.1:9999/v1"}})
 	waitTerminal(t, oc, r.RunID)
 	// Then the usual check of a remote endpoint without a key applies.
-	err := oc.Call(context.Background(), gateway.MethodRunStart, gateway.RunStartParams{SessionID: osid, Input: "echo x", Options: gateway.RunOptions{BaseURL: "https://api.example.com/v1"}}, nil)
-	if gatewaytest.ErrCode(err) != gateway.CodeInvalidOptions || !strings.Contains(err.Error(), "OPENAI_API_KEY") {
+	err := oc.Call(context.Background(), api.MethodRunStart, api.RunStartParams{SessionID: osid, Input: "echo x", Options: api.RunOptions{BaseURL: "https://api.example.com/v1"}}, nil)
+	if gatewaytest.ErrCode(err) != api.CodeInvalidOptions || !strings.Contains(err.Error(), "OPENAI_API_KEY") {
 		t.Errorf("remote base_url without a key: %v", err)
 	}
 }
@@ -354,7 +355,7 @@ func TestShortToken(t *testing.T) {
 
 	t.Setenv("AGENT_GATEWAY_TOKEN", "abc")
 	_, _, err = gateway.ServerToken(home)
-	var te *gateway.TokenError
+	var te *api.TokenError
 	if !errors.As(err, &te) || !strings.Contains(err.Error(), "AGENT_GATEWAY_TOKEN") || !strings.Contains(err.Error(), "16") {
 		t.Errorf("ServerToken with AGENT_GATEWAY_TOKEN=abc: %v", err)
 	}
@@ -371,7 +372,7 @@ func TestShortToken(t *testing.T) {
 		t.Errorf("ServerToken with a 3-character token file: %v", err)
 	}
 	// A client still reads what is there: the gateway is the one to refuse.
-	if tok, err := gateway.ClientToken(home); err != nil || tok != "abc" {
+	if tok, err := api.ClientToken(home); err != nil || tok != "abc" {
 		t.Errorf("ClientToken: %q %v", tok, err)
 	}
 }
@@ -384,26 +385,26 @@ func TestFieldLimits(t *testing.T) {
 	c := e.dial()
 	sid := e.session(c)
 	long := strings.Repeat("t", 201)
-	if code := callErr(t, c, gateway.MethodSessionCreate, gateway.SessionCreateParams{Title: long}); code != gateway.CodeBadRequest {
+	if code := callErr(t, c, api.MethodSessionCreate, api.SessionCreateParams{Title: long}); code != api.CodeBadRequest {
 		t.Errorf("session.create with a 201-character title: %s", code)
 	}
-	call[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, gateway.SessionCreateParams{Title: strings.Repeat("é", 200)})
-	if code := callErr(t, c, gateway.MethodSessionFork, gateway.SessionForkParams{SessionID: sid, Title: long}); code != gateway.CodeBadRequest {
+	call[api.SessionInfo](t, c, api.MethodSessionCreate, api.SessionCreateParams{Title: strings.Repeat("é", 200)})
+	if code := callErr(t, c, api.MethodSessionFork, api.SessionForkParams{SessionID: sid, Title: long}); code != api.CodeBadRequest {
 		t.Errorf("session.fork with a 201-character title: %s", code)
 	}
 	ctx, cancel := gatewaytest.Timeout(15 * time.Second)
 	defer cancel()
-	for _, p := range []gateway.RunStartParams{
+	for _, p := range []api.RunStartParams{
 		{SessionID: sid, Input: "echo " + strings.Repeat("x", 1<<20)},
 		{SessionID: sid, Input: "echo x", IdempotencyKey: strings.Repeat("k", 201)},
 	} {
-		err := c.Call(ctx, gateway.MethodRunStart, p, nil)
-		if gatewaytest.ErrCode(err) != gateway.CodeBadRequest || !strings.Contains(err.Error(), "at most") {
+		err := c.Call(ctx, api.MethodRunStart, p, nil)
+		if gatewaytest.ErrCode(err) != api.CodeBadRequest || !strings.Contains(err.Error(), "at most") {
 			t.Errorf("run.start with %d input bytes, a %d-byte key: %v", len(p.Input), len(p.IdempotencyKey), err)
 		}
 	}
-	err := c.Call(ctx, gateway.MethodJobCreate, gateway.JobCreateParams{Name: long, CronExpr: "@hourly", Prompt: "echo x"}, nil)
-	if gatewaytest.ErrCode(err) != gateway.CodeInvalidJob || !strings.Contains(err.Error(), "name") {
+	err := c.Call(ctx, api.MethodJobCreate, api.JobCreateParams{Name: long, CronExpr: "@hourly", Prompt: "echo x"}, nil)
+	if gatewaytest.ErrCode(err) != api.CodeInvalidJob || !strings.Contains(err.Error(), "name") {
 		t.Errorf("job.create with a 201-character name: %v", err)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"agent/event"
+	"agent/gateway/api"
 )
 
 // sseKeepalive is how often an idle event stream gets a comment line, so
@@ -28,7 +29,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/runs", s.bounded(s.httpStartRun))
 	mux.HandleFunc("GET /metrics", s.bounded(s.httpMetrics))
 	mux.HandleFunc("/", s.bounded(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errorf(CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
+		writeError(w, errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	}))
 	// /ws checks its own requests: its token may come in the connect frame.
 	root := http.NewServeMux()
@@ -69,16 +70,16 @@ func (s *Server) bounded(h http.HandlerFunc) http.HandlerFunc {
 }
 
 // bodyError says why a request body could not be read.
-func (s *Server) bodyError(err error) *Error {
+func (s *Server) bodyError(err error) *api.Error {
 	var tooBig *http.MaxBytesError
 	var nerr net.Error
 	switch {
 	case errors.As(err, &tooBig):
-		return errorf(CodeBadRequest, "body: larger than %d MiB", maxBody>>20)
+		return errorf(api.CodeBadRequest, "body: larger than %d MiB", maxBody>>20)
 	case errors.As(err, &nerr) && nerr.Timeout():
-		return errorf(CodeBadRequest, "body: it did not arrive within %s", s.cfg.ReadTimeout)
+		return errorf(api.CodeBadRequest, "body: it did not arrive within %s", s.cfg.ReadTimeout)
 	}
-	return errorf(CodeBadRequest, "body: want a JSON run.start params object: %v", err)
+	return errorf(api.CodeBadRequest, "body: want a JSON run.start params object: %v", err)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -87,36 +88,36 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, e *Error) {
+func writeError(w http.ResponseWriter, e *api.Error) {
 	switch e.Code {
-	case CodeUnauthorized:
+	case api.CodeUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agent gateway"`)
 		fallthrough
-	case CodeForbidden:
+	case api.CodeForbidden:
 		// A refused client gets no keep-alive connection to sit on.
 		w.Header().Set("Connection", "close")
 	}
-	writeJSON(w, httpStatus(e.Code), HTTPError{Error: e})
+	writeJSON(w, httpStatus(e.Code), api.HTTPError{Error: e})
 }
 
 func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	e := toError(err)
-	if e.Code == CodeInternal {
+	if e.Code == api.CodeInternal {
 		s.log.Error("request failed", "err", err)
 	}
 	writeError(w, e)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, Health{OK: true, Version: s.cfg.Version})
+	writeJSON(w, http.StatusOK, api.Health{OK: true, Version: s.cfg.Version})
 }
 
 func (s *Server) httpSessions(w http.ResponseWriter, r *http.Request) {
-	var p SessionListParams
+	var p api.SessionListParams
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
-			writeError(w, errorf(CodeBadRequest, "limit %q is not a positive number", v))
+			writeError(w, errorf(api.CodeBadRequest, "limit %q is not a positive number", v))
 			return
 		}
 		p.Limit = n
@@ -126,7 +127,7 @@ func (s *Server) httpSessions(w http.ResponseWriter, r *http.Request) {
 	case "true", "1":
 		p.IncludeJobs = true
 	default:
-		writeError(w, errorf(CodeBadRequest, "include_jobs %q must be true or false", v))
+		writeError(w, errorf(api.CodeBadRequest, "include_jobs %q must be true or false", v))
 		return
 	}
 	list, err := s.listSessions(r.Context(), p, 0)
@@ -148,13 +149,13 @@ func (s *Server) httpRun(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, RunDetail{Run: s.runInfo(row), Events: len(evs)})
+	writeJSON(w, http.StatusOK, api.RunDetail{Run: s.runInfo(row), Events: len(evs)})
 }
 
 // httpStartRun is POST /v1/runs: run.start over HTTP. Without a
 // session_id it creates a session, titled after the input.
 func (s *Server) httpStartRun(w http.ResponseWriter, r *http.Request) {
-	var p RunStartParams
+	var p api.RunStartParams
 	if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
 		writeError(w, s.bodyError(err))
 		return
@@ -215,7 +216,7 @@ func (s *Server) httpEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
-		writeError(w, errorf(CodeInternal, "streaming is not supported by this connection"))
+		writeError(w, errorf(api.CodeInternal, "streaming is not supported by this connection"))
 		return
 	}
 	// Join the live stream before reading the store, as session.resume does.
@@ -291,7 +292,7 @@ func (s *Server) httpEvents(w http.ResponseWriter, r *http.Request) {
 		case it, ok := <-sub.ch:
 			if !ok {
 				if sub.overflowed {
-					writeSSEError(w, errorf(CodeSlowConsumer, "this stream fell more than %d events behind; reconnect with after_seq %d (nothing is lost)", s.cfg.SubscriberBuffer, sent))
+					writeSSEError(w, errorf(api.CodeSlowConsumer, "this stream fell more than %d events behind; reconnect with after_seq %d (nothing is lost)", s.cfg.SubscriberBuffer, sent))
 				}
 				return
 			}
@@ -310,7 +311,7 @@ func (s *Server) httpEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func afterSeq(r *http.Request) (int64, *Error) {
+func afterSeq(r *http.Request) (int64, *api.Error) {
 	v := r.URL.Query().Get("after_seq")
 	if v == "" {
 		v = r.Header.Get("Last-Event-ID")
@@ -320,7 +321,7 @@ func afterSeq(r *http.Request) (int64, *Error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return 0, errorf(CodeBadRequest, "after_seq %q is not a seq (0 or more)", v)
+		return 0, errorf(api.CodeBadRequest, "after_seq %q is not a seq (0 or more)", v)
 	}
 	return n, nil
 }
@@ -335,8 +336,8 @@ func writeSSE(w io.Writer, e event.Event) error {
 }
 
 // writeSSEError ends a stream with an error event carrying the Error.
-func writeSSEError(w io.Writer, e *Error) {
-	data, _ := json.Marshal(HTTPError{Error: e})
+func writeSSEError(w io.Writer, e *api.Error) {
+	data, _ := json.Marshal(api.HTTPError{Error: e})
 	fmt.Fprintf(w, "event: error\ndata: %s\n\n", data)
 	if f, ok := w.(http.Flusher); ok {
 		f.Flush()

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"agent/event"
+	"agent/gateway/api"
 )
 
 // item is one persisted event on its way to subscribers. The WebSocket
@@ -22,9 +23,9 @@ func newItem(e event.Event) *item {
 	return &item{ev: e, frame: frame}
 }
 
-func eventFrame(e event.Event) EventFrame {
-	return EventFrame{
-		Type: FrameEvent, Event: e.Type, SessionID: e.SessionID, RunID: e.RunID,
+func eventFrame(e event.Event) api.EventFrame {
+	return api.EventFrame{
+		Type: api.FrameEvent, Event: e.Type, SessionID: e.SessionID, RunID: e.RunID,
 		PhaseID: e.PhaseID, Attempt: e.Attempt, Seq: e.Seq, TS: e.TS, Data: e.Data,
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"agent/event"
+	"agent/gateway/api"
 	"agent/scheduler"
 	"agent/store"
 	"agent/supervisor"
@@ -106,59 +107,59 @@ func (c *conn) watchJobs() {
 		}
 		if sub.overflowed {
 			c.s.log.Warn("slow consumer of job events disconnected", "conn", c.id)
-			c.fail("", errorf(CodeSlowConsumer, "this connection fell more than %d job events behind; reconnect, then job.list and job.get_runs show what it missed", c.s.cfg.SubscriberBuffer))
+			c.fail("", errorf(api.CodeSlowConsumer, "this connection fell more than %d job events behind; reconnect, then job.list and job.get_runs show what it missed", c.s.cfg.SubscriberBuffer))
 		}
 	}()
 }
 
 // jobMethod serves the job.* methods.
-func (s *Server) jobMethod(ctx context.Context, req Request) (any, error) {
+func (s *Server) jobMethod(ctx context.Context, req api.Request) (any, error) {
 	switch req.Method {
-	case MethodJobList:
+	case api.MethodJobList:
 		jobs, err := s.jobs.ListJobs(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return JobList{Jobs: orEmpty(jobs)}, nil
-	case MethodJobCreate:
-		var p JobCreateParams
+		return api.JobList{Jobs: orEmpty(jobs)}, nil
+	case api.MethodJobCreate:
+		var p api.JobCreateParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, err
 		}
 		return s.createJob(ctx, p)
-	case MethodJobUpdate:
-		var p JobUpdateParams
+	case api.MethodJobUpdate:
+		var p api.JobUpdateParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, err
 		}
 		return s.updateJob(ctx, p)
-	case MethodJobGetRuns:
-		var p JobRunsParams
+	case api.MethodJobGetRuns:
+		var p api.JobRunsParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, err
 		}
 		return s.jobRuns(ctx, p)
 	}
-	var p JobParams
+	var p api.JobParams
 	if err := decode(req.Params, &p); err != nil {
 		return nil, err
 	}
 	if p.JobID == "" {
-		return nil, errorf(CodeBadRequest, "job_id is required")
+		return nil, errorf(api.CodeBadRequest, "job_id is required")
 	}
 	switch req.Method {
-	case MethodJobPause:
+	case api.MethodJobPause:
 		return s.jobs.PauseJob(ctx, p.JobID)
-	case MethodJobResume:
+	case api.MethodJobResume:
 		return s.jobs.ResumeJob(ctx, p.JobID)
-	case MethodJobRunNow:
+	case api.MethodJobRunNow:
 		run, err := s.jobs.RunNow(ctx, p.JobID)
 		if err == nil && run.Status != event.StatusSkipped {
 			// Tell the caller which run to follow, once there is one.
 			run.RunID = s.jobDispatch.awaitRun(ctx, run.ID, runNowWait)
 		}
 		return run, err
-	case MethodJobDelete:
+	case api.MethodJobDelete:
 		j, err := s.jobs.GetJob(ctx, p.JobID)
 		if err != nil {
 			return nil, err
@@ -166,24 +167,24 @@ func (s *Server) jobMethod(ctx context.Context, req Request) (any, error) {
 		if err := s.jobs.DeleteJob(ctx, j.ID); err != nil {
 			return nil, err
 		}
-		return JobDeleted{JobID: j.ID, Name: j.Name, Deleted: true}, nil
+		return api.JobDeleted{JobID: j.ID, Name: j.Name, Deleted: true}, nil
 	}
-	return nil, errorf(CodeUnknownMethod, "method %q is not supported by this gateway", req.Method)
+	return nil, errorf(api.CodeUnknownMethod, "method %q is not supported by this gateway", req.Method)
 }
 
 // checkJobFields bounds a job's name and prompt as run.start bounds a
 // title and an input.
 func checkJobFields(name, prompt *string) error {
 	if name != nil && utf8.RuneCountInString(*name) > maxTitle {
-		return errorf(CodeInvalidJob, "name has %d characters; at most %d are accepted", utf8.RuneCountInString(*name), maxTitle)
+		return errorf(api.CodeInvalidJob, "name has %d characters; at most %d are accepted", utf8.RuneCountInString(*name), maxTitle)
 	}
 	if prompt != nil && len(*prompt) > maxInput {
-		return errorf(CodeInvalidJob, "prompt has %d bytes; at most %d (1 MiB) are accepted", len(*prompt), maxInput)
+		return errorf(api.CodeInvalidJob, "prompt has %d bytes; at most %d (1 MiB) are accepted", len(*prompt), maxInput)
 	}
 	return nil
 }
 
-func (s *Server) createJob(ctx context.Context, p JobCreateParams) (scheduler.Job, error) {
+func (s *Server) createJob(ctx context.Context, p api.JobCreateParams) (scheduler.Job, error) {
 	if err := checkJobFields(&p.Name, &p.Prompt); err != nil {
 		return scheduler.Job{}, err
 	}
@@ -201,9 +202,9 @@ func (s *Server) createJob(ctx context.Context, p JobCreateParams) (scheduler.Jo
 	})
 }
 
-func (s *Server) updateJob(ctx context.Context, p JobUpdateParams) (scheduler.Job, error) {
+func (s *Server) updateJob(ctx context.Context, p api.JobUpdateParams) (scheduler.Job, error) {
 	if p.JobID == "" {
-		return scheduler.Job{}, errorf(CodeBadRequest, "job_id is required")
+		return scheduler.Job{}, errorf(api.CodeBadRequest, "job_id is required")
 	}
 	if err := checkJobFields(p.Name, p.Prompt); err != nil {
 		return scheduler.Job{}, err
@@ -232,12 +233,12 @@ func (s *Server) updateJob(ctx context.Context, p JobUpdateParams) (scheduler.Jo
 	})
 }
 
-func (s *Server) jobRuns(ctx context.Context, p JobRunsParams) (*JobRunList, error) {
+func (s *Server) jobRuns(ctx context.Context, p api.JobRunsParams) (*api.JobRunList, error) {
 	switch {
 	case p.JobID == "":
-		return nil, errorf(CodeBadRequest, "job_id is required")
+		return nil, errorf(api.CodeBadRequest, "job_id is required")
 	case p.Limit < 0:
-		return nil, errorf(CodeBadRequest, "limit must be 0 (the default, %d) or more", defaultJobRuns)
+		return nil, errorf(api.CodeBadRequest, "limit must be 0 (the default, %d) or more", defaultJobRuns)
 	case p.Limit == 0:
 		p.Limit = defaultJobRuns
 	}
@@ -249,7 +250,7 @@ func (s *Server) jobRuns(ctx context.Context, p JobRunsParams) (*JobRunList, err
 	if err != nil {
 		return nil, err
 	}
-	return &JobRunList{Job: j, Runs: orEmpty(runs)}, nil
+	return &api.JobRunList{Job: j, Runs: orEmpty(runs)}, nil
 }
 
 // policyFields are the keys of a policy object, to refuse a misspelt one
@@ -264,18 +265,18 @@ func (s *Server) jobPolicy(base scheduler.Policy, raw json.RawMessage) (*schedul
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, errorf(CodeInvalidJob, "invalid policy: %v", err)
+		return nil, errorf(api.CodeInvalidJob, "invalid policy: %v", err)
 	}
 	for k := range fields {
 		if !slices.Contains(policyFields, k) {
-			return nil, errorf(CodeInvalidJob, "invalid policy: unknown field %q (want overlap, missed, retry, timeout, tools, sandbox, network, max_tokens or max_cost)", k)
+			return nil, errorf(api.CodeInvalidJob, "invalid policy: unknown field %q (want overlap, missed, retry, timeout, tools, sandbox, network, max_tokens or max_cost)", k)
 		}
 	}
 	if err := json.Unmarshal(raw, &base); err != nil {
-		return nil, errorf(CodeInvalidJob, "invalid policy: %v", err)
+		return nil, errorf(api.CodeInvalidJob, "invalid policy: %v", err)
 	}
 	if base.Sandbox == "off" && !s.cfg.AllowUnsandboxed {
-		return nil, errorf(CodeInvalidJob, unsandboxedRefusal, "policy.sandbox")
+		return nil, errorf(api.CodeInvalidJob, unsandboxedRefusal, "policy.sandbox")
 	}
 	return &base, nil
 }
@@ -289,7 +290,7 @@ func (s *Server) jobSession(ctx context.Context, id string) (string, error) {
 	}
 	row, err := s.db.GetSession(ctx, id)
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrAmbiguous) {
-		return "", errorf(CodeInvalidJob, "target %v; create a session with session.create, or leave it out for a new session per run", err)
+		return "", errorf(api.CodeInvalidJob, "target %v; create a session with session.create, or leave it out for a new session per run", err)
 	}
 	if err != nil {
 		return "", err
@@ -378,14 +379,14 @@ func (d *jobDispatcher) Start(ctx context.Context, job scheduler.Job, tick sched
 		sessionID = row.ID
 	}
 	began := time.Now()
-	res, err := s.startRun(ctx, RunStartParams{
+	res, err := s.startRun(ctx, api.RunStartParams{
 		SessionID: sessionID,
 		Input:     tick.Prompt,
 		// The allowlist is the run's options.allow_tools: resolve checks
 		// it and the child is offered only those tools. The timeout is the
 		// run's own as well, so it holds even for a reclaimed run the
 		// scheduler no longer watches.
-		Options: RunOptions{AllowTools: tick.Tools, Timeout: supervisor.Duration(tick.Timeout), Sandbox: tick.Sandbox, Network: tick.Network,
+		Options: api.RunOptions{AllowTools: tick.Tools, Timeout: supervisor.Duration(tick.Timeout), Sandbox: tick.Sandbox, Network: tick.Network,
 			MaxTokens: tick.MaxTokens, MaxCost: tick.MaxCost},
 		// Ties the run to its job_runs row (run.get shows the key).
 		IdempotencyKey: "job-run:" + tick.JobRunID,

@@ -11,6 +11,7 @@ import (
 
 	"agent/event"
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/scheduler"
 	"agent/store"
@@ -25,12 +26,12 @@ func jobsOn(c *gateway.Config) {
 }
 
 // jobErr makes a request that must fail, and returns the error.
-func jobErr(t *testing.T, c *gatewaytest.Client, method string, params any) *gateway.Error {
+func jobErr(t *testing.T, c *gatewaytest.Client, method string, params any) *api.Error {
 	t.Helper()
 	ctx, cancel := gatewaytest.Timeout(15 * time.Second)
 	defer cancel()
 	err := c.Call(ctx, method, params, nil)
-	var e *gateway.Error
+	var e *api.Error
 	if !errors.As(err, &e) {
 		t.Fatalf("%s: %v, want a protocol error", method, err)
 	}
@@ -38,12 +39,12 @@ func jobErr(t *testing.T, c *gatewaytest.Client, method string, params any) *gat
 }
 
 // waitJobEvent waits for a job event of type typ that match accepts.
-func waitJobEvent(t *testing.T, c *gatewaytest.Client, typ string, match func(scheduler.TickData) bool) gateway.EventFrame {
+func waitJobEvent(t *testing.T, c *gatewaytest.Client, typ string, match func(scheduler.TickData) bool) api.EventFrame {
 	t.Helper()
 	ctx, cancel := gatewaytest.Timeout(20 * time.Second)
 	defer cancel()
-	var found gateway.EventFrame
-	evs, err := c.WaitEvent(ctx, func(ev gateway.EventFrame) bool {
+	var found api.EventFrame
+	evs, err := c.WaitEvent(ctx, func(ev api.EventFrame) bool {
 		var d scheduler.TickData
 		if ev.Event != typ || json.Unmarshal(ev.Data, &d) != nil || !match(d) {
 			return false
@@ -57,7 +58,7 @@ func waitJobEvent(t *testing.T, c *gatewaytest.Client, typ string, match func(sc
 	return found
 }
 
-func tickData(t *testing.T, ev gateway.EventFrame) scheduler.TickData {
+func tickData(t *testing.T, ev api.EventFrame) scheduler.TickData {
 	t.Helper()
 	var d scheduler.TickData
 	if err := json.Unmarshal(ev.Data, &d); err != nil {
@@ -86,7 +87,7 @@ func TestJobMethods(t *testing.T) {
 	}
 
 	sid := e.session(c)
-	job := call[scheduler.Job](t, c, gateway.MethodJobCreate, gateway.JobCreateParams{
+	job := call[scheduler.Job](t, c, api.MethodJobCreate, api.JobCreateParams{
 		Name: "nightly", CronExpr: "0 3 * * *", Timezone: "Europe/Berlin", Prompt: "echo {{.JobName}}",
 		SessionID: sid[:8], Policy: json.RawMessage(`{"timeout":"90s","tools":["read_file","grep"]}`),
 	})
@@ -109,7 +110,7 @@ func TestJobMethods(t *testing.T) {
 
 	// Only the policy fields given change.
 	name := "nightly"
-	updated := call[scheduler.Job](t, c, gateway.MethodJobUpdate, gateway.JobUpdateParams{
+	updated := call[scheduler.Job](t, c, api.MethodJobUpdate, api.JobUpdateParams{
 		JobID: name, Policy: json.RawMessage(`{"overlap":"queue_one","retry":{"max_attempts":3}}`),
 	})
 	if p := updated.Policy; p.Overlap != scheduler.OverlapQueueOne || p.Retry.MaxAttempts != 3 ||
@@ -118,67 +119,67 @@ func TestJobMethods(t *testing.T) {
 	}
 	waitJobEventOf(t, watcher, scheduler.EventJobUpdated)
 	empty := ""
-	updated = call[scheduler.Job](t, c, gateway.MethodJobUpdate, gateway.JobUpdateParams{JobID: job.ID[:6], SessionID: &empty})
+	updated = call[scheduler.Job](t, c, api.MethodJobUpdate, api.JobUpdateParams{JobID: job.ID[:6], SessionID: &empty})
 	if updated.TargetSessionID != "" || updated.CronExpr != "0 3 * * *" {
 		t.Errorf("after clearing the session: %+v", updated)
 	}
 
-	if j := call[scheduler.Job](t, c, gateway.MethodJobPause, gateway.JobParams{JobID: job.ID}); j.Enabled {
+	if j := call[scheduler.Job](t, c, api.MethodJobPause, api.JobParams{JobID: job.ID}); j.Enabled {
 		t.Error("paused job is enabled")
 	}
-	if j := call[scheduler.Job](t, c, gateway.MethodJobResume, gateway.JobParams{JobID: job.ID}); !j.Enabled || !j.NextRunAt.After(time.Now()) {
+	if j := call[scheduler.Job](t, c, api.MethodJobResume, api.JobParams{JobID: job.ID}); !j.Enabled || !j.NextRunAt.After(time.Now()) {
 		t.Errorf("resumed job %+v", j)
 	}
-	list := call[gateway.JobList](t, c, gateway.MethodJobList, nil)
+	list := call[api.JobList](t, c, api.MethodJobList, nil)
 	if len(list.Jobs) != 1 || list.Jobs[0].ID != job.ID {
 		t.Errorf("job.list %+v", list)
 	}
-	runs := call[gateway.JobRunList](t, c, gateway.MethodJobGetRuns, gateway.JobRunsParams{JobID: job.ID})
+	runs := call[api.JobRunList](t, c, api.MethodJobGetRuns, api.JobRunsParams{JobID: job.ID})
 	if runs.Job.ID != job.ID || runs.Runs == nil || len(runs.Runs) != 0 {
 		t.Errorf("job.get_runs %+v", runs)
 	}
 
 	// Scheduling is off: nothing fires, and run_now says so.
-	if e := jobErr(t, c, gateway.MethodJobRunNow, gateway.JobParams{JobID: job.ID}); e.Code != gateway.CodeSchedulerOff || !strings.Contains(e.Message, "--scheduler") {
+	if e := jobErr(t, c, api.MethodJobRunNow, api.JobParams{JobID: job.ID}); e.Code != api.CodeSchedulerOff || !strings.Contains(e.Message, "--scheduler") {
 		t.Errorf("run_now while disabled: %v", e)
 	}
 
 	invalid := []struct {
 		name string
-		p    gateway.JobCreateParams
+		p    api.JobCreateParams
 		want string
 	}{
-		{"bad cron", gateway.JobCreateParams{Name: "x", CronExpr: "61 * * * *", Prompt: "p"}, "invalid cron expression"},
-		{"unknown zone", gateway.JobCreateParams{Name: "x", CronExpr: "@daily", Timezone: "Mars/Olympus", Prompt: "p"}, `unknown timezone "Mars/Olympus"`},
-		{"no name", gateway.JobCreateParams{CronExpr: "@daily", Prompt: "p"}, "name is required"},
-		{"no prompt", gateway.JobCreateParams{Name: "x", CronExpr: "@daily"}, "prompt is required"},
-		{"bad template", gateway.JobCreateParams{Name: "x", CronExpr: "@daily", Prompt: "{{.Nope}}"}, "invalid prompt template"},
-		{"unknown tool", gateway.JobCreateParams{Name: "x", CronExpr: "@daily", Prompt: "p", Policy: json.RawMessage(`{"tools":["nope"]}`)}, `unknown tool "nope"`},
-		{"bad overlap", gateway.JobCreateParams{Name: "x", CronExpr: "@daily", Prompt: "p", Policy: json.RawMessage(`{"overlap":"often"}`)}, `overlap "often"`},
-		{"misspelt policy", gateway.JobCreateParams{Name: "x", CronExpr: "@daily", Prompt: "p", Policy: json.RawMessage(`{"timout":"1m"}`)}, `unknown field "timout"`},
-		{"zero timeout", gateway.JobCreateParams{Name: "x", CronExpr: "@daily", Prompt: "p", Policy: json.RawMessage(`{"timeout":"0s"}`)}, "timeout must be positive"},
-		{"unknown session", gateway.JobCreateParams{Name: "x", CronExpr: "@daily", Prompt: "p", SessionID: "nosuchsession"}, "nosuchsession"},
-		{"name taken", gateway.JobCreateParams{Name: "nightly", CronExpr: "@daily", Prompt: "p"}, "already taken"},
+		{"bad cron", api.JobCreateParams{Name: "x", CronExpr: "61 * * * *", Prompt: "p"}, "invalid cron expression"},
+		{"unknown zone", api.JobCreateParams{Name: "x", CronExpr: "@daily", Timezone: "Mars/Olympus", Prompt: "p"}, `unknown timezone "Mars/Olympus"`},
+		{"no name", api.JobCreateParams{CronExpr: "@daily", Prompt: "p"}, "name is required"},
+		{"no prompt", api.JobCreateParams{Name: "x", CronExpr: "@daily"}, "prompt is required"},
+		{"bad template", api.JobCreateParams{Name: "x", CronExpr: "@daily", Prompt: "{{.Nope}}"}, "invalid prompt template"},
+		{"unknown tool", api.JobCreateParams{Name: "x", CronExpr: "@daily", Prompt: "p", Policy: json.RawMessage(`{"tools":["nope"]}`)}, `unknown tool "nope"`},
+		{"bad overlap", api.JobCreateParams{Name: "x", CronExpr: "@daily", Prompt: "p", Policy: json.RawMessage(`{"overlap":"often"}`)}, `overlap "often"`},
+		{"misspelt policy", api.JobCreateParams{Name: "x", CronExpr: "@daily", Prompt: "p", Policy: json.RawMessage(`{"timout":"1m"}`)}, `unknown field "timout"`},
+		{"zero timeout", api.JobCreateParams{Name: "x", CronExpr: "@daily", Prompt: "p", Policy: json.RawMessage(`{"timeout":"0s"}`)}, "timeout must be positive"},
+		{"unknown session", api.JobCreateParams{Name: "x", CronExpr: "@daily", Prompt: "p", SessionID: "nosuchsession"}, "nosuchsession"},
+		{"name taken", api.JobCreateParams{Name: "nightly", CronExpr: "@daily", Prompt: "p"}, "already taken"},
 	}
 	for _, tt := range invalid {
-		e := jobErr(t, c, gateway.MethodJobCreate, tt.p)
-		if e.Code != gateway.CodeInvalidJob || !strings.Contains(e.Message, tt.want) {
+		e := jobErr(t, c, api.MethodJobCreate, tt.p)
+		if e.Code != api.CodeInvalidJob || !strings.Contains(e.Message, tt.want) {
 			t.Errorf("%s: %v, want invalid_job naming %q", tt.name, e, tt.want)
 		}
 	}
-	if e := jobErr(t, c, gateway.MethodJobUpdate, gateway.JobUpdateParams{JobID: job.ID, CronExpr: ptr("every day")}); e.Code != gateway.CodeInvalidJob {
+	if e := jobErr(t, c, api.MethodJobUpdate, api.JobUpdateParams{JobID: job.ID, CronExpr: ptr("every day")}); e.Code != api.CodeInvalidJob {
 		t.Errorf("update with a bad cron: %v", e)
 	}
 
-	for _, m := range []string{gateway.MethodJobPause, gateway.MethodJobResume, gateway.MethodJobDelete, gateway.MethodJobRunNow, gateway.MethodJobGetRuns} {
-		if e := jobErr(t, c, m, gateway.JobParams{JobID: "nosuchjob"}); e.Code != gateway.CodeNotFound {
+	for _, m := range []string{api.MethodJobPause, api.MethodJobResume, api.MethodJobDelete, api.MethodJobRunNow, api.MethodJobGetRuns} {
+		if e := jobErr(t, c, m, api.JobParams{JobID: "nosuchjob"}); e.Code != api.CodeNotFound {
 			t.Errorf("%s of an unknown job: %v, want not_found", m, e)
 		}
-		if e := jobErr(t, c, m, nil); e.Code != gateway.CodeBadRequest {
+		if e := jobErr(t, c, m, nil); e.Code != api.CodeBadRequest {
 			t.Errorf("%s without job_id: %v, want bad_request", m, e)
 		}
 	}
-	if e := jobErr(t, c, gateway.MethodJobUpdate, gateway.JobUpdateParams{JobID: "nosuchjob", Name: ptr("y")}); e.Code != gateway.CodeNotFound {
+	if e := jobErr(t, c, api.MethodJobUpdate, api.JobUpdateParams{JobID: "nosuchjob", Name: ptr("y")}); e.Code != api.CodeNotFound {
 		t.Errorf("update of an unknown job: %v", e)
 	}
 
@@ -190,25 +191,25 @@ func TestJobMethods(t *testing.T) {
 	}
 	e2 := newEnvOn(t, e.db, e.ws, jobsOff)
 	c2 := e2.dial()
-	if list := call[gateway.JobList](t, c2, gateway.MethodJobList, nil); len(list.Jobs) != 1 || list.Jobs[0].Policy.Retry.MaxAttempts != 3 {
+	if list := call[api.JobList](t, c2, api.MethodJobList, nil); len(list.Jobs) != 1 || list.Jobs[0].Policy.Retry.MaxAttempts != 3 {
 		t.Errorf("after a restart: %+v", list)
 	}
-	del := call[gateway.JobDeleted](t, c2, gateway.MethodJobDelete, gateway.JobParams{JobID: "nightly"})
+	del := call[api.JobDeleted](t, c2, api.MethodJobDelete, api.JobParams{JobID: "nightly"})
 	if !del.Deleted || del.JobID != job.ID {
 		t.Errorf("job.delete %+v", del)
 	}
-	if list := call[gateway.JobList](t, c2, gateway.MethodJobList, nil); list.Jobs == nil || len(list.Jobs) != 0 {
+	if list := call[api.JobList](t, c2, api.MethodJobList, nil); list.Jobs == nil || len(list.Jobs) != 0 {
 		t.Errorf("job.list after delete: %+v", list)
 	}
 }
 
 func ptr[T any](v T) *T { return &v }
 
-func waitJobEventOf(t *testing.T, c *gatewaytest.Client, typ string) gateway.EventFrame {
+func waitJobEventOf(t *testing.T, c *gatewaytest.Client, typ string) api.EventFrame {
 	t.Helper()
 	ctx, cancel := gatewaytest.Timeout(10 * time.Second)
 	defer cancel()
-	evs, err := c.WaitEvent(ctx, func(ev gateway.EventFrame) bool { return ev.Event == typ })
+	evs, err := c.WaitEvent(ctx, func(ev api.EventFrame) bool { return ev.Event == typ })
 	if err != nil {
 		t.Fatalf("waiting for %s: %v; got %s", typ, err, types(evs))
 	}
@@ -231,10 +232,10 @@ func TestJobRuns(t *testing.T) {
 	e.attach(c, sid, 0)
 
 	// In the target session.
-	job := call[scheduler.Job](t, c, gateway.MethodJobCreate, gateway.JobCreateParams{
+	job := call[scheduler.Job](t, c, api.MethodJobCreate, api.JobCreateParams{
 		Name: "greeter", CronExpr: "0 0 1 1 *", Prompt: "echo hello from {{.JobName}}", SessionID: sid,
 	})
-	jr := call[scheduler.JobRun](t, c, gateway.MethodJobRunNow, gateway.JobParams{JobID: "greeter"})
+	jr := call[scheduler.JobRun](t, c, api.MethodJobRunNow, api.JobParams{JobID: "greeter"})
 	if jr.Status != "queued" || jr.JobID != job.ID {
 		t.Fatalf("run_now: %+v", jr)
 	}
@@ -244,7 +245,7 @@ func TestJobRuns(t *testing.T) {
 	if started.RunID == "" || done.RunID != started.RunID || done.Seq != 0 {
 		t.Fatalf("job.started %+v, job.completed %+v", started, done)
 	}
-	var inSession []gateway.EventFrame // job events name the run too, but no session
+	var inSession []api.EventFrame // job events name the run too, but no session
 	for _, ev := range ofRun(waitTerminal(t, c, started.RunID), started.RunID) {
 		if ev.SessionID == sid {
 			inSession = append(inSession, ev)
@@ -253,31 +254,31 @@ func TestJobRuns(t *testing.T) {
 	if got := types(inSession); got != "run.started message.completed message.delta message.delta message.completed run.completed" {
 		t.Errorf("the job's run in its session: %s", got)
 	}
-	info := call[gateway.RunInfo](t, c, gateway.MethodRunGet, gateway.RunParams{RunID: started.RunID})
+	info := call[api.RunInfo](t, c, api.MethodRunGet, api.RunParams{RunID: started.RunID})
 	if info.Prompt != "echo hello from greeter" || info.SessionID != sid || info.IdempotencyKey != "job-run:"+jr.ID {
 		t.Errorf("run %+v", info)
 	}
-	runs := call[gateway.JobRunList](t, c, gateway.MethodJobGetRuns, gateway.JobRunsParams{JobID: job.ID})
+	runs := call[api.JobRunList](t, c, api.MethodJobGetRuns, api.JobRunsParams{JobID: job.ID})
 	if len(runs.Runs) != 1 || runs.Runs[0].Status != "completed" || runs.Runs[0].RunID != started.RunID || runs.Runs[0].CompletedAt.IsZero() {
 		t.Errorf("job runs %+v", runs.Runs)
 	}
 
 	// Without a target session: a new session titled after the job.
-	call[scheduler.Job](t, c, gateway.MethodJobCreate, gateway.JobCreateParams{Name: "loner", CronExpr: "@yearly", Prompt: "echo alone"})
-	jr = call[scheduler.JobRun](t, c, gateway.MethodJobRunNow, gateway.JobParams{JobID: "loner"})
+	call[scheduler.Job](t, c, api.MethodJobCreate, api.JobCreateParams{Name: "loner", CronExpr: "@yearly", Prompt: "echo alone"})
+	jr = call[scheduler.JobRun](t, c, api.MethodJobRunNow, api.JobParams{JobID: "loner"})
 	done = waitJobEvent(t, c, scheduler.EventJobCompleted, func(d scheduler.TickData) bool { return d.JobRunID == jr.ID })
-	info = call[gateway.RunInfo](t, c, gateway.MethodRunGet, gateway.RunParams{RunID: done.RunID})
-	sess := call[gateway.SessionDetail](t, c, gateway.MethodSessionGet, gateway.SessionParams{SessionID: info.SessionID})
+	info = call[api.RunInfo](t, c, api.MethodRunGet, api.RunParams{RunID: done.RunID})
+	sess := call[api.SessionDetail](t, c, api.MethodSessionGet, api.SessionParams{SessionID: info.SessionID})
 	if info.SessionID == sid || !strings.HasPrefix(sess.Session.Title, "job loner ") || info.Status != "completed" {
 		t.Errorf("run %+v in session %+v", info, sess.Session)
 	}
 
 	// The timeout cancels a run that hangs; a run_now meanwhile is skipped.
-	call[scheduler.Job](t, c, gateway.MethodJobCreate, gateway.JobCreateParams{
+	call[scheduler.Job](t, c, api.MethodJobCreate, api.JobCreateParams{
 		Name: "sleeper", CronExpr: "@yearly", Prompt: "sleep", Policy: json.RawMessage(`{"timeout":"1s"}`),
 	})
-	jr = call[scheduler.JobRun](t, c, gateway.MethodJobRunNow, gateway.JobParams{JobID: "sleeper"})
-	if again := call[scheduler.JobRun](t, c, gateway.MethodJobRunNow, gateway.JobParams{JobID: "sleeper"}); again.Status != "skipped" || !strings.Contains(again.ErrorText, "skip_if_running") {
+	jr = call[scheduler.JobRun](t, c, api.MethodJobRunNow, api.JobParams{JobID: "sleeper"})
+	if again := call[scheduler.JobRun](t, c, api.MethodJobRunNow, api.JobParams{JobID: "sleeper"}); again.Status != "skipped" || !strings.Contains(again.ErrorText, "skip_if_running") {
 		t.Errorf("overlapping run_now: %+v", again)
 	}
 	waitJobEvent(t, c, scheduler.EventJobSkippedOverlap, func(d scheduler.TickData) bool { return d.Name == "sleeper" })
@@ -285,7 +286,7 @@ func TestJobRuns(t *testing.T) {
 	if failed.Error != "timed out after 1s" || failed.WillRetry == nil || *failed.WillRetry {
 		t.Errorf("job.failed %+v", failed)
 	}
-	info = call[gateway.RunInfo](t, c, gateway.MethodRunGet, gateway.RunParams{RunID: failed.RunID})
+	info = call[api.RunInfo](t, c, api.MethodRunGet, api.RunParams{RunID: failed.RunID})
 	if info.Status != "failed" || info.Reason != "timeout" || !strings.HasPrefix(info.Detail, "timed out after 1s") {
 		t.Errorf("the timed-out run: %s %q %q", info.Status, info.Reason, info.Detail)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"agent/gateway/api"
 )
 
 // connLimiter caps the connections the gateway holds open, so idle or
@@ -138,7 +140,7 @@ func (c *limitedConn) protect() (release func()) {
 
 // overCapacity is the answer of a connection refused over the cap.
 var overCapacity = func() []byte {
-	body, _ := json.Marshal(HTTPError{Error: &Error{Code: CodeUnavailable, Retryable: true,
+	body, _ := json.Marshal(api.HTTPError{Error: &api.Error{Code: api.CodeUnavailable, Retryable: true,
 		Message: "the gateway has as many connections as it accepts, all busy; retry shortly"}})
 	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 }()

@@ -17,6 +17,7 @@ import (
 	"agent/adapter"
 	"agent/event"
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/store"
 )
@@ -224,20 +225,20 @@ func callErr(t *testing.T, c *gatewaytest.Client, method string, params any) str
 
 func (e *env) session(c *gatewaytest.Client) string {
 	e.t.Helper()
-	return call[gateway.SessionInfo](e.t, c, gateway.MethodSessionCreate, gateway.SessionCreateParams{Title: "t"}).SessionID
+	return call[api.SessionInfo](e.t, c, api.MethodSessionCreate, api.SessionCreateParams{Title: "t"}).SessionID
 }
 
-func (e *env) start(c *gatewaytest.Client, sessionID, input string) gateway.RunStartResult {
+func (e *env) start(c *gatewaytest.Client, sessionID, input string) api.RunStartResult {
 	e.t.Helper()
-	return call[gateway.RunStartResult](e.t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sessionID, Input: input})
+	return call[api.RunStartResult](e.t, c, api.MethodRunStart, api.RunStartParams{SessionID: sessionID, Input: input})
 }
 
-func (e *env) attach(c *gatewaytest.Client, sessionID string, after int64) gateway.SessionResumeResult {
+func (e *env) attach(c *gatewaytest.Client, sessionID string, after int64) api.SessionResumeResult {
 	e.t.Helper()
-	return call[gateway.SessionResumeResult](e.t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sessionID, AfterSeq: after})
+	return call[api.SessionResumeResult](e.t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sessionID, AfterSeq: after})
 }
 
-func waitTerminal(t *testing.T, c *gatewaytest.Client, runID string) []gateway.EventFrame {
+func waitTerminal(t *testing.T, c *gatewaytest.Client, runID string) []api.EventFrame {
 	t.Helper()
 	ctx, cancel := gatewaytest.Timeout(20 * time.Second)
 	defer cancel()
@@ -249,8 +250,8 @@ func waitTerminal(t *testing.T, c *gatewaytest.Client, runID string) []gateway.E
 }
 
 // ofRun keeps the frames of one run.
-func ofRun(evs []gateway.EventFrame, runID string) []gateway.EventFrame {
-	var out []gateway.EventFrame
+func ofRun(evs []api.EventFrame, runID string) []api.EventFrame {
+	var out []api.EventFrame
 	for _, ev := range evs {
 		if ev.RunID == runID {
 			out = append(out, ev)
@@ -259,7 +260,7 @@ func ofRun(evs []gateway.EventFrame, runID string) []gateway.EventFrame {
 	return out
 }
 
-func types(evs []gateway.EventFrame) string {
+func types(evs []api.EventFrame) string {
 	var ts []string
 	for _, ev := range evs {
 		ts = append(ts, ev.Event)
@@ -267,7 +268,7 @@ func types(evs []gateway.EventFrame) string {
 	return strings.Join(ts, " ")
 }
 
-func finished(t *testing.T, ev gateway.EventFrame) event.RunFinishedData {
+func finished(t *testing.T, ev api.EventFrame) event.RunFinishedData {
 	t.Helper()
 	var d event.RunFinishedData
 	if err := (event.Event{Type: ev.Event, Data: ev.Data}).Decode(&d); err != nil {
@@ -277,7 +278,7 @@ func finished(t *testing.T, ev gateway.EventFrame) event.RunFinishedData {
 }
 
 // checkSeqs asserts strictly increasing seqs with no gap from after.
-func checkSeqs(t *testing.T, evs []gateway.EventFrame, after int64) {
+func checkSeqs(t *testing.T, evs []api.EventFrame, after int64) {
 	t.Helper()
 	want := after + 1
 	for _, ev := range evs {

@@ -8,13 +8,10 @@ import (
 	"strings"
 
 	"agent/config"
+	"agent/gateway/api"
 	"agent/supervisor"
 	"agent/tools"
 )
-
-// RunOptions are run.start's options: a run's settings, the same as the
-// CLI's flags. Zero values take the gateway's defaults.
-type RunOptions = supervisor.Options
 
 // optionName is how the gateway names an option in an error: the field of
 // run.start it came from.
@@ -28,23 +25,23 @@ func optionName(field string) string {
 // resolve checks run.start's options as every front-end does
 // (supervisor.Prepare) and fills in the gateway's defaults. Problems are
 // invalid_options errors naming the option.
-func (s *Server) resolve(p RunStartParams) (RunOptions, *tools.Workspace, error) {
+func (s *Server) resolve(p api.RunStartParams) (api.RunOptions, *tools.Workspace, error) {
 	o := p.Options
 	if o.Record != "" {
-		return o, nil, errorf(CodeInvalidOptions, "options.record is not supported: the gateway makes the model calls; record with agent run --record")
+		return o, nil, errorf(api.CodeInvalidOptions, "options.record is not supported: the gateway makes the model calls; record with agent run --record")
 	}
 	d := s.cfg.Model
 	if o.BaseURL != "" && !s.cfg.AllowAnyBaseURL && !sameURL(o.BaseURL, d.BaseURL) {
-		return o, nil, errorf(CodeInvalidOptions, "options.base_url %q is not this gateway's model endpoint, to which it sends its API key; leave options.base_url out, or start the gateway with --allow-any-base-url", o.BaseURL)
+		return o, nil, errorf(api.CodeInvalidOptions, "options.base_url %q is not this gateway's model endpoint, to which it sends its API key; leave options.base_url out, or start the gateway with --allow-any-base-url", o.BaseURL)
 	}
 	if o.Sandbox == "off" && !s.cfg.AllowUnsandboxed {
-		return o, nil, errorf(CodeInvalidOptions, unsandboxedRefusal, "options.sandbox")
+		return o, nil, errorf(api.CodeInvalidOptions, unsandboxedRefusal, "options.sandbox")
 	}
 	// An MCP server runs outside the sandbox: a client may not name one
 	// (a file it could have written with write_file); the gateway's own
 	// config.toml says which run.
 	if len(o.MCPConfig) > 0 && !s.cfg.AllowUnsandboxed {
-		return o, nil, errorf(CodeInvalidOptions, "options.mcp_config is refused: the MCP servers it names would run unsandboxed on this host; "+
+		return o, nil, errorf(api.CodeInvalidOptions, "options.mcp_config is refused: the MCP servers it names would run unsandboxed on this host; "+
 			"configure them in the gateway's config.toml [mcp_servers], or start the gateway with --allow-unsandboxed")
 	}
 	o.Model = config.Pick(o.Model, d.Name)
@@ -59,7 +56,7 @@ func (s *Server) resolve(p RunStartParams) (RunOptions, *tools.Workspace, error)
 		dir = s.cfg.DefaultWorkspace
 	}
 	if !filepath.IsAbs(dir) {
-		return o, nil, errorf(CodeBadRequest, "workspace %q must be an absolute path", dir)
+		return o, nil, errorf(api.CodeBadRequest, "workspace %q must be an absolute path", dir)
 	}
 	// Checked before Prepare looks at the directory, so a refused one
 	// tells nothing about what exists outside the roots.
@@ -75,9 +72,9 @@ func (s *Server) resolve(p RunStartParams) (RunOptions, *tools.Workspace, error)
 	o, ws, err := s.sup.Prepare(o, dir)
 	var bad *supervisor.OptionError
 	if errors.As(err, &bad) {
-		code := CodeInvalidOptions
+		code := api.CodeInvalidOptions
 		if bad.Field == "workspace" {
-			code = CodeBadRequest
+			code = api.CodeBadRequest
 		}
 		return o, nil, errorf(code, "%s", bad.Message(optionName))
 	}
@@ -96,21 +93,21 @@ func (s *Server) resolve(p RunStartParams) (RunOptions, *tools.Workspace, error)
 // path's symlinks are resolved, and it is compared by components, so
 // /srv/ws admits /srv/ws/a but neither /srv/ws-evil nor a link in /srv/ws
 // to /etc.
-func (s *Server) checkWorkspace(dir string) *Error {
+func (s *Server) checkWorkspace(dir string) *api.Error {
 	p := resolvePath(dir)
 	for _, root := range s.roots {
 		if within(root, p) {
 			return nil
 		}
 	}
-	return errorf(CodeBadRequest, "workspace %s is outside this gateway's workspace roots (%s); use a directory in one of them, or start the gateway with --workspace-root DIR",
+	return errorf(api.CodeBadRequest, "workspace %s is outside this gateway's workspace roots (%s); use a directory in one of them, or start the gateway with --workspace-root DIR",
 		dir, strings.Join(s.roots, ", "))
 }
 
 // checkReplay refuses a cassette outside the workspace roots, or one that
 // is not a regular file (a device such as /dev/zero would be read without
 // end). One that does not exist is left to Prepare to report.
-func (s *Server) checkReplay(path string) *Error {
+func (s *Server) checkReplay(path string) *api.Error {
 	if path == "" {
 		return nil
 	}
@@ -120,11 +117,11 @@ func (s *Server) checkReplay(path string) *Error {
 		inside = inside || within(root, real)
 	}
 	if !inside {
-		return errorf(CodeInvalidOptions, "options.replay %s is outside this gateway's workspace roots (%s); put the cassette in the workspace, or start the gateway with --workspace-root DIR",
+		return errorf(api.CodeInvalidOptions, "options.replay %s is outside this gateway's workspace roots (%s); put the cassette in the workspace, or start the gateway with --workspace-root DIR",
 			path, strings.Join(s.roots, ", "))
 	}
 	if st, err := os.Stat(real); err == nil && !st.Mode().IsRegular() {
-		return errorf(CodeInvalidOptions, "options.replay %s is not a regular file", path)
+		return errorf(api.CodeInvalidOptions, "options.replay %s is not a regular file", path)
 	}
 	return nil
 }

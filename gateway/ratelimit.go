@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"agent/event"
+	"agent/gateway/api"
 )
 
 // A run the provider rate-limited for longer than its retries allow ends
@@ -20,7 +21,7 @@ func (s *Server) resumeAfter(runID string, at time.Time) {
 		if s.stopping.Load() {
 			return // the next start schedules it again
 		}
-		if _, err := s.resumeRun(context.Background(), RunResumeParams{RunID: runID}, 0); err != nil {
+		if _, err := s.resumeRun(context.Background(), api.RunResumeParams{RunID: runID}, 0); err != nil {
 			s.log.Warn("could not resume a rate-limited run", "run_id", runID, "err", err)
 		}
 	})

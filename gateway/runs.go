@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"agent/event"
+	"agent/gateway/api"
 	"agent/store"
 	"agent/supervisor"
 )
@@ -23,12 +24,6 @@ var (
 	errCancelled   = supervisor.CancelledByClient
 )
 
-// Modes of run.cancel (docs/PROTOCOL.md#interrupts-and-cancel).
-const (
-	CancelModeInterrupt = "interrupt" // stop resumably, as Ctrl-C does locally
-	CancelModeCancel    = "cancel"    // end the run for good
-)
-
 // Limits of fields clients send.
 const (
 	maxTitle          = 200     // characters of a session's title
@@ -37,29 +32,29 @@ const (
 )
 
 // checkRunFields checks the fields of run.start that need no state.
-func checkRunFields(p RunStartParams) *Error {
+func checkRunFields(p api.RunStartParams) *api.Error {
 	switch {
 	case len(p.Input) > maxInput:
-		return errorf(CodeBadRequest, "input has %d bytes; at most %d (1 MiB) are accepted", len(p.Input), maxInput)
+		return errorf(api.CodeBadRequest, "input has %d bytes; at most %d (1 MiB) are accepted", len(p.Input), maxInput)
 	case strings.TrimSpace(p.Input) == "":
-		return errorf(CodeBadRequest, "input is empty: say what the run should do")
+		return errorf(api.CodeBadRequest, "input is empty: say what the run should do")
 	case len(p.IdempotencyKey) > maxIdempotencyKey:
-		return errorf(CodeBadRequest, "idempotency_key has %d bytes; at most %d are accepted", len(p.IdempotencyKey), maxIdempotencyKey)
+		return errorf(api.CodeBadRequest, "idempotency_key has %d bytes; at most %d are accepted", len(p.IdempotencyKey), maxIdempotencyKey)
 	}
 	return nil
 }
 
 // checkTitle checks a session title a client gives.
-func checkTitle(title string) *Error {
+func checkTitle(title string) *api.Error {
 	if n := utf8.RuneCountInString(title); n > maxTitle {
-		return errorf(CodeBadRequest, "title has %d characters; at most %d are accepted", n, maxTitle)
+		return errorf(api.CodeBadRequest, "title has %d characters; at most %d are accepted", n, maxTitle)
 	}
 	return nil
 }
 
 // startRun creates a run in a session and queues it. holder is the
 // connection asking (0 for HTTP), for the session's write lock.
-func (s *Server) startRun(ctx context.Context, p RunStartParams, holder uint64) (*RunStartResult, error) {
+func (s *Server) startRun(ctx context.Context, p api.RunStartParams, holder uint64) (*api.RunStartResult, error) {
 	// Stop takes admit exclusively: a run is either created and queued
 	// before the gateway drains, or refused.
 	s.admit.RLock()
@@ -72,7 +67,7 @@ func (s *Server) startRun(ctx context.Context, p RunStartParams, holder uint64) 
 	}
 	p.Input = strings.TrimSpace(p.Input)
 	if p.SessionID == "" {
-		return nil, errorf(CodeBadRequest, "session_id is required; create a session with session.create")
+		return nil, errorf(api.CodeBadRequest, "session_id is required; create a session with session.create")
 	}
 	sess, _, err := s.sessions.open(ctx, p.SessionID)
 	if err != nil {
@@ -91,7 +86,7 @@ func (s *Server) startRun(ctx context.Context, p RunStartParams, holder uint64) 
 	if p.IdempotencyKey != "" {
 		prev, err := s.db.RunByIdempotencyKey(ctx, sess.id, p.IdempotencyKey)
 		if err == nil {
-			return &RunStartResult{RunID: prev.ID, SessionID: sess.id, Status: s.runStatus(prev)}, nil
+			return &api.RunStartResult{RunID: prev.ID, SessionID: sess.id, Status: s.runStatus(prev)}, nil
 		}
 		if !errors.Is(err, store.ErrNotFound) {
 			return nil, err
@@ -104,14 +99,14 @@ func (s *Server) startRun(ctx context.Context, p RunStartParams, holder uint64) 
 	if err != nil {
 		if errors.Is(err, store.ErrDuplicateKey) { // another process was first
 			if prev, err := s.db.RunByIdempotencyKey(ctx, sess.id, p.IdempotencyKey); err == nil {
-				return &RunStartResult{RunID: prev.ID, SessionID: sess.id, Status: s.runStatus(prev)}, nil
+				return &api.RunStartResult{RunID: prev.ID, SessionID: sess.id, Status: s.runStatus(prev)}, nil
 			}
 		}
 		return nil, err
 	}
 	if s.cfg.Workers {
 		s.log.Info("run queued for a worker", "run_id", row.ID, "session_id", sess.id, "kind", row.Kind)
-		return &RunStartResult{RunID: row.ID, SessionID: sess.id, Status: event.StatusQueued}, nil
+		return &api.RunStartResult{RunID: row.ID, SessionID: sess.id, Status: event.StatusQueued}, nil
 	}
 	return s.enqueue(ctx, &run{id: row.ID, sessionID: sess.id}, row.Kind)
 }
@@ -119,28 +114,28 @@ func (s *Server) startRun(ctx context.Context, p RunStartParams, holder uint64) 
 // resumeRun is run.resume: it continues a run of a session that ended
 // without completing (interrupted, failed, or left by a dead process), as
 // `agent resume` does.
-func (s *Server) resumeRun(ctx context.Context, p RunResumeParams, holder uint64) (*RunStartResult, error) {
+func (s *Server) resumeRun(ctx context.Context, p api.RunResumeParams, holder uint64) (*api.RunStartResult, error) {
 	s.admit.RLock()
 	defer s.admit.RUnlock()
 	if s.stopping.Load() {
 		return nil, errDraining
 	}
 	if p.RunID == "" {
-		return nil, errorf(CodeBadRequest, "run_id is required")
+		return nil, errorf(api.CodeBadRequest, "run_id is required")
 	}
 	row, _, err := s.sup.Load(ctx, p.RunID)
 	var gone *supervisor.NotResumableError
 	if errors.As(err, &gone) {
-		return nil, errorf(CodeConflict, "%v", err)
+		return nil, errorf(api.CodeConflict, "%v", err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if row.SessionID == "" {
-		return nil, errorf(CodeConflict, "run %s was not started in a gateway session; resume it with: agent resume %s", row.ID, row.ID)
+		return nil, errorf(api.CodeConflict, "run %s was not started in a gateway session; resume it with: agent resume %s", row.ID, row.ID)
 	}
 	if _, _, live := s.queue.get(row.ID); live {
-		return nil, errorf(CodeConflict, "run %s is already queued or running here", row.ID)
+		return nil, errorf(api.CodeConflict, "run %s is already queued or running here", row.ID)
 	}
 	if err := s.sessions.checkWrite(row.SessionID, holder); err != nil {
 		return nil, err
@@ -155,7 +150,7 @@ func (s *Server) resumeRun(ctx context.Context, p RunResumeParams, holder uint64
 }
 
 // enqueue queues a run whose lease the gateway holds.
-func (s *Server) enqueue(ctx context.Context, r *run, kind string) (*RunStartResult, error) {
+func (s *Server) enqueue(ctx context.Context, r *run, kind string) (*api.RunStartResult, error) {
 	running, err := s.queue.add(r)
 	if err != nil {
 		// Unreachable while admit is held; never leave a run behind.
@@ -167,7 +162,7 @@ func (s *Server) enqueue(ctx context.Context, r *run, kind string) (*RunStartRes
 		status = event.StatusRunning
 	}
 	s.log.Info("run queued", "run_id", r.id, "session_id", r.sessionID, "kind", kind, "resumed", r.resumed, "status", status)
-	return &RunStartResult{RunID: r.id, SessionID: r.sessionID, Status: status}, nil
+	return &api.RunStartResult{RunID: r.id, SessionID: r.sessionID, Status: status}, nil
 }
 
 // runStatus is a stored run's status, or queued while it waits here or
@@ -182,8 +177,8 @@ func (s *Server) runStatus(r *store.Run) string {
 	return r.Status
 }
 
-func (s *Server) runInfo(r *store.Run) RunInfo {
-	info := RunInfo{
+func (s *Server) runInfo(r *store.Run) api.RunInfo {
+	info := api.RunInfo{
 		RunID: r.ID, SessionID: r.SessionID, Kind: r.Kind, Status: s.runStatus(r), Prompt: r.Prompt,
 		Workspace: r.Workspace, Model: r.Model, Result: r.Result, Reason: r.Reason, Detail: r.Detail, ExitCode: r.ExitCode,
 		Turns: r.Turns, Usage: r.Usage, Iteration: r.IterationCount, Reclaims: r.Reclaims,
@@ -199,17 +194,17 @@ func (s *Server) runInfo(r *store.Run) RunInfo {
 // cancelRun is run.cancel: it stops a queued or running run, resumably
 // (mode interrupt) or for good (cancel, the default), and waits a little
 // for its terminal event, so the answer can show how it ended.
-func (s *Server) cancelRun(ctx context.Context, p RunCancelParams) (*RunInfo, error) {
+func (s *Server) cancelRun(ctx context.Context, p api.RunCancelParams) (*api.RunInfo, error) {
 	if p.RunID == "" {
-		return nil, errorf(CodeBadRequest, "run_id is required")
+		return nil, errorf(api.CodeBadRequest, "run_id is required")
 	}
 	cause := errCancelled
 	switch p.Mode {
-	case "", CancelModeCancel:
-	case CancelModeInterrupt:
+	case "", api.CancelModeCancel:
+	case api.CancelModeInterrupt:
 		cause = errInterrupted
 	default:
-		return nil, errorf(CodeBadRequest, "mode %q: want %s or %s", p.Mode, CancelModeInterrupt, CancelModeCancel)
+		return nil, errorf(api.CodeBadRequest, "mode %q: want %s or %s", p.Mode, api.CancelModeInterrupt, api.CancelModeCancel)
 	}
 	row, err := s.db.GetRun(ctx, p.RunID)
 	if err != nil {
@@ -217,7 +212,7 @@ func (s *Server) cancelRun(ctx context.Context, p RunCancelParams) (*RunInfo, er
 	}
 	if s.cfg.Workers {
 		kind := store.StopCancel
-		if p.Mode == CancelModeInterrupt {
+		if p.Mode == api.CancelModeInterrupt {
 			kind = store.StopInterrupt
 		}
 		return s.stopQueued(ctx, row, kind, cause)
@@ -225,7 +220,7 @@ func (s *Server) cancelRun(ctx context.Context, p RunCancelParams) (*RunInfo, er
 	waiting, found := s.queue.stop(row.ID, cause)
 	switch {
 	case !found:
-		return nil, errorf(CodeConflict, "run %s is not running here (status %s)", row.ID, row.Status)
+		return nil, errorf(api.CodeConflict, "run %s is not running here (status %s)", row.ID, row.Status)
 	case waiting != nil:
 		s.endUnstarted(ctx, waiting, cause)
 	default:
@@ -341,9 +336,9 @@ func withRun(e event.Event, runID string) event.Event {
 }
 
 // getRun is run.get.
-func (s *Server) getRun(ctx context.Context, id string) (*RunInfo, error) {
+func (s *Server) getRun(ctx context.Context, id string) (*api.RunInfo, error) {
 	if id == "" {
-		return nil, errorf(CodeBadRequest, "run_id is required")
+		return nil, errorf(api.CodeBadRequest, "run_id is required")
 	}
 	row, err := s.db.GetRun(ctx, id)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"agent/event"
+	"agent/gateway/api"
 	"agent/scheduler"
 	"agent/store"
 	"agent/supervisor"
@@ -269,9 +270,9 @@ func (s *Server) renew(id string) {
 
 // Methods this gateway implements, in connect's answer.
 var methods = []string{
-	MethodSessionCreate, MethodSessionResume, MethodSessionFork, MethodSessionList, MethodSessionGet,
-	MethodSessionLock, MethodSessionRelease, MethodRunStart, MethodRunCancel, MethodRunResume, MethodRunGet,
-	MethodCheckpointList, MethodCheckpointRewind,
+	api.MethodSessionCreate, api.MethodSessionResume, api.MethodSessionFork, api.MethodSessionList, api.MethodSessionGet,
+	api.MethodSessionLock, api.MethodSessionRelease, api.MethodRunStart, api.MethodRunCancel, api.MethodRunResume, api.MethodRunGet,
+	api.MethodCheckpointList, api.MethodCheckpointRewind,
 }
 
 // Events the gateway emits: the run events of docs/PROTOCOL.md#run-events a gateway run
@@ -290,11 +291,11 @@ var events = []string{
 // jobMethods are advertised when the gateway has a scheduler, whether or
 // not scheduling is enabled.
 var jobMethods = []string{
-	MethodJobCreate, MethodJobUpdate, MethodJobPause, MethodJobResume, MethodJobDelete,
-	MethodJobList, MethodJobRunNow, MethodJobGetRuns,
+	api.MethodJobCreate, api.MethodJobUpdate, api.MethodJobPause, api.MethodJobResume, api.MethodJobDelete,
+	api.MethodJobList, api.MethodJobRunNow, api.MethodJobGetRuns,
 }
 
-func (s *Server) connectResult() ConnectResult {
+func (s *Server) connectResult() api.ConnectResult {
 	ms, evs := slices.Clone(methods), events
 	var scheduling *bool
 	if s.jobs != nil {
@@ -303,5 +304,5 @@ func (s *Server) connectResult() ConnectResult {
 		on := s.cfg.Scheduler.Enabled
 		scheduling = &on
 	}
-	return ConnectResult{Server: "agent " + s.cfg.Version, Protocol: Protocol, Methods: ms, Events: evs, Scheduling: scheduling}
+	return api.ConnectResult{Server: "agent " + s.cfg.Version, Protocol: api.Protocol, Methods: ms, Events: evs, Scheduling: scheduling}
 }

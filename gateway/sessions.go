@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"agent/event"
+	"agent/gateway/api"
 	"agent/store"
 )
 
@@ -63,7 +64,7 @@ func newSessions(db *store.DB, buffer int, m *metrics) *sessions {
 // state, loading it on first use, with its stored row.
 func (r *sessions) open(ctx context.Context, id string) (*session, *store.Session, error) {
 	if id == "" {
-		return nil, nil, errorf(CodeBadRequest, "session_id is required")
+		return nil, nil, errorf(api.CodeBadRequest, "session_id is required")
 	}
 	row, err := r.db.GetSession(ctx, id)
 	if err != nil {
@@ -111,7 +112,7 @@ func (r *sessions) lock(id string, holder uint64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if h, ok := r.locks[id]; ok && h != holder {
-		return errorf(CodeSessionLocked, "session %s is locked by another client; it is released when that client disconnects or sends session.release", id)
+		return errorf(api.CodeSessionLocked, "session %s is locked by another client; it is released when that client disconnects or sends session.release", id)
 	}
 	r.locks[id] = holder
 	return nil
@@ -124,7 +125,7 @@ func (r *sessions) release(id string, holder uint64) error {
 	defer r.mu.Unlock()
 	h, ok := r.locks[id]
 	if !ok || h != holder {
-		return errorf(CodeConflict, "this connection does not hold the lock of session %s", id)
+		return errorf(api.CodeConflict, "this connection does not hold the lock of session %s", id)
 	}
 	delete(r.locks, id)
 	return nil
@@ -148,7 +149,7 @@ func (r *sessions) checkWrite(id string, holder uint64) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if h, ok := r.locks[id]; ok && (holder == 0 || h != holder) {
-		return errorf(CodeSessionLocked, "session %s is locked by another client; runs can be started there only by the lock holder", id)
+		return errorf(api.CodeSessionLocked, "session %s is locked by another client; runs can be started there only by the lock holder", id)
 	}
 	return nil
 }
@@ -186,8 +187,8 @@ func (r *sessions) flush(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func sessionInfo(s *store.Session) SessionInfo {
-	return SessionInfo{
+func sessionInfo(s *store.Session) api.SessionInfo {
+	return api.SessionInfo{
 		SessionID: s.ID, Title: s.Title, ParentID: s.ParentID, ForkedFromSeq: s.ForkedFromSeq, JobID: s.JobID,
 		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, LastSeq: s.LastSeq, Runs: s.Runs,
 	}
@@ -202,7 +203,7 @@ func (r *sessions) loaded(id string) (*session, bool) {
 }
 
 // listSessions is session.list and GET /v1/sessions.
-func (s *Server) listSessions(ctx context.Context, p SessionListParams, holder uint64) (*SessionList, error) {
+func (s *Server) listSessions(ctx context.Context, p api.SessionListParams, holder uint64) (*api.SessionList, error) {
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
@@ -211,7 +212,7 @@ func (s *Server) listSessions(ctx context.Context, p SessionListParams, holder u
 	if err != nil {
 		return nil, err
 	}
-	list := &SessionList{Sessions: make([]SessionInfo, 0, len(rows))}
+	list := &api.SessionList{Sessions: make([]api.SessionInfo, 0, len(rows))}
 	for i := range rows {
 		info := sessionInfo(&rows[i])
 		info.LockedBy = s.sessions.lockedBy(rows[i].ID, holder)
@@ -221,9 +222,9 @@ func (s *Server) listSessions(ctx context.Context, p SessionListParams, holder u
 }
 
 // sessionDetail is session.get: the session and its runs.
-func (s *Server) sessionDetail(ctx context.Context, id string, holder uint64) (*SessionDetail, error) {
+func (s *Server) sessionDetail(ctx context.Context, id string, holder uint64) (*api.SessionDetail, error) {
 	if id == "" {
-		return nil, errorf(CodeBadRequest, "session_id is required")
+		return nil, errorf(api.CodeBadRequest, "session_id is required")
 	}
 	row, err := s.db.GetSession(ctx, id)
 	if err != nil {
@@ -233,7 +234,7 @@ func (s *Server) sessionDetail(ctx context.Context, id string, holder uint64) (*
 	if err != nil {
 		return nil, err
 	}
-	d := &SessionDetail{Session: sessionInfo(row), Runs: make([]RunInfo, 0, len(runs))}
+	d := &api.SessionDetail{Session: sessionInfo(row), Runs: make([]api.RunInfo, 0, len(runs))}
 	d.Session.LockedBy = s.sessions.lockedBy(row.ID, holder)
 	for i := range runs {
 		d.Runs = append(d.Runs, s.runInfo(&runs[i]))
@@ -243,12 +244,12 @@ func (s *Server) sessionDetail(ctx context.Context, id string, holder uint64) (*
 
 // forkSession is session.fork: a new session whose history is the
 // source's up to a seq.
-func (s *Server) forkSession(ctx context.Context, p SessionForkParams) (*SessionInfo, error) {
+func (s *Server) forkSession(ctx context.Context, p api.SessionForkParams) (*api.SessionInfo, error) {
 	if p.SessionID == "" {
-		return nil, errorf(CodeBadRequest, "session_id is required")
+		return nil, errorf(api.CodeBadRequest, "session_id is required")
 	}
 	if p.Seq < 0 {
-		return nil, errorf(CodeBadRequest, "seq must be 0 (all) or more")
+		return nil, errorf(api.CodeBadRequest, "seq must be 0 (all) or more")
 	}
 	if e := checkTitle(p.Title); e != nil {
 		return nil, e

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"agent/event"
+	"agent/gateway/api"
 	"agent/store"
 )
 
@@ -122,7 +123,7 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 	s, _ := New(ok)
-	if s.cfg.Listen != DefaultListen || s.cfg.MaxConcurrentRuns != 4 || s.cfg.RunTimeout != 30*time.Minute ||
+	if s.cfg.Listen != api.DefaultListen || s.cfg.MaxConcurrentRuns != 4 || s.cfg.RunTimeout != 30*time.Minute ||
 		s.cfg.DrainGrace != 30*time.Second || s.cfg.LeaseTTL != 30*time.Second || s.cfg.ReclaimPolicy != ReclaimResume ||
 		s.cfg.MaxConnections != 512 || s.cfg.ReadHeaderTimeout != 10*time.Second || s.cfg.ReadTimeout != 30*time.Second ||
 		s.cfg.IdleTimeout != time.Minute || s.cfg.ConnectTimeout != 10*time.Second {
@@ -138,13 +139,13 @@ func TestToError(t *testing.T) {
 		retryable bool
 		status    int
 	}{
-		{errorf(CodeSessionLocked, "x"), CodeSessionLocked, false, 409},
-		{fmt.Errorf("get: %w", store.ErrNotFound), CodeNotFound, false, 404},
-		{fmt.Errorf("prefix: %w", store.ErrAmbiguous), CodeBadRequest, false, 400},
-		{errDraining, CodeUnavailable, true, 503},
-		{&store.LeaseHeldError{RunID: "r"}, CodeConflict, true, 409},
-		{errors.New("disk on fire"), CodeInternal, false, 500},
-		{errorf(CodeUnauthorized, "x"), CodeUnauthorized, false, 401},
+		{errorf(api.CodeSessionLocked, "x"), api.CodeSessionLocked, false, 409},
+		{fmt.Errorf("get: %w", store.ErrNotFound), api.CodeNotFound, false, 404},
+		{fmt.Errorf("prefix: %w", store.ErrAmbiguous), api.CodeBadRequest, false, 400},
+		{errDraining, api.CodeUnavailable, true, 503},
+		{&store.LeaseHeldError{RunID: "r"}, api.CodeConflict, true, 409},
+		{errors.New("disk on fire"), api.CodeInternal, false, 500},
+		{errorf(api.CodeUnauthorized, "x"), api.CodeUnauthorized, false, 401},
 	}
 	for _, tt := range tests {
 		e := toError(tt.err)
@@ -299,7 +300,7 @@ func TestReplayThenLiveSendsTheBoundaryOnce(t *testing.T) {
 		sess.hub.unsubscribe(sub) // ends the live stream after what it holds
 		var got []int64
 		send := func(frame []byte) error {
-			var f EventFrame
+			var f api.EventFrame
 			if err := json.Unmarshal(frame, &f); err != nil {
 				return err
 			}

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"agent/gateway/api"
 	"agent/store"
 )
 
@@ -86,7 +87,7 @@ func serveWebFile(w http.ResponseWriter, r *http.Request, name string) {
 		data, err = fs.ReadFile(webFiles, "web/"+name)
 	}
 	if err != nil {
-		writeError(w, errorf(CodeNotFound, "no such file: %s", r.URL.Path))
+		writeError(w, errorf(api.CodeNotFound, "no such file: %s", r.URL.Path))
 		return
 	}
 	if ct := mime.TypeByExtension(path.Ext(name)); ct != "" {
@@ -107,7 +108,7 @@ type SignIn struct {
 // script cannot read.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if tokenInQuery(r.URL) {
-		writeError(w, &Error{Code: CodeUnauthorized, Message: msgTokenInQuery})
+		writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: msgTokenInQuery})
 		return
 	}
 	if e := pageRequest(r, true); e != nil {
@@ -117,7 +118,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if wait := s.web.loginWait(); wait > 0 {
 		secs := int(wait.Round(time.Second)/time.Second) + 1
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
-		writeJSON(w, http.StatusTooManyRequests, HTTPError{Error: errorf(CodeUnavailable,
+		writeJSON(w, http.StatusTooManyRequests, api.HTTPError{Error: errorf(api.CodeUnavailable,
 			"too many wrong tokens in the last minute; try again in %d seconds", secs)})
 		return
 	}
@@ -128,7 +129,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.tokenEqual(token) {
 		s.web.loginFailed()
-		writeError(w, &Error{Code: CodeUnauthorized, Message: msgWrongLoginToken})
+		writeError(w, &api.Error{Code: api.CodeUnauthorized, Message: msgWrongLoginToken})
 		return
 	}
 	if old, err := r.Cookie(cookieName(r)); err == nil {
@@ -144,7 +145,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 }
 
 // loginToken reads the token of a sign-in, as JSON or as a form.
-func loginToken(w http.ResponseWriter, r *http.Request) (string, *Error) {
+func loginToken(w http.ResponseWriter, r *http.Request) (string, *api.Error) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	var token string
@@ -154,20 +155,20 @@ func loginToken(w http.ResponseWriter, r *http.Request) (string, *Error) {
 			Token string `json:"token"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			return "", errorf(CodeBadRequest, "body: want {\"token\":\"…\"}: %v", err)
+			return "", errorf(api.CodeBadRequest, "body: want {\"token\":\"…\"}: %v", err)
 		}
 		token = body.Token
 	case "application/x-www-form-urlencoded":
 		if err := r.ParseForm(); err != nil {
-			return "", errorf(CodeBadRequest, "body: want token=…: %v", err)
+			return "", errorf(api.CodeBadRequest, "body: want token=…: %v", err)
 		}
 		token = r.PostForm.Get("token")
 	default:
-		return "", errorf(CodeBadRequest, "send the token as JSON {\"token\":\"…\"} or as a form field token")
+		return "", errorf(api.CodeBadRequest, "send the token as JSON {\"token\":\"…\"} or as a form field token")
 	}
 	token = strings.TrimSpace(token)
 	if token == "" {
-		return "", errorf(CodeUnauthorized, "paste the token: it is in $AGENT_HOME/gateway.token (or AGENT_GATEWAY_TOKEN)")
+		return "", errorf(api.CodeUnauthorized, "paste the token: it is in $AGENT_HOME/gateway.token (or AGENT_GATEWAY_TOKEN)")
 	}
 	return token, nil
 }
@@ -219,17 +220,17 @@ func cookieName(r *http.Request) string {
 // so, and its Origin does not match (checked first, in originAllowed).
 // A request that changes something must carry an Origin, as browsers do
 // on every POST and WebSocket: a cookie alone is not enough.
-func pageRequest(r *http.Request, changes bool) *Error {
+func pageRequest(r *http.Request, changes bool) *api.Error {
 	if !originAllowed(r) {
-		return errorf(CodeForbidden, "Origin %q may not use this gateway (only pages from %s)", r.Header.Get("Origin"), r.Host)
+		return errorf(api.CodeForbidden, "Origin %q may not use this gateway (only pages from %s)", r.Header.Get("Origin"), r.Host)
 	}
 	switch site := r.Header.Get("Sec-Fetch-Site"); site {
 	case "", "same-origin", "none": // none: typed in the address bar
 	default:
-		return errorf(CodeForbidden, "a request from a %s page may not use this gateway's web session", site)
+		return errorf(api.CodeForbidden, "a request from a %s page may not use this gateway's web session", site)
 	}
 	if changes && r.Header.Get("Origin") == "" {
-		return errorf(CodeForbidden, "a request signed in by cookie that changes something must carry the Origin of this gateway's page")
+		return errorf(api.CodeForbidden, "a request signed in by cookie that changes something must carry the Origin of this gateway's page")
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"agent/event"
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/store"
 )
@@ -196,9 +197,9 @@ func TestWebForeignOrigin(t *testing.T) {
 	}
 }
 
-func sessionsOf(t *testing.T, e *env) []gateway.SessionInfo {
+func sessionsOf(t *testing.T, e *env) []api.SessionInfo {
 	t.Helper()
-	var list gateway.SessionList
+	var list api.SessionList
 	resp, body := e.request("GET", "/v1/sessions", "", e.bearer())
 	if err := json.Unmarshal([]byte(body), &list); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("sessions: %d %s", resp.StatusCode, body)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"agent/event"
+	"agent/gateway/api"
 	"agent/store"
 )
 
@@ -86,12 +87,12 @@ func (s *Server) catchUp(ctx context.Context, sess *session) {
 }
 
 // queueResume queues a run of a session for a worker to resume.
-func (s *Server) queueResume(ctx context.Context, row *store.Run) (*RunStartResult, error) {
+func (s *Server) queueResume(ctx context.Context, row *store.Run) (*api.RunStartResult, error) {
 	if err := s.db.QueueRun(ctx, row.ID); err != nil {
 		return nil, err
 	}
 	s.log.Info("run queued for a worker", "run_id", row.ID, "session_id", row.SessionID, "resumed", true)
-	return &RunStartResult{RunID: row.ID, SessionID: row.SessionID, Status: event.StatusQueued}, nil
+	return &api.RunStartResult{RunID: row.ID, SessionID: row.SessionID, Status: event.StatusQueued}, nil
 }
 
 // stopQueued stops a run workers drive. One no worker claimed yet ends
@@ -99,7 +100,7 @@ func (s *Server) queueResume(ctx context.Context, row *store.Run) (*RunStartResu
 // event takes the session's next seq in its own transaction. Otherwise it
 // asks the run's worker to stop it, and waits a little for the run to
 // end, so the answer can show how it ended.
-func (s *Server) stopQueued(ctx context.Context, row *store.Run, kind string, cause error) (*RunInfo, error) {
+func (s *Server) stopQueued(ctx context.Context, row *store.Run, kind string, cause error) (*api.RunInfo, error) {
 	claim, err := s.db.ClaimQueuedRun(ctx, row.ID, s.sup.Owner(), s.sup.LeaseTTL())
 	if err != nil {
 		return nil, err
@@ -119,7 +120,7 @@ func (s *Server) stopQueued(ctx context.Context, row *store.Run, kind string, ca
 			return nil, err
 		}
 		if !ok {
-			return nil, errorf(CodeConflict, "run %s is not queued or running (status %s)", row.ID, row.ShownStatus())
+			return nil, errorf(api.CodeConflict, "run %s is not queued or running (status %s)", row.ID, row.ShownStatus())
 		}
 		select {
 		case <-s.ended(ctx, row.ID):
@@ -209,7 +210,7 @@ func sessionIdle(ctx context.Context, db *store.DB, sessionID, runID string) err
 		return err
 	}
 	if held {
-		return errorf(CodeConflict, "session %s has a run in progress; rewind after it ends", sessionID)
+		return errorf(api.CodeConflict, "session %s has a run in progress; rewind after it ends", sessionID)
 	}
 	return nil
 }

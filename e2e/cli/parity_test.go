@@ -7,7 +7,7 @@ import (
 
 	"agent/e2e/internal/e2etest"
 	"agent/event"
-	"agent/gateway"
+	"agent/gateway/api"
 	"agent/llm/llmtest"
 )
 
@@ -112,9 +112,9 @@ func TestParityHarness(t *testing.T) {
 	r := e2etest.New(t, turns()...)
 	srv, _ := r.InProcessGateway(nil)
 	c := e2etest.GwDial(t, srv.Addr())
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	run := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{
-		SessionID: sid, Input: "write a greeting", Options: gateway.RunOptions{Harness: true}})
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{
+		SessionID: sid, Input: "write a greeting", Options: api.RunOptions{Harness: true}})
 	var evs []event.Event
 	for _, f := range e2etest.GwWait(t, c, run.RunID) {
 		evs = append(evs, frameToEvent(f))
@@ -179,7 +179,7 @@ func TestParityInterruptAndResume(t *testing.T) {
 }
 
 // frameToEvent is a gateway event frame as the event a client prints.
-func frameToEvent(f gateway.EventFrame) event.Event {
+func frameToEvent(f api.EventFrame) event.Event {
 	return event.Event{V: event.Version, Seq: f.Seq, TS: f.TS, RunID: f.RunID, SessionID: f.SessionID,
 		PhaseID: f.PhaseID, Attempt: f.Attempt, Type: f.Event, Data: f.Data}
 }

@@ -16,7 +16,7 @@ import (
 	"agent/config"
 	"agent/e2e/internal/e2etest"
 	"agent/event"
-	"agent/gateway"
+	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/llm/llmtest"
 	"agent/store"
@@ -107,10 +107,10 @@ func TestClusterHarnessAttempts(t *testing.T) {
 	// Worker h alone drives the harness and takes one attempt.
 	h := startWorker("worker-h", "1")
 	c := e2etest.GwDial(t, gw.Addr)
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	e2etest.GwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
-	run := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{
-		SessionID: sid, Input: "write two reports", Options: gateway.RunOptions{Harness: true, Parallel: 2}})
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sid})
+	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{
+		SessionID: sid, Input: "write two reports", Options: api.RunOptions{Harness: true, Parallel: 2}})
 	var onH, other string // the phase h runs, and the other
 	waitForLong(t, 60*time.Second, "worker h to drive the harness and run one attempt", func() bool {
 		for i, p := range phases {
@@ -201,7 +201,7 @@ func TestClusterHarnessAttempts(t *testing.T) {
 	stored := gaplessSession(t, db, sid)
 	wctx, cancel := gatewaytest.Timeout(30 * time.Second)
 	defer cancel()
-	if _, err := c.WaitEvent(wctx, func(f gateway.EventFrame) bool { return f.Seq == stored[len(stored)-1].Seq }); err != nil {
+	if _, err := c.WaitEvent(wctx, func(f api.EventFrame) bool { return f.Seq == stored[len(stored)-1].Seq }); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := frameKeys(c.Events()), eventKeys(stored); !slices.Equal(got, want) {
@@ -236,17 +236,17 @@ func TestClusterHarnessOneWorker(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
 	c := e2etest.GwDial(t, gw.Addr)
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	e2etest.GwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
-	harness := gateway.RunOptions{Harness: true}
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sid})
+	harness := api.RunOptions{Harness: true}
 
-	first := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "step", Options: harness})
+	first := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "step", Options: harness})
 	beat := filepath.Join(e.Workspace, "solo.beat")
 	waitForLong(t, 60*time.Second, "the attempt's bash to run", func() bool {
 		_, err := os.Stat(beat)
 		return err == nil
 	})
-	e2etest.GwCall[json.RawMessage](t, c, gateway.MethodRunCancel, gateway.RunCancelParams{RunID: first.RunID})
+	e2etest.GwCall[json.RawMessage](t, c, api.MethodRunCancel, api.RunCancelParams{RunID: first.RunID})
 	evs := e2etest.GwWait(t, c, first.RunID)
 	if end := e2etest.LastFrame(evs); end.Event != event.RunCancelled {
 		t.Fatalf("cancelled harness ended %s %+v", end.Event, e2etest.FinishedFrame(t, end))
@@ -269,7 +269,7 @@ func TestClusterHarnessOneWorker(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(e.Workspace, "release"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	second := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "step", Options: harness})
+	second := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "step", Options: harness})
 	if end := e2etest.LastFrame(e2etest.GwWait(t, c, second.RunID)); end.Event != event.RunCompleted {
 		t.Fatalf("second harness ended %s %+v", end.Event, e2etest.FinishedFrame(t, end))
 	}

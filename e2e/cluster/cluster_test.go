@@ -19,6 +19,7 @@ import (
 	"agent/e2e/internal/e2etest"
 	"agent/event"
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/llm/llmtest"
 	"agent/store"
@@ -81,7 +82,7 @@ func TestCluster(t *testing.T) {
 	ids := make([]string, sessions)
 	runIDs := make([]string, 0, runs)
 	for s := range sessions {
-		var first gateway.RunStartResult
+		var first api.RunStartResult
 		task := fmt.Sprintf("task-%02d", s*perSession)
 		if code := e2etest.HTTPJSON(t, "POST", "http://"+gws[s%2].Addr+"/v1/runs", `{"input":"do `+task+`"}`, &first); code != 202 {
 			t.Fatalf("POST /v1/runs: %d", code)
@@ -94,14 +95,14 @@ func TestCluster(t *testing.T) {
 		var pair [2]*gatewaytest.Client
 		for g, gw := range gws {
 			c := e2etest.GwDial(t, gw.Addr)
-			e2etest.GwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: id})
+			e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: id})
 			pair[g] = c
 		}
 		clients[id] = pair
 	}
 	for s := range sessions {
 		for k := 1; k < perSession; k++ {
-			var r gateway.RunStartResult
+			var r api.RunStartResult
 			task := fmt.Sprintf("task-%02d", s*perSession+k)
 			body := fmt.Sprintf(`{"session_id":%q,"input":"do %s"}`, ids[s], task)
 			if code := e2etest.HTTPJSON(t, "POST", "http://"+gws[(s+k)%2].Addr+"/v1/runs", body, &r); code != 202 || r.Status != "queued" {
@@ -194,7 +195,7 @@ func TestCluster(t *testing.T) {
 		}
 		pair := clients[id]
 		ctx, cancel := gatewaytest.Timeout(30 * time.Second)
-		_, err = pair[0].WaitEvent(ctx, func(f gateway.EventFrame) bool { return f.Seq == want[len(want)-1].Seq })
+		_, err = pair[0].WaitEvent(ctx, func(f api.EventFrame) bool { return f.Seq == want[len(want)-1].Seq })
 		cancel()
 		if err != nil {
 			t.Fatalf("session %s on gateway A: %v", id, err)
@@ -255,7 +256,7 @@ func firstHole(evs []event.Event) string {
 }
 
 // frameKeys and eventKeys say what a stream holds, to compare two.
-func frameKeys(fs []gateway.EventFrame) []string {
+func frameKeys(fs []api.EventFrame) []string {
 	var out []string
 	for _, f := range fs {
 		out = append(out, fmt.Sprintf("%d %s %s", f.Seq, f.Event, f.RunID))
@@ -296,17 +297,17 @@ func TestClusterRewind(t *testing.T) {
 		llmtest.Turn{When: "wait", Text: "waited"},
 	)
 	dsn, c, sid := e.SmallCluster(t)
-	first := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "write"})
+	first := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "write"})
 	e2etest.GwWait(t, c, first.RunID)
-	second := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "wait"})
+	second := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "wait"})
 	ctx, cancel := gatewaytest.Timeout(30 * time.Second)
 	defer cancel()
-	if _, err := c.WaitEvent(ctx, func(f gateway.EventFrame) bool { return f.Event == event.ToolStarted && f.RunID == second.RunID }); err != nil {
+	if _, err := c.WaitEvent(ctx, func(f api.EventFrame) bool { return f.Event == event.ToolStarted && f.RunID == second.RunID }); err != nil {
 		t.Fatal(err)
 	}
-	var refused *gateway.Error
-	err := c.Call(ctx, gateway.MethodCheckpointRewind, gateway.CheckpointRewindParams{RunID: first.RunID}, nil)
-	if !errors.As(err, &refused) || refused.Code != gateway.CodeConflict {
+	var refused *api.Error
+	err := c.Call(ctx, api.MethodCheckpointRewind, gateway.CheckpointRewindParams{RunID: first.RunID}, nil)
+	if !errors.As(err, &refused) || refused.Code != api.CodeConflict {
 		t.Fatalf("rewind while the session's next run is driven: %v, want a conflict", err)
 	}
 	if _, err := os.Stat(filepath.Join(e.Workspace, "new.txt")); err != nil {
@@ -314,11 +315,11 @@ func TestClusterRewind(t *testing.T) {
 	}
 	e2etest.GwWait(t, c, second.RunID)
 
-	e2etest.GwCall[checkpoint.Report](t, c, gateway.MethodCheckpointRewind, gateway.CheckpointRewindParams{RunID: first.RunID})
+	e2etest.GwCall[checkpoint.Report](t, c, api.MethodCheckpointRewind, gateway.CheckpointRewindParams{RunID: first.RunID})
 	if _, err := os.Stat(filepath.Join(e.Workspace, "new.txt")); !os.IsNotExist(err) {
 		t.Errorf("new.txt is still there after the rewind: %v", err)
 	}
-	if _, err := c.WaitEvent(ctx, func(f gateway.EventFrame) bool { return f.Event == event.RewindCompleted }); err != nil {
+	if _, err := c.WaitEvent(ctx, func(f api.EventFrame) bool { return f.Event == event.RewindCompleted }); err != nil {
 		t.Fatalf("no rewind.completed on the session stream: %v", err)
 	}
 	db := openCluster(t, dsn)
@@ -341,8 +342,8 @@ func TestClusterRateLimitPause(t *testing.T) {
 		llmtest.Turn{Text: "Done after the pause."},
 	)
 	dsn, c, sid := e.SmallCluster(t)
-	run := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "go",
-		Options: gateway.RunOptions{ModelCallTimeout: supervisor.Duration(time.Second)}})
+	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "go",
+		Options: api.RunOptions{ModelCallTimeout: supervisor.Duration(time.Second)}})
 	first := e2etest.GwWait(t, c, run.RunID)
 	fin := e2etest.FinishedFrame(t, e2etest.LastFrame(first))
 	if e2etest.LastFrame(first).Event != event.RunInterrupted || fin.Reason != event.ReasonRateLimited || fin.ResumeAfter == "" {
@@ -385,15 +386,15 @@ func TestClusterCancelQueued(t *testing.T) {
 		llmtest.Turn{When: "second", Text: "second done"},
 	)
 	dsn, c, sid := e.SmallCluster(t)
-	first := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "first"})
+	first := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "first"})
 	ctx, cancel := gatewaytest.Timeout(30 * time.Second)
 	defer cancel()
-	if _, err := c.WaitEvent(ctx, func(f gateway.EventFrame) bool { return f.Event == event.ToolStarted && f.RunID == first.RunID }); err != nil {
+	if _, err := c.WaitEvent(ctx, func(f api.EventFrame) bool { return f.Event == event.ToolStarted && f.RunID == first.RunID }); err != nil {
 		t.Fatal(err)
 	}
-	second := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "second"})
+	second := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "second"})
 	began := time.Now()
-	info := e2etest.GwCall[gateway.RunInfo](t, c, gateway.MethodRunCancel, gateway.RunCancelParams{RunID: second.RunID})
+	info := e2etest.GwCall[api.RunInfo](t, c, api.MethodRunCancel, api.RunCancelParams{RunID: second.RunID})
 	if info.Status != event.StatusCancelled || time.Since(began) > time.Second {
 		t.Fatalf("cancel of a queued run answered %q after %s, want cancelled at once", info.Status, time.Since(began))
 	}

@@ -14,6 +14,7 @@ import (
 	"agent/e2e/internal/e2etest"
 	"agent/event"
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/llm/llmtest"
 )
@@ -298,16 +299,16 @@ func TestGatewayCheckpointRewind(t *testing.T) {
 	}
 	srv, _ := e.InProcessGateway(nil)
 	c := e2etest.GwDial(t, srv.Addr())
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	e2etest.GwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
-	run := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "write two files"})
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sid})
+	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "write two files"})
 	e2etest.GwWait(t, c, run.RunID)
 
-	list := e2etest.GwCall[gateway.CheckpointList](t, c, gateway.MethodCheckpointList, gateway.CheckpointListParams{RunID: run.RunID})
+	list := e2etest.GwCall[gateway.CheckpointList](t, c, api.MethodCheckpointList, gateway.CheckpointListParams{RunID: run.RunID})
 	if len(list.Checkpoints) != 2 || list.Checkpoints[0].Path != "keep.txt" || !list.Checkpoints[0].Existed || list.Checkpoints[1].Existed {
 		t.Fatalf("checkpoints = %+v", list.Checkpoints)
 	}
-	rep := e2etest.GwCall[checkpoint.Report](t, c, gateway.MethodCheckpointRewind, gateway.CheckpointRewindParams{RunID: run.RunID})
+	rep := e2etest.GwCall[checkpoint.Report](t, c, api.MethodCheckpointRewind, gateway.CheckpointRewindParams{RunID: run.RunID})
 	outcomes := map[string]string{}
 	for _, f := range rep.Files {
 		outcomes[f.Path] = f.Outcome
@@ -323,7 +324,7 @@ func TestGatewayCheckpointRewind(t *testing.T) {
 	}
 	ctx, cancel := gatewaytest.Timeout(10 * time.Second)
 	defer cancel()
-	if _, err := c.WaitEvent(ctx, func(f gateway.EventFrame) bool { return f.Event == event.RewindCompleted && f.RunID == run.RunID }); err != nil {
+	if _, err := c.WaitEvent(ctx, func(f api.EventFrame) bool { return f.Event == event.RewindCompleted && f.RunID == run.RunID }); err != nil {
 		t.Errorf("no rewind.completed on the session stream: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"agent/e2e/internal/e2etest"
 	"agent/event"
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/llm/llmtest"
 	"agent/store"
@@ -49,9 +50,9 @@ func TestGatewayRunLikeFastPath(t *testing.T) {
 	e := e2etest.New(t, turns...)
 	srv, db := e.InProcessGateway(nil)
 	c := e2etest.GwDial(t, srv.Addr())
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	e2etest.GwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
-	run := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "write hello.txt"})
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sid})
+	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "write hello.txt"})
 	got := e2etest.GwWait(t, c, run.RunID)
 	if e2etest.FrameTypes(got) != eventTypes(want) {
 		t.Errorf("gateway stream:\n  %s\nagent run --json:\n  %s", e2etest.FrameTypes(got), eventTypes(want))
@@ -80,10 +81,10 @@ func TestGatewaySessionMemory(t *testing.T) {
 	)
 	srv, _ := e.InProcessGateway(nil)
 	c := e2etest.GwDial(t, srv.Addr())
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	e2etest.GwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
-	r1 := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "My name is Ada."})
-	r2 := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "What is my name?"})
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sid})
+	r1 := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "My name is Ada."})
+	r2 := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "What is my name?"})
 	e2etest.GwWait(t, c, r1.RunID)
 	if end := e2etest.FinishedFrame(t, e2etest.LastFrame(e2etest.GwWait(t, c, r2.RunID))); end.Result != "Your name is Ada." {
 		t.Errorf("second run: %+v", end)
@@ -117,10 +118,10 @@ func TestGatewayRunnerCrash(t *testing.T) {
 	}
 	srv, db := e.InProcessGateway(func(c *gateway.Config) { c.Exe = wrapper })
 	c := e2etest.GwDial(t, srv.Addr())
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	e2etest.GwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sid})
 	for range 2 {
-		run := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "hello"})
+		run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "hello"})
 		evs := e2etest.GwWait(t, c, run.RunID)
 		end := e2etest.FinishedFrame(t, e2etest.LastFrame(evs))
 		if e2etest.FrameTypes(evs) != "run.started message.completed run.failed" || end.ExitCode != 1 ||
@@ -133,7 +134,7 @@ func TestGatewayRunnerCrash(t *testing.T) {
 			return r.Status == "failed" && r.LeaseOwner == ""
 		})
 	}
-	d := e2etest.GwCall[gateway.SessionDetail](t, c, gateway.MethodSessionGet, gateway.SessionParams{SessionID: sid})
+	d := e2etest.GwCall[api.SessionDetail](t, c, api.MethodSessionGet, api.SessionParams{SessionID: sid})
 	if len(d.Runs) != 2 || d.Session.LastSeq != 6 {
 		t.Errorf("session after crashes: %+v", d)
 	}
@@ -155,8 +156,8 @@ func TestGatewayConcurrentRuns(t *testing.T) {
 	var all []*sess
 	for range 10 {
 		c := e2etest.GwDial(t, srv.Addr())
-		s := &sess{id: e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID, c: c}
-		e2etest.GwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: s.id})
+		s := &sess{id: e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID, c: c}
+		e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: s.id})
 		all = append(all, s)
 	}
 	starter := e2etest.GwDial(t, srv.Addr())
@@ -167,7 +168,7 @@ func TestGatewayConcurrentRuns(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := e2etest.GwCall[gateway.RunStartResult](t, starter, gateway.MethodRunStart, gateway.RunStartParams{SessionID: s.id, Input: fmt.Sprintf("task %d", i)})
+			r := e2etest.GwCall[api.RunStartResult](t, starter, api.MethodRunStart, api.RunStartParams{SessionID: s.id, Input: fmt.Sprintf("task %d", i)})
 			mu.Lock()
 			s.runs = append(s.runs, r.RunID)
 			mu.Unlock()
@@ -252,7 +253,7 @@ func TestGatewayKill9Reclaim(t *testing.T) {
 				llmtest.Turn{Text: "The long step was interrupted; done anyway."},
 			)
 			g := e.StartGateway()
-			var run gateway.RunStartResult
+			var run api.RunStartResult
 			if code := e2etest.HTTPJSON(t, "POST", "http://"+g.Addr+"/v1/runs", `{"input":"run the long step"}`, &run); code != 202 {
 				t.Fatalf("POST /v1/runs: %d", code)
 			}
@@ -268,7 +269,7 @@ func TestGatewayKill9Reclaim(t *testing.T) {
 			last := evs[len(evs)-1]
 			var fin event.RunFinishedData
 			last.Decode(&fin)
-			var d gateway.RunDetail
+			var d api.RunDetail
 			e2etest.HTTPJSON(t, "GET", "http://"+g2.Addr+"/v1/runs/"+run.RunID, "", &d)
 			switch policy {
 			case "resume":
@@ -312,7 +313,7 @@ func TestGatewaySIGTERMDrain(t *testing.T) {
 		llmtest.Turn{When: "LONG", Text: "long done after the restart"},
 	)
 	g := e.StartGateway("--drain-grace", "3s")
-	var long, short gateway.RunStartResult
+	var long, short api.RunStartResult
 	e2etest.HTTPJSON(t, "POST", "http://"+g.Addr+"/v1/runs", `{"input":"LONG task"}`, &long)
 	e2etest.WaitFor(t, "the long tool to start", func() bool {
 		data, err := os.ReadFile(filepath.Join(e.Workspace, "started"))
@@ -418,10 +419,10 @@ func TestGatewayHarness(t *testing.T) {
 	e := e2etest.New(t, turns...)
 	srv, _ := e.InProcessGateway(nil)
 	c := e2etest.GwDial(t, srv.Addr())
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	e2etest.GwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
-	run := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{
-		SessionID: sid, Input: "write a greeting", Options: gateway.RunOptions{Harness: true}})
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sid})
+	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{
+		SessionID: sid, Input: "write a greeting", Options: api.RunOptions{Harness: true}})
 	evs := e2etest.GwWait(t, c, run.RunID)
 	end := e2etest.FinishedFrame(t, e2etest.LastFrame(evs))
 	if e2etest.LastFrame(evs).Event != "run.completed" || end.Reason != "completed" || end.Detail != "every phase verified" || end.Result != "hello.txt says hello." {
@@ -451,8 +452,8 @@ func TestGatewayLargeToolCall(t *testing.T) {
 	)
 	srv, db := e.InProcessGateway(nil)
 	c := e2etest.GwDial(t, srv.Addr())
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	run := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "write a big file"})
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "write a big file"})
 	// 9 MB through JSON, SQLite and the race detector several times over.
 	ctx, cancel := gatewaytest.Timeout(2 * time.Minute)
 	defer cancel()

@@ -12,7 +12,7 @@ import (
 
 	"agent/e2e/internal/e2etest"
 	"agent/event"
-	"agent/gateway"
+	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/llm/llmtest"
 	"agent/scheduler"
@@ -31,8 +31,8 @@ func TestJobsEverySecond(t *testing.T) {
 	srv, db := e.JobsGateway(true)
 	addr := srv.Addr()
 	c := e2etest.GwDial(t, addr)
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, gateway.SessionCreateParams{Title: "ops"}).SessionID
-	e2etest.GwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, api.SessionCreateParams{Title: "ops"}).SessionID
+	e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sid})
 
 	out := e.MustJobs(addr, "create", "--name", "heartbeat", "--cron", "@every 1s",
 		"--prompt", `check {{.JobName}} at {{.ScheduledFor.Format "15:04:05"}}`, "--session", sid, "--json")
@@ -43,8 +43,8 @@ func TestJobsEverySecond(t *testing.T) {
 	id := job[0].ID
 
 	// At least two ticks complete, each a normal run in the session.
-	completed := func() []gateway.EventFrame {
-		var evs []gateway.EventFrame
+	completed := func() []api.EventFrame {
+		var evs []api.EventFrame
 		for _, ev := range c.Events() {
 			if ev.Event == scheduler.EventJobCompleted {
 				evs = append(evs, ev)
@@ -76,7 +76,7 @@ func TestJobsEverySecond(t *testing.T) {
 	// last (job.updated, from the pause) may still be on its way.
 	for _, typ := range []string{scheduler.EventJobCreated, scheduler.EventJobTriggered, scheduler.EventJobStarted, scheduler.EventJobUpdated} {
 		ctx, cancel := gatewaytest.Timeout(5 * time.Second)
-		_, err := c.WaitEvent(ctx, func(ev gateway.EventFrame) bool { return ev.Event == typ && ev.Seq == 0 && ev.SessionID == "" })
+		_, err := c.WaitEvent(ctx, func(ev api.EventFrame) bool { return ev.Event == typ && ev.Seq == 0 && ev.SessionID == "" })
 		cancel()
 		if err != nil {
 			t.Errorf("no %s event frame: %v", typ, err)
@@ -201,10 +201,10 @@ func TestJobsToolsAndTimeout(t *testing.T) {
 		t.Errorf("sessions show of a job's session:\n%s", show.Stdout)
 	}
 	c := e2etest.GwDial(t, addr)
-	if l := e2etest.GwCall[gateway.SessionList](t, c, gateway.MethodSessionList, gateway.SessionListParams{}); len(l.Sessions) != 0 {
+	if l := e2etest.GwCall[api.SessionList](t, c, api.MethodSessionList, api.SessionListParams{}); len(l.Sessions) != 0 {
 		t.Errorf("session.list: %+v", l.Sessions)
 	}
-	if l := e2etest.GwCall[gateway.SessionList](t, c, gateway.MethodSessionList, gateway.SessionListParams{IncludeJobs: true}); len(l.Sessions) != 2 || l.Sessions[0].JobID == "" {
+	if l := e2etest.GwCall[api.SessionList](t, c, api.MethodSessionList, api.SessionListParams{IncludeJobs: true}); len(l.Sessions) != 2 || l.Sessions[0].JobID == "" {
 		t.Errorf("session.list include_jobs: %+v", l.Sessions)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"agent/e2e/internal/e2etest"
 	"agent/event"
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/llm/llmtest"
 	"agent/telemetry"
 	"agent/telemetry/telemetrytest"
@@ -236,9 +237,9 @@ func TestGatewayMetricsAndTraces(t *testing.T) {
 		cfg.Env = append(cfg.Env, "OTEL_EXPORTER_OTLP_ENDPOINT="+c.URL())
 	})
 	ws := e2etest.GwDial(t, srv.Addr())
-	sid := e2etest.GwCall[gateway.SessionInfo](t, ws, gateway.MethodSessionCreate, nil).SessionID
-	e2etest.GwCall[gateway.SessionResumeResult](t, ws, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
-	run := e2etest.GwCall[gateway.RunStartResult](t, ws, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "write hello.txt"})
+	sid := e2etest.GwCall[api.SessionInfo](t, ws, api.MethodSessionCreate, nil).SessionID
+	e2etest.GwCall[api.SessionResumeResult](t, ws, api.MethodSessionResume, api.SessionResumeParams{SessionID: sid})
+	run := e2etest.GwCall[api.RunStartResult](t, ws, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "write hello.txt"})
 	evs := e2etest.GwWait(t, ws, run.RunID)
 	fin := e2etest.FinishedFrame(t, evs[len(evs)-1])
 	if fin.Status != event.StatusCompleted {
@@ -319,8 +320,8 @@ func TestClusterHarnessTrace(t *testing.T) {
 	e := e2etest.New(t, turns...)
 	collector := telemetrytest.Start(t)
 	_, c, sid := e.SmallCluster(t, "OTEL_EXPORTER_OTLP_ENDPOINT="+collector.URL())
-	run := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{
-		SessionID: sid, Input: "write a note", Options: gateway.RunOptions{Harness: true}})
+	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{
+		SessionID: sid, Input: "write a note", Options: api.RunOptions{Harness: true}})
 	if end := e2etest.LastFrame(e2etest.GwWait(t, c, run.RunID)); end.Event != event.RunCompleted {
 		t.Fatalf("harness ended %s", end.Event)
 	}

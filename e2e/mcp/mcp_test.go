@@ -13,7 +13,7 @@ import (
 
 	"agent/e2e/internal/e2etest"
 	"agent/event"
-	"agent/gateway"
+	"agent/gateway/api"
 	"agent/llm/llmtest"
 	"agent/mcp/mcptest"
 )
@@ -394,9 +394,9 @@ func TestMCPGatewayRun(t *testing.T) {
 	logPath := e.WithMCP(t, issueEffect)
 	srv, _ := e.InProcessGateway(nil)
 	c := e2etest.GwDial(t, srv.Addr())
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	run := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{
-		SessionID: sid, Input: "file it", Options: gateway.RunOptions{AllowTools: []string{"mcp__tracker__create_issue"}}})
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{
+		SessionID: sid, Input: "file it", Options: api.RunOptions{AllowTools: []string{"mcp__tracker__create_issue"}}})
 	got := e2etest.GwWait(t, c, run.RunID)
 	if fin := e2etest.FinishedFrame(t, e2etest.LastFrame(got)); fin.Status != "completed" {
 		t.Fatalf("final = %+v", fin)

@@ -12,7 +12,7 @@ import (
 
 	"agent/e2e/internal/e2etest"
 	"agent/event"
-	"agent/gateway"
+	"agent/gateway/api"
 	"agent/llm/llmtest"
 	"agent/scheduler"
 	"agent/store"
@@ -227,9 +227,9 @@ func TestRateLimitPausesThenGatewayResumes(t *testing.T) {
 	)
 	srv, db := e.InProcessGateway(nil)
 	c := e2etest.GwDial(t, srv.Addr())
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	run := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "go",
-		Options: gateway.RunOptions{ModelCallTimeout: supervisor.Duration(time.Second)}})
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "go",
+		Options: api.RunOptions{ModelCallTimeout: supervisor.Duration(time.Second)}})
 	first := e2etest.GwWait(t, c, run.RunID)
 	fin := e2etest.FinishedFrame(t, e2etest.LastFrame(first))
 	if e2etest.LastFrame(first).Event != event.RunInterrupted || fin.Reason != "rate_limited" || fin.ResumeAfter == "" || fin.ExitCode != 3 {
@@ -260,12 +260,12 @@ func TestSessionMemoryBounded(t *testing.T) {
 		MaxRequestBytes: limit, Standing: []llmtest.Turn{compactionReply}})
 	srv, _ := e.InProcessGateway(nil)
 	c := e2etest.GwDial(t, srv.Addr())
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	e2etest.GwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sid})
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sid})
 	compacted := 0
 	for i := 1; i <= 51; i++ {
-		run := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid,
-			Input: fmt.Sprintf("question %d", i), Options: gateway.RunOptions{ContextWindow: 4000}})
+		run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid,
+			Input: fmt.Sprintf("question %d", i), Options: api.RunOptions{ContextWindow: 4000}})
 		evs := e2etest.GwWait(t, c, run.RunID)
 		if fin := e2etest.FinishedFrame(t, e2etest.LastFrame(evs)); fin.Status != "completed" {
 			t.Fatalf("run %d: %+v", i, fin)

@@ -12,6 +12,7 @@ import (
 	"agent/e2e/internal/e2etest"
 	"agent/event"
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/llm/llmtest"
 )
@@ -175,12 +176,12 @@ func TestGatewayRefusesUnsandboxed(t *testing.T) {
 	c := e2etest.GwDial(t, srv.Addr())
 	ctx, cancel := gatewaytest.Timeout(10 * time.Second)
 	defer cancel()
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	err := c.Call(ctx, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{Sandbox: "off"}}, nil)
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	err := c.Call(ctx, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "x", Options: api.RunOptions{Sandbox: "off"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), `options.sandbox "off" is refused: this gateway was not started with --allow-unsandboxed`) {
 		t.Errorf("run.start with sandbox off: %v", err)
 	}
-	err = c.Call(ctx, gateway.MethodJobCreate, gateway.JobCreateParams{Name: "j", CronExpr: "@hourly", Prompt: "x",
+	err = c.Call(ctx, api.MethodJobCreate, api.JobCreateParams{Name: "j", CronExpr: "@hourly", Prompt: "x",
 		Policy: []byte(`{"sandbox":"off"}`)}, nil)
 	if err == nil || !strings.Contains(err.Error(), `policy.sandbox "off" is refused`) {
 		t.Errorf("job.create with sandbox off: %v", err)
@@ -188,8 +189,8 @@ func TestGatewayRefusesUnsandboxed(t *testing.T) {
 
 	open, _ := e.InProcessGateway(func(c *gateway.Config) { c.AllowUnsandboxed = true })
 	c2 := e2etest.GwDial(t, open.Addr())
-	sid = e2etest.GwCall[gateway.SessionInfo](t, c2, gateway.MethodSessionCreate, nil).SessionID
-	run := e2etest.GwCall[gateway.RunStartResult](t, c2, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "x", Options: gateway.RunOptions{Sandbox: "off"}})
+	sid = e2etest.GwCall[api.SessionInfo](t, c2, api.MethodSessionCreate, nil).SessionID
+	run := e2etest.GwCall[api.RunStartResult](t, c2, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "x", Options: api.RunOptions{Sandbox: "off"}})
 	if run.RunID == "" {
 		t.Error("--allow-unsandboxed still refused")
 	}
@@ -228,9 +229,9 @@ func TestGatewayRefusesClientMCPConfig(t *testing.T) {
 	c := e2etest.GwDial(t, srv.Addr())
 	ctx, cancel := gatewaytest.Timeout(10 * time.Second)
 	defer cancel()
-	sid := e2etest.GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	err := c.Call(ctx, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sid, Input: "x",
-		Options: gateway.RunOptions{MCPConfig: []string{filepath.Join(e.Workspace, ".mcp.json")}}}, nil)
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	err := c.Call(ctx, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "x",
+		Options: api.RunOptions{MCPConfig: []string{filepath.Join(e.Workspace, ".mcp.json")}}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "options.mcp_config is refused") {
 		t.Errorf("run.start with mcp_config: %v", err)
 	}

@@ -26,6 +26,7 @@ import (
 	"agent/e2e/internal/e2etest"
 	"agent/event"
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/llm/llmtest"
 	"agent/scheduler"
 	"agent/store"
@@ -277,7 +278,7 @@ func TestWebStreamLive(t *testing.T) {
 	proxy.cut(true)
 	b.until("the page sees the connection drop", `document.getElementById('conn').dataset.state !== 'connected'`)
 	c := e2etest.GwDial(t, srv.Addr())
-	run := e2etest.GwCall[gateway.RunStartResult](t, c, gateway.MethodRunStart, gateway.RunStartParams{SessionID: sessionID, Input: "write some notes"})
+	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sessionID, Input: "write some notes"})
 	if end := e2etest.LastFrame(e2etest.GwWait(t, c, run.RunID)); end.Event != "run.completed" {
 		t.Fatalf("the run while the page was away: %s", end.Event)
 	}
@@ -445,7 +446,7 @@ func TestWebRewindAndJobs(t *testing.T) {
 	e := e2etest.New(t, e2etest.WriteTurn("notes.txt", "notes\n"), llmtest.Turn{Text: "Wrote notes.txt."})
 	srv, _ := e.InProcessGateway(func(c *gateway.Config) { c.Scheduler = &gateway.SchedulerConfig{} })
 	c := e2etest.GwDial(t, srv.Addr())
-	e2etest.GwCall[json.RawMessage](t, c, gateway.MethodJobCreate, gateway.JobCreateParams{
+	e2etest.GwCall[json.RawMessage](t, c, api.MethodJobCreate, api.JobCreateParams{
 		Name: "morning-report", CronExpr: "0 9 * * *", Timezone: "Asia/Tokyo", Prompt: "report"})
 
 	b := newBrowser(t)
@@ -494,7 +495,7 @@ func TestWebJobRuns(t *testing.T) {
 	t.Cleanup(func() { _ = os.WriteFile(gate, nil, 0o644) }) // no loop outlives the test
 	c := e2etest.GwDial(t, srv.Addr())
 	// Paused, the job never fires on its own: its one run is run_now's.
-	job := e2etest.GwCall[scheduler.Job](t, c, gateway.MethodJobCreate, gateway.JobCreateParams{
+	job := e2etest.GwCall[scheduler.Job](t, c, api.MethodJobCreate, api.JobCreateParams{
 		Name: "nightly-report", CronExpr: "0 3 * * *", Prompt: "file the report", Paused: true})
 
 	b := newBrowser(t)
@@ -503,7 +504,7 @@ func TestWebJobRuns(t *testing.T) {
 	b.do("open the job", chromedp.Click(chromedp.CSS(sel+" button.item")))
 	b.until("no runs yet", `(document.querySelector(`+jsString(sel+" .job-runs")+`)?.textContent || '') === 'No runs yet.'`)
 
-	e2etest.GwCall[scheduler.JobRun](t, c, gateway.MethodJobRunNow, gateway.JobParams{JobID: job.ID})
+	e2etest.GwCall[scheduler.JobRun](t, c, api.MethodJobRunNow, api.JobParams{JobID: job.ID})
 	var runID string
 	e2etest.WaitFor(t, "the job's run to start", func() bool {
 		runs := e2etest.JobRuns(t, db, job.ID)
@@ -585,7 +586,7 @@ func TestWebInterrupt(t *testing.T) {
 		t.Errorf("the run in the store: %+v %v, want interrupted", row, err)
 	}
 	c := e2etest.GwDial(t, srv.Addr())
-	if info := e2etest.GwCall[gateway.RunInfo](t, c, gateway.MethodRunGet, gateway.RunParams{RunID: runID}); info.Status != event.StatusInterrupted || info.Reason != event.ReasonInterrupted {
+	if info := e2etest.GwCall[api.RunInfo](t, c, api.MethodRunGet, api.RunParams{RunID: runID}); info.Status != event.StatusInterrupted || info.Reason != event.ReasonInterrupted {
 		t.Errorf("run.get: status %s reason %s, want interrupted", info.Status, info.Reason)
 	}
 	b.tokenNeverInURL(e2etest.GwToken)
@@ -636,7 +637,7 @@ fetch('http://' + gw + '/v1/runs', {method: 'POST', mode: 'no-cors', credentials
 	if got := eval[string](b, `results.ws`); !strings.Contains(got, "closed before open") {
 		t.Errorf("another origin's /ws: %s, want refused", got)
 	}
-	var list gateway.SessionList
+	var list api.SessionList
 	e2etest.HTTPJSON(t, "GET", "http://"+addr+"/v1/sessions?include_jobs=true", "", &list)
 	if len(list.Sessions) != 0 {
 		t.Errorf("another origin's POST /v1/runs created %d sessions", len(list.Sessions))

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
+	"agent/gateway/api"
 
-	"agent/gateway"
+	"github.com/coder/websocket"
 )
 
 // Options say how to dial.
@@ -23,37 +23,37 @@ type Options struct {
 	Header      http.Header // extra upgrade headers, e.g. Origin
 	// NoConnect leaves the handshake to the test (Send the frames).
 	NoConnect bool
-	Protocol  int // 0: gateway.Protocol
+	Protocol  int // 0: api.Protocol
 }
 
 // Client is one connection that keeps every event and error frame, in
 // arrival order, for the test to read.
 type Client struct {
-	*gateway.Client
+	*api.Client
 
 	mu     sync.Mutex
 	cond   *sync.Cond
-	events []gateway.EventFrame
-	errs   []gateway.ErrorFrame
+	events []api.EventFrame
+	errs   []api.ErrorFrame
 	closed bool
 
 	// Connected is connect's answer, unless NoConnect.
-	Connected gateway.ConnectResult
+	Connected api.ConnectResult
 }
 
 // DialError is a refused upgrade.
-type DialError = gateway.DialError
+type DialError = api.DialError
 
 // Dial opens ws://addr/ws (addr is host:port or an http:// URL) and,
 // unless opts.NoConnect, performs the connect handshake.
 func Dial(ctx context.Context, addr string, opts Options) (*Client, error) {
 	c := &Client{}
 	c.cond = sync.NewCond(&c.mu)
-	gc, err := gateway.Dial(ctx, addr, gateway.ClientOptions{
+	gc, err := api.Dial(ctx, addr, api.ClientOptions{
 		Token: opts.Token, HeaderToken: opts.HeaderToken, Header: opts.Header,
 		NoConnect: opts.NoConnect, Protocol: opts.Protocol,
-		OnEvent: func(ev gateway.EventFrame) { c.record(func() { c.events = append(c.events, ev) }) },
-		OnError: func(ef gateway.ErrorFrame) { c.record(func() { c.errs = append(c.errs, ef) }) },
+		OnEvent: func(ev api.EventFrame) { c.record(func() { c.events = append(c.events, ev) }) },
+		OnError: func(ef api.ErrorFrame) { c.record(func() { c.errs = append(c.errs, ef) }) },
 	})
 	if err != nil {
 		return nil, err
@@ -74,22 +74,22 @@ func (c *Client) record(f func()) {
 }
 
 // Events returns a copy of the event frames received so far.
-func (c *Client) Events() []gateway.EventFrame {
+func (c *Client) Events() []api.EventFrame {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]gateway.EventFrame(nil), c.events...)
+	return append([]api.EventFrame(nil), c.events...)
 }
 
 // Errors returns the error frames received so far.
-func (c *Client) Errors() []gateway.ErrorFrame {
+func (c *Client) Errors() []api.ErrorFrame {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]gateway.ErrorFrame(nil), c.errs...)
+	return append([]api.ErrorFrame(nil), c.errs...)
 }
 
 // WaitEvent waits for an event frame that match accepts, and returns
 // every frame received so far.
-func (c *Client) WaitEvent(ctx context.Context, match func(gateway.EventFrame) bool) ([]gateway.EventFrame, error) {
+func (c *Client) WaitEvent(ctx context.Context, match func(api.EventFrame) bool) ([]api.EventFrame, error) {
 	stop := context.AfterFunc(ctx, func() {
 		c.mu.Lock()
 		c.cond.Broadcast()
@@ -101,22 +101,22 @@ func (c *Client) WaitEvent(ctx context.Context, match func(gateway.EventFrame) b
 	for {
 		for _, ev := range c.events {
 			if match(ev) {
-				return append([]gateway.EventFrame(nil), c.events...), nil
+				return append([]api.EventFrame(nil), c.events...), nil
 			}
 		}
 		if c.closed {
-			return append([]gateway.EventFrame(nil), c.events...), fmt.Errorf("connection closed: %w", c.Client.Err())
+			return append([]api.EventFrame(nil), c.events...), fmt.Errorf("connection closed: %w", c.Client.Err())
 		}
 		if ctx.Err() != nil {
-			return append([]gateway.EventFrame(nil), c.events...), ctx.Err()
+			return append([]api.EventFrame(nil), c.events...), ctx.Err()
 		}
 		c.cond.Wait()
 	}
 }
 
 // WaitTerminal waits for the terminal event of a run.
-func (c *Client) WaitTerminal(ctx context.Context, runID string) ([]gateway.EventFrame, error) {
-	return c.WaitEvent(ctx, func(ev gateway.EventFrame) bool {
+func (c *Client) WaitTerminal(ctx context.Context, runID string) ([]api.EventFrame, error) {
+	return c.WaitEvent(ctx, func(ev api.EventFrame) bool {
 		return ev.RunID == runID && IsTerminal(ev.Event)
 	})
 }
@@ -153,7 +153,7 @@ func IsTerminal(t string) bool {
 }
 
 // ErrCode returns the gateway error code of err, or "".
-func ErrCode(err error) string { return gateway.ErrorCode(err) }
+func ErrCode(err error) string { return api.ErrorCode(err) }
 
 // Timeout is a context for one step of a test.
 func Timeout(d time.Duration) (context.Context, context.CancelFunc) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"agent/config"
-	"agent/gateway"
+	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/store/pgtest"
 )
@@ -53,7 +53,7 @@ func (e *Env) SmallCluster(t *testing.T, env ...string) (dsn string, c *gatewayt
 	}
 	t.Cleanup(func() { _ = worker.Process.Kill(); _ = worker.Wait() })
 	c = GwDial(t, gw.Addr)
-	sessionID = GwCall[gateway.SessionInfo](t, c, gateway.MethodSessionCreate, nil).SessionID
-	GwCall[gateway.SessionResumeResult](t, c, gateway.MethodSessionResume, gateway.SessionResumeParams{SessionID: sessionID})
+	sessionID = GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sessionID})
 	return dsn, c, sessionID
 }

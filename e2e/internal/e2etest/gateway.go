@@ -17,6 +17,7 @@ import (
 
 	"agent/event"
 	"agent/gateway"
+	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/store"
 )
@@ -92,7 +93,7 @@ func GwCall[T any](t *testing.T, c *gatewaytest.Client, method string, params an
 }
 
 // GwWait waits for run runID to end and returns its events.
-func GwWait(t *testing.T, c *gatewaytest.Client, runID string) []gateway.EventFrame {
+func GwWait(t *testing.T, c *gatewaytest.Client, runID string) []api.EventFrame {
 	t.Helper()
 	ctx, cancel := gatewaytest.Timeout(30 * time.Second)
 	defer cancel()
@@ -100,7 +101,7 @@ func GwWait(t *testing.T, c *gatewaytest.Client, runID string) []gateway.EventFr
 	if err != nil {
 		t.Fatalf("run %s: %v", runID, err)
 	}
-	var out []gateway.EventFrame
+	var out []api.EventFrame
 	for _, ev := range evs {
 		if ev.RunID == runID {
 			out = append(out, ev)
@@ -110,7 +111,7 @@ func GwWait(t *testing.T, c *gatewaytest.Client, runID string) []gateway.EventFr
 }
 
 // FrameTypes is the frames' event types, space-separated.
-func FrameTypes(evs []gateway.EventFrame) string {
+func FrameTypes(evs []api.EventFrame) string {
 	var ts []string
 	for _, ev := range evs {
 		ts = append(ts, ev.Event)
@@ -119,7 +120,7 @@ func FrameTypes(evs []gateway.EventFrame) string {
 }
 
 // FinishedFrame is the data of a terminal event frame.
-func FinishedFrame(t *testing.T, ev gateway.EventFrame) event.RunFinishedData {
+func FinishedFrame(t *testing.T, ev api.EventFrame) event.RunFinishedData {
 	t.Helper()
 	var d event.RunFinishedData
 	if err := json.Unmarshal(ev.Data, &d); err != nil {
@@ -129,7 +130,7 @@ func FinishedFrame(t *testing.T, ev gateway.EventFrame) event.RunFinishedData {
 }
 
 // LastFrame is the last of evs.
-func LastFrame(evs []gateway.EventFrame) gateway.EventFrame { return evs[len(evs)-1] }
+func LastFrame(evs []api.EventFrame) api.EventFrame { return evs[len(evs)-1] }
 
 // GatewayProc is `agent gateway` as a separate process.
 type GatewayProc struct {

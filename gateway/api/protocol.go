@@ -1,7 +1,7 @@
 // Package gateway is the local daemon (docs/PROTOCOL.md#gateway-protocol-v1): HTTP and WebSocket
 // on one port, sessions with replayable event streams, runs isolated in
 // `agent runner` children, checkpoints and rewind, and token auth.
-package gateway
+package api
 
 import (
 	"encoding/json"
@@ -9,10 +9,15 @@ import (
 
 	"agent/event"
 	"agent/scheduler"
+	"agent/supervisor"
 )
 
 // Protocol is the protocol version this gateway speaks.
 const Protocol = 1
+
+// DefaultListen is where a gateway listens, and its clients look for it,
+// unless told otherwise.
+const DefaultListen = "127.0.0.1:7420"
 
 // Frame types.
 const (
@@ -242,6 +247,12 @@ type RunParams struct {
 	RunID string `json:"run_id"`
 }
 
+// Modes of run.cancel (docs/PROTOCOL.md#interrupts-and-cancel).
+const (
+	CancelModeInterrupt = "interrupt" // stop resumably, as Ctrl-C does locally
+	CancelModeCancel    = "cancel"    // end the run for good
+)
+
 // RunCancelParams stop a run: Mode interrupt stops it resumably, as Ctrl-C
 // does locally (run.interrupted; run.resume or `agent resume` continues
 // it); cancel, the default, ends it for good (run.cancelled).
@@ -397,3 +408,7 @@ type JobDeleted struct {
 // skipped it (error_text says why). job.run_now waits a few seconds for the
 // run to be started, so its run_id is usually set: the run `agent runs
 // show` and run.get know.
+
+// RunOptions are run.start's options: a run's settings, the same as the
+// CLI's flags. Zero values take the gateway's defaults.
+type RunOptions = supervisor.Options
