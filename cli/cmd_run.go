@@ -213,96 +213,127 @@ func defaultOptions(settings config.Settings) supervisor.Options {
 	}
 }
 
-// flagOptions lays the flags the user gave over base: a new run's
-// defaults, or the options a resumed run was stored with.
+// flagOptions lays the option flags the user gave over o: each as
+// optionFlags says, the rest of o as it was.
 func flagOptions(c *cli.Context, o supervisor.Options) (supervisor.Options, error) {
 	set := func(name string) bool { return hasFlag(c, name) && c.IsSet(name) }
-	if set("model") {
-		o.Model = c.String("model")
-	}
-	if set("base-url") {
-		o.BaseURL = c.String("base-url")
-	}
-	if set("max-turns") {
-		o.MaxTurns = c.Int("max-turns")
-	}
-	if set("model-attempts") {
-		o.ModelAttempts = c.Int("model-attempts")
-	}
-	if set("model-idle-timeout") {
-		o.ModelIdleTimeout = supervisor.Duration(c.Duration("model-idle-timeout"))
-	}
-	if set("model-call-timeout") {
-		o.ModelCallTimeout = supervisor.Duration(c.Duration("model-call-timeout"))
-	}
-	if set("timeout") {
-		o.Timeout = supervisor.Duration(c.Duration("timeout"))
-	}
-	if set("allow-tools") {
-		o.AllowTools = splitList(c.StringSlice("allow-tools"))
-	}
-	if set("deny-tools") {
-		o.DenyTools = splitList(c.StringSlice("deny-tools"))
-	}
-	if set("mcp-config") {
-		o.MCPConfig = nil
-		for _, f := range c.StringSlice("mcp-config") {
-			abs, err := filepath.Abs(f)
-			if err != nil {
-				return o, usageErrorf("--mcp-config: %v", err)
-			}
-			o.MCPConfig = append(o.MCPConfig, abs)
-		}
-	}
-	if set("sandbox") {
-		o.Sandbox = c.String("sandbox")
-	}
-	if set("context-window") {
-		o.ContextWindow = c.Int("context-window")
-	}
-	if set("compact") {
-		o.Compact = c.String("compact")
-	}
-	if set("max-tokens") {
-		o.MaxTokens = c.Int("max-tokens")
-	}
-	if set("max-cost") {
-		o.MaxCost = c.Float64("max-cost")
-	}
-	if set("network") {
-		o.Network = c.Bool("network")
-	}
-	if set("until") {
-		o.Until = strings.TrimSpace(c.String("until"))
-	}
-	if set("max-iterations") {
-		o.MaxIterations = c.Int("max-iterations")
-	}
-	if set("parallel") {
-		o.Parallel = c.Int("parallel")
-	}
-	if set("phase-timeout") {
-		o.PhaseTimeout = supervisor.Duration(c.Duration("phase-timeout"))
-	}
-	if set("context-budget") {
-		o.ContextBudget = c.Int("context-budget")
-	}
 	if set("record") && set("replay") {
 		return o, usageErrorf("--record and --replay together: --record saves a live model's answers, --replay answers from a cassette without a model; give one")
 	}
-	for _, f := range []struct {
-		flag string
-		dst  *string
-	}{{"record", &o.Record}, {"replay", &o.Replay}} {
-		if path := c.String(f.flag); set(f.flag) && path != "" {
-			abs, err := filepath.Abs(path)
-			if err != nil {
-				return o, usageErrorf("--%s: %v", f.flag, err)
-			}
-			*f.dst = abs
+	for _, f := range optionFlags {
+		if !set(f.name) {
+			continue
+		}
+		if err := f.set(c, f.name, &o); err != nil {
+			return o, usageErrorf("--%s: %v", f.name, err)
 		}
 	}
 	return o, o.Validate()
+}
+
+// optionFlags are the flags that set a run's options, each with what it
+// sets: the one table flagOptions applies, whichever command defines them.
+var optionFlags = []struct {
+	name string
+	set  func(c *cli.Context, name string, o *supervisor.Options) error
+}{
+	{"model", text(func(o *supervisor.Options) *string { return &o.Model })},
+	{"base-url", text(func(o *supervisor.Options) *string { return &o.BaseURL })},
+	{"max-turns", number(func(o *supervisor.Options) *int { return &o.MaxTurns })},
+	{"model-attempts", number(func(o *supervisor.Options) *int { return &o.ModelAttempts })},
+	{"model-idle-timeout", duration(func(o *supervisor.Options) *supervisor.Duration { return &o.ModelIdleTimeout })},
+	{"model-call-timeout", duration(func(o *supervisor.Options) *supervisor.Duration { return &o.ModelCallTimeout })},
+	{"timeout", duration(func(o *supervisor.Options) *supervisor.Duration { return &o.Timeout })},
+	{"allow-tools", list(func(o *supervisor.Options) *[]string { return &o.AllowTools })},
+	{"deny-tools", list(func(o *supervisor.Options) *[]string { return &o.DenyTools })},
+	{"mcp-config", paths(func(o *supervisor.Options) *[]string { return &o.MCPConfig })},
+	{"sandbox", text(func(o *supervisor.Options) *string { return &o.Sandbox })},
+	{"network", boolean(func(o *supervisor.Options) *bool { return &o.Network })},
+	{"context-window", number(func(o *supervisor.Options) *int { return &o.ContextWindow })},
+	{"compact", text(func(o *supervisor.Options) *string { return &o.Compact })},
+	{"max-tokens", number(func(o *supervisor.Options) *int { return &o.MaxTokens })},
+	{"max-cost", money(func(o *supervisor.Options) *float64 { return &o.MaxCost })},
+	{"until", trimmed(func(o *supervisor.Options) *string { return &o.Until })},
+	{"max-iterations", number(func(o *supervisor.Options) *int { return &o.MaxIterations })},
+	{"parallel", number(func(o *supervisor.Options) *int { return &o.Parallel })},
+	{"phase-timeout", duration(func(o *supervisor.Options) *supervisor.Duration { return &o.PhaseTimeout })},
+	{"context-budget", number(func(o *supervisor.Options) *int { return &o.ContextBudget })},
+	{"record", path(func(o *supervisor.Options) *string { return &o.Record })},
+	{"replay", path(func(o *supervisor.Options) *string { return &o.Replay })},
+}
+
+// The kinds of option flags: what each reads from its flag and how.
+type optionSetter = func(c *cli.Context, name string, o *supervisor.Options) error
+
+func text(field func(*supervisor.Options) *string) optionSetter {
+	return func(c *cli.Context, name string, o *supervisor.Options) error { *field(o) = c.String(name); return nil }
+}
+
+// trimmed is text without the spaces around it (a promise line).
+func trimmed(field func(*supervisor.Options) *string) optionSetter {
+	return func(c *cli.Context, name string, o *supervisor.Options) error {
+		*field(o) = strings.TrimSpace(c.String(name))
+		return nil
+	}
+}
+
+func number(field func(*supervisor.Options) *int) optionSetter {
+	return func(c *cli.Context, name string, o *supervisor.Options) error { *field(o) = c.Int(name); return nil }
+}
+
+func money(field func(*supervisor.Options) *float64) optionSetter {
+	return func(c *cli.Context, name string, o *supervisor.Options) error {
+		*field(o) = c.Float64(name)
+		return nil
+	}
+}
+
+func boolean(field func(*supervisor.Options) *bool) optionSetter {
+	return func(c *cli.Context, name string, o *supervisor.Options) error { *field(o) = c.Bool(name); return nil }
+}
+
+func duration(field func(*supervisor.Options) *supervisor.Duration) optionSetter {
+	return func(c *cli.Context, name string, o *supervisor.Options) error {
+		*field(o) = supervisor.Duration(c.Duration(name))
+		return nil
+	}
+}
+
+// list is a comma-separated, repeatable list.
+func list(field func(*supervisor.Options) *[]string) optionSetter {
+	return func(c *cli.Context, name string, o *supervisor.Options) error {
+		*field(o) = splitList(c.StringSlice(name))
+		return nil
+	}
+}
+
+// path is a file, made absolute (a resumed run, or the gateway, reads it
+// from elsewhere); "" leaves the option as it was.
+func path(field func(*supervisor.Options) *string) optionSetter {
+	return func(c *cli.Context, name string, o *supervisor.Options) error {
+		if c.String(name) == "" {
+			return nil
+		}
+		abs, err := filepath.Abs(c.String(name))
+		*field(o) = abs
+		return err
+	}
+}
+
+// paths is a repeatable path.
+func paths(field func(*supervisor.Options) *[]string) optionSetter {
+	return func(c *cli.Context, name string, o *supervisor.Options) error {
+		var out []string
+		for _, f := range c.StringSlice(name) {
+			abs, err := filepath.Abs(f)
+			if err != nil {
+				return err
+			}
+			out = append(out, abs)
+		}
+		*field(o) = out
+		return nil
+	}
 }
 
 // hasFlag reports whether the command defines the flag at all.
