@@ -183,7 +183,7 @@ type EffectIntentData struct {
 
 // EffectFailedData says a side effect certainly did not happen (the
 // server refused it before accepting anything), so its intent may be
-// retried. Runner protocol and fast path only.
+// retried: the store forgets the intent.
 type EffectFailedData struct {
 	Key   string `json:"key"`
 	Error string `json:"error"`

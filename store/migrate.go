@@ -17,8 +17,9 @@ import (
 var migrationFS embed.FS
 
 // postgresMigrationFS holds the same migrations in PostgreSQL's dialect,
-// under the same names (docs/SCHEMA.md#sqlite-and-postgresql). Nothing applies them yet but the
-// test that checks they build the schema the SQLite ones build.
+// under the same names (docs/SCHEMA.md#sqlite-and-postgresql), applied by
+// openPostgres and checked by a test to build the schema the SQLite ones
+// build.
 //
 //go:embed migrations/postgres/*.sql
 var postgresMigrationFS embed.FS

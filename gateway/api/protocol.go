@@ -182,12 +182,12 @@ type SessionParams struct {
 // persisted event with seq > AfterSeq, then live events.
 //
 // message.delta frames are streamed before they are durable: the store
-// writes them with the session's next other event, as the fast path does.
-// Across reconnects to a running gateway nothing is lost either way. After
-// a gateway crash the deltas of the reply in flight are gone and their
-// seqs are reused, so a client that saw deltas should resume after the
-// last non-delta seq it has and drop the deltas after it; the
-// message.completed that follows carries the whole text anyway.
+// writes them with the session's next other event, as the fast path does,
+// at seqs reserved beforehand. Across reconnects to a running gateway
+// nothing is lost either way. After a gateway crash the deltas of the
+// reply in flight are gone, and each of their seqs holds a lost delta
+// ({"text":"","lost":true}): no seq is given to another event and none is
+// missing; the message.completed that follows carries the whole text.
 type SessionResumeParams struct {
 	SessionID string `json:"session_id"`
 	AfterSeq  int64  `json:"after_seq"`
