@@ -273,18 +273,23 @@ func TestKillingAgentEndsTheCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the parent said %q", line)
 	}
-	if !alive(pid) {
-		t.Fatalf("the sandboxed command %d is not running", pid)
+	// A pidfd becomes readable when the process exits, and names this
+	// process even if its pid is reused.
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		t.Fatalf("the sandboxed command %d is not running: %v", pid, err)
 	}
+	defer unix.Close(pidfd)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	deadline := time.Now().Add(60 * time.Second)
-	for alive(pid) {
-		if time.Now().After(deadline) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("the sandboxed command %d outlived the kill -9 of its parent", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, int((60 * time.Second).Milliseconds()))
+	for errors.Is(err, unix.EINTR) {
+		n, err = unix.Poll(fds, int((60 * time.Second).Milliseconds()))
+	}
+	if n == 0 {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Fatalf("the sandboxed command %d outlived the kill -9 of its parent by a minute", pid)
 	}
 }
 
@@ -304,14 +309,4 @@ func sandboxedSleeper() int {
 	fmt.Println(cmd.Process.Pid)
 	_ = cmd.Wait()
 	return 0
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i < 0 || !strings.HasPrefix(string(b[i+1:]), " Z") && !strings.HasPrefix(string(b[i+1:]), " X")
 }

@@ -106,6 +106,7 @@ type Sandbox struct {
 	err  error     // of prepare
 	tmp  string
 	env  []string
+	spec []byte // the helper's spec, the same for every command
 }
 
 // minABI is the Landlock ABI a sandbox needs: 3 (Linux 6.2) is the first
@@ -140,7 +141,8 @@ func New(p Policy) (*Sandbox, error) {
 	return s, nil
 }
 
-// prepare makes the temporary directory and the environment, once.
+// prepare makes the temporary directory, the environment and the
+// helper's spec (hidden paths resolved), once.
 func (s *Sandbox) prepare() error {
 	s.once.Do(func() {
 		tmp, err := os.MkdirTemp("", "agent-sandbox-")
@@ -154,6 +156,9 @@ func (s *Sandbox) prepare() error {
 		}
 		s.env = append(s.env, "TMPDIR="+tmp)
 		s.env = append(s.env, s.caches()...)
+		s.spec, s.err = json.Marshal(helperSpec{
+			Mode: s.policy.Mode, Workspace: s.policy.Workspace, Tmp: tmp, Writable: s.policy.Writable, Hidden: s.hidden(),
+		})
 	})
 	return s.err
 }
@@ -200,13 +205,7 @@ func (s *Sandbox) Start(cmd *exec.Cmd) error {
 	if err := s.prepare(); err != nil {
 		return err
 	}
-	spec, err := json.Marshal(helperSpec{
-		Mode: s.policy.Mode, Workspace: s.policy.Workspace, Tmp: s.tmp, Writable: s.policy.Writable, Hidden: s.hidden(),
-	})
-	if err != nil {
-		return fmt.Errorf("sandbox: %w", err)
-	}
-	cmd.Args = append([]string{helperName, string(spec), cmd.Path}, cmd.Args...)
+	cmd.Args = append([]string{helperName, string(s.spec), cmd.Path}, cmd.Args...)
 	cmd.Path = "/proc/self/exe" // this very binary, even if replaced on disk meanwhile
 	if s.policy.KeepEnv {
 		if cmd.Env == nil {

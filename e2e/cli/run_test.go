@@ -281,18 +281,27 @@ func TestKill9KeepsWhatWasPrinted(t *testing.T) {
 		}
 	}
 	db.Close()
-	if res := e.Run("resume", runID, "--json"); res.Code != 0 {
+	res := e.Run("resume", runID, "--json")
+	if res.Code != 0 {
 		t.Fatalf("resume exit %d: %s", res.Code, res.Stderr)
 	}
-	db = e.OpenStore(t)
-	defer db.Close()
-	stored, _ = db.ListEvents(context.Background(), runID, 0, 0)
-	for _, s := range stored {
-		bySeq[s.Seq] = s.Type
+	// As stored after the resume, seqs are 1..N with no gap (a client
+	// waiting for the next seq is not left waiting), and every seq printed
+	// holds what was printed (a delta's a delta, lost or not).
+	resumed := e2etest.DecodeEvents(t, res.Stdout)
+	all := gaplessEvents(t, e, runID)
+	if last := all[len(all)-1]; last.Type != event.RunCompleted || last.Seq != resumed[len(resumed)-1].Seq {
+		t.Errorf("the store ends with %s at %d; resume printed its end at %d", last.Type, last.Seq, resumed[len(resumed)-1].Seq)
+	}
+	if first := resumed[0].Seq; first < 2 || all[first-2].Seq != first-1 {
+		t.Errorf("resume began at seq %d, not right after a stored event", first)
 	}
 	for _, p := range printed {
-		if got, ok := bySeq[p.Seq]; ok && got != p.Type {
-			t.Errorf("seq %d was printed as %s, then given to %s", p.Seq, p.Type, got)
+		switch {
+		case p.Seq > int64(len(all)):
+			t.Errorf("seq %d was printed as %s, and the store ends before it", p.Seq, p.Type)
+		case all[p.Seq-1].Type != p.Type:
+			t.Errorf("seq %d was printed as %s, then given to %s", p.Seq, p.Type, all[p.Seq-1].Type)
 		}
 	}
 }

@@ -85,52 +85,6 @@ func damageTable(t *testing.T, path, table string) {
 	}
 }
 
-// TestKill9MidStreamLeavesNoGap: kill -9 while the model streams its
-// reply, after --json printed a delta, then resume. The run's stored
-// seqs are 1..N with no gap (a client waiting for the next seq is not
-// left waiting), and every seq printed as a delta still holds a delta.
-func TestKill9MidStreamLeavesNoGap(t *testing.T) {
-	t.Parallel()
-	e := e2etest.New(t,
-		llmtest.Turn{Text: "Writing.", ToolCalls: []llmtest.Call{e2etest.ToolCall("write_file", `{"path":"a.txt","content":"a"}`)}},
-		llmtest.Turn{Text: "I am thinking about", Hang: true},
-		llmtest.Turn{Text: "Done."},
-	)
-	b := e.Start("run", "--json", "write a")
-	runID := b.WaitEvent(t, event.RunStarted).RunID
-	e2etest.WaitFor(t, "a streamed delta of the second reply", func() bool {
-		b.Mu.Lock()
-		defer b.Mu.Unlock()
-		last := b.Events[len(b.Events)-1]
-		return e.Srv.RequestCount() == 2 && last.Type == event.MessageDelta
-	})
-	b.Kill9(t)
-	b.Mu.Lock()
-	printed := append([]event.Event(nil), b.Events...)
-	b.Mu.Unlock()
-
-	res := e.Run("resume", runID, "--json")
-	if res.Code != 0 {
-		t.Fatalf("resume exit %d: %s", res.Code, res.Stderr)
-	}
-	resumed := e2etest.DecodeEvents(t, res.Stdout)
-	stored := gaplessEvents(t, e, runID)
-	if last := stored[len(stored)-1]; last.Type != event.RunCompleted || last.Seq != resumed[len(resumed)-1].Seq {
-		t.Errorf("the store ends with %s at %d; resume printed its end at %d", last.Type, last.Seq, resumed[len(resumed)-1].Seq)
-	}
-	if first := resumed[0].Seq; first < 2 || stored[first-2].Seq != first-1 {
-		t.Errorf("resume began at seq %d, not right after a stored event", first)
-	}
-	for _, p := range printed {
-		switch {
-		case p.Seq > int64(len(stored)):
-			t.Errorf("seq %d was printed as %s, and the store ends before it", p.Seq, p.Type)
-		case p.Type == event.MessageDelta && stored[p.Seq-1].Type != event.MessageDelta:
-			t.Errorf("seq %d was printed as a delta, then given to %s", p.Seq, stored[p.Seq-1].Type)
-		}
-	}
-}
-
 // gaplessEvents returns a run's events as `agent runs events --json`
 // prints them from the store, failing the test unless their seqs are
 // 1, 2, 3… with no gap.

@@ -1,13 +1,11 @@
 package gateway
 
 import (
-	"bufio"
 	"encoding/json"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -19,50 +17,15 @@ import (
 // nofile open files, as a default shell's `ulimit -n` limits it.
 func startGatewayWithFDLimit(e *e2etest.Env, nofile int, args ...string) *e2etest.GatewayProc {
 	e.T.Helper()
-	cmd := e.Command(append([]string{"gateway", "--listen", "127.0.0.1:0", "--json"}, args...)...)
-	cmd.Env = append(cmd.Env, "AGENT_GATEWAY_TOKEN="+e2etest.GwToken)
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		e.T.Skip("no sh to set the limit with")
 	}
-	agent := cmd.Path
-	cmd.Path = sh
-	cmd.Args = append([]string{"sh", "-c", `ulimit -n "$0" && exec "$@"`, strconv.Itoa(nofile), agent}, cmd.Args[1:]...)
-	g := &e2etest.GatewayProc{Cmd: cmd, Stderr: filepath.Join(e.T.TempDir(), "gateway.stderr"), Done: make(chan struct{})}
-	errf, err := os.Create(g.Stderr)
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	defer errf.Close()
-	cmd.Stderr = errf
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		e.T.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		e.T.Fatal(err)
-	}
-	go func() {
-		g.Err = cmd.Wait()
-		close(g.Done)
-	}()
-	e.T.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-g.Done
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		data, _ := os.ReadFile(g.Stderr)
-		e.T.Fatalf("gateway did not start: %v: %s", err, data)
-	}
-	var hello struct {
-		Listen string `json:"listen"`
-	}
-	if err := json.Unmarshal([]byte(line), &hello); err != nil || hello.Listen == "" {
-		e.T.Fatalf("gateway --json printed %q", line)
-	}
-	g.Addr = hello.Listen
-	return g
+	return e.StartGatewayWith(func(cmd *exec.Cmd) {
+		agent := cmd.Path
+		cmd.Path = sh
+		cmd.Args = append([]string{"sh", "-c", `ulimit -n "$0" && exec "$@"`, strconv.Itoa(nofile), agent}, cmd.Args[1:]...)
+	}, args...)
 }
 
 // TestGatewayIdleConnectionsUnderFDLimit is the lock-out an adversary
