@@ -75,6 +75,25 @@ type PhaseSpec struct {
 	Continue bool `json:"continue,omitempty"`
 
 	Checkpointed []string `json:"checkpointed,omitempty"` // files this run already checkpointed: not saved again
+
+	// Waits (docs/PROTOCOL.md#waits): the approval rules and their
+	// deadline, the wait tools offered, and the waits the run already has,
+	// answered or not, so that a wait asked again is the same wait.
+	Ask          []string `json:"ask,omitempty"`
+	AskTimeoutMS int64    `json:"ask_timeout_ms,omitempty"`
+	AskOnTimeout string   `json:"ask_on_timeout,omitempty"`
+	AskHuman     bool     `json:"ask_human,omitempty"`
+	WaitTools    bool     `json:"wait_tools,omitempty"`
+	MaxWaitMS    int64    `json:"max_wait_ms,omitempty"`
+	Waits        []Wait   `json:"waits,omitempty"`
+}
+
+// Wait is a wait the run recorded, with its answer once it has one;
+// Journaled says the run's journal records the answer already.
+type Wait struct {
+	Waiting    event.RunWaitingData    `json:"waiting"`
+	Resolution *event.WaitResolvedData `json:"resolution,omitempty"`
+	Journaled  bool                    `json:"journaled,omitempty"`
 }
 
 // Modes of a child.

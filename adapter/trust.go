@@ -30,6 +30,7 @@ import (
 //     that asked is still open, marked with its token; an unknown outcome
 //     uses the go-ahead up, so no later receipt makes the effect done;
 //   - an artifact only as it is on disk;
+//   - a wait's answer only as the spec gave it (the store's);
 //   - a result only in the protocol's shape, only one, and only from a
 //     child that then exits 0 (finish, in run.go).
 
@@ -41,12 +42,12 @@ var childEvents = map[string]bool{
 	event.ArtifactCreated: true, event.ReceiptRecorded: true, event.EffectFailed: true, event.EffectUnknown: true,
 	event.LearningRecorded: true, event.ApproachFailed: true, event.CheckpointCreated: true,
 	event.IterationStarted: true, event.IterationCompleted: true, event.Retry: true, event.Warning: true,
-	event.ContextCompacted: true,
+	event.ContextCompacted: true, event.RunWaiting: true, event.WaitResolved: true,
 }
 
 // resultStatuses are the statuses a runner.result may carry.
 var resultStatuses = map[string]bool{
-	event.StatusCompleted: true, event.StatusFailed: true, event.StatusCancelled: true,
+	event.StatusCompleted: true, event.StatusFailed: true, event.StatusCancelled: true, event.StatusWaiting: true,
 }
 
 // check says whether a child's event may be forwarded, and in what form;
@@ -84,6 +85,19 @@ func (a *attempt) check(e event.Event) (event.Event, bool) {
 			return e, false
 		}
 		delete(a.allowed, d.Key) // one outcome per go-ahead
+	case event.WaitResolved:
+		// Only the parent's store answers a wait: a child records an
+		// answer the spec gave it, as the spec says it.
+		var d event.WaitResolvedData
+		_ = e.Decode(&d)
+		for _, w := range a.spec.Waits {
+			if w.Waiting.WaitID == d.WaitID && w.Resolution != nil && d.WaitID != "" {
+				e.Data = event.New(e.Type, *w.Resolution).Data
+				return e, true
+			}
+		}
+		a.warn(fmt.Sprintf("ignored a %s from the runner for wait %q: the spec gave it no answer", e.Type, d.WaitID))
+		return e, false
 	case event.ArtifactCreated:
 		var d event.ArtifactData
 		if err := e.Decode(&d); err != nil {

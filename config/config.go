@@ -57,6 +57,20 @@ type File struct {
 
 	// MCP tool servers (docs/PROTOCOL.md#configuration-files), by name.
 	MCPServers map[string]MCPServer `toml:"mcp_servers"`
+
+	// Approvals are the approval rules every run has, and their deadline
+	// (docs/PROTOCOL.md#waits); MaxWait bounds every wait ("24h").
+	Approvals Approvals `toml:"approvals"`
+	MaxWait   string    `toml:"max_wait"`
+}
+
+// Approvals is [approvals]: rules as --ask takes them, how long an
+// approval or a question waits ("24h") and what its deadline does
+// ("deny", "allow", "continue" or "fail").
+type Approvals struct {
+	Ask       []string `toml:"ask"`
+	Timeout   string   `toml:"timeout"`
+	OnTimeout string   `toml:"on_timeout"`
 }
 
 // Price is a model's price in USD per million tokens.

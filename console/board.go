@@ -219,6 +219,16 @@ func (b *Board) Print(e event.Event) {
 		if e.Decode(&d) == nil {
 			b.say(b.err, "warning: %s", d.Message)
 		}
+	case event.RunWaiting:
+		var d event.RunWaitingData
+		if e.Decode(&d) == nil {
+			b.say(b.err, "%s: %s", orDefault(e.PhaseID, "harness"), WaitLine(d))
+		}
+	case event.WaitResolved:
+		var d event.WaitResolvedData
+		if e.Decode(&d) == nil {
+			b.say(b.err, "%s: %s", orDefault(e.PhaseID, "harness"), strings.TrimSpace(ResolvedLine(d)))
+		}
 	case event.RunStarted:
 		var d event.RunStartedData
 		if e.Decode(&d) == nil && d.Resumed {

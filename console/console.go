@@ -20,8 +20,28 @@ import (
 	"agent/event"
 )
 
-// IsTerminal reports whether f is an interactive terminal.
-func IsTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+// IsTerminal reports whether f (a reader or a writer) is a file that is
+// an interactive terminal.
+func IsTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	return ok && term.IsTerminal(int(file.Fd()))
+}
+
+// Display shows a run's events as they are persisted.
+type Display interface {
+	Print(event.Event)
+	Close()
+}
+
+// NewDisplay is how people see a run's events: a harness's phase board on
+// out, redrawn in place when out is a terminal, or else the printer, with
+// its spinner on errw when errw is a terminal.
+func NewDisplay(out, errw io.Writer, harness bool) Display {
+	if harness {
+		return NewBoard(out, errw, IsTerminal(out))
+	}
+	return NewPrinter(out, errw, IsTerminal(errw))
+}
 
 // Printer renders events. Out gets the assistant's words and tool lines;
 // Err gets diagnostics and the spinner. It is safe for concurrent use.
@@ -150,6 +170,19 @@ func (p *Printer) render(e event.Event) {
 		if e.Decode(&d) == nil {
 			p.endLine()
 			p.printf(p.err, "  wrote %s (%d bytes)\n", d.Path, d.Bytes)
+		}
+	case event.RunWaiting:
+		var d event.RunWaitingData
+		if e.Decode(&d) == nil {
+			p.endLine()
+			p.printf(p.err, "%s\n", WaitLine(d))
+			p.waitFor("")
+		}
+	case event.WaitResolved:
+		var d event.WaitResolvedData
+		if e.Decode(&d) == nil {
+			p.endLine()
+			p.printf(p.err, "%s\n", ResolvedLine(d))
 		}
 	case event.IterationStarted:
 		var d event.IterationData
@@ -392,4 +425,49 @@ func clip(s string, n int) string {
 		return string(r[:n]) + "…"
 	}
 	return s
+}
+
+// WaitLine says what a run waits for, until when (run.waiting), e.g.
+// `⏸ waiting for approval: bash git push origin main (rule bash(git push*)) until 2026-11-27T08:00:00Z`.
+func WaitLine(d event.RunWaitingData) string {
+	var what string
+	switch d.Kind {
+	case event.WaitApproval:
+		what = strings.TrimSpace(fmt.Sprintf("approval: %s %s", d.Tool, Summary(d.Tool, d.Args))) + " (rule " + d.Rule + ")"
+	case event.WaitQuestion:
+		what = "an answer: " + d.Question
+		if len(d.Options) > 0 {
+			what += " [" + strings.Join(d.Options, " / ") + "]"
+		}
+	case event.WaitSignal:
+		what = "signal " + d.Name
+	default:
+		what = "a time"
+		if d.Reason != "" {
+			what += " (" + d.Reason + ")"
+		}
+	}
+	return fmt.Sprintf("⏸ waiting for %s until %s", what, d.Until)
+}
+
+// ResolvedLine says how a wait was resolved (wait.resolved).
+func ResolvedLine(d event.WaitResolvedData) string {
+	via := d.Via
+	if d.Who != "" {
+		via += ", " + d.Who
+	}
+	line := fmt.Sprintf("  %s (%s)", strings.ReplaceAll(d.Outcome, "_", " "), via)
+	switch {
+	case d.Outcome == event.WaitDenied && d.Reason != "":
+		line += ": " + d.Reason
+	case d.Outcome == event.WaitAnswered:
+		line += ": " + clip(d.Answer, 100)
+	case d.Always:
+		line += ", always for this rule"
+	}
+	mark := "✓"
+	if d.Outcome == event.WaitDenied || d.Outcome == event.WaitTimedOut {
+		mark = "✗"
+	}
+	return mark + line
 }

@@ -74,6 +74,56 @@ func (d RunFinishedData) ResumeAt(now time.Time) time.Time {
 	return now.Add(time.Minute)
 }
 
+// RunWaitingData is run.waiting: what the run waits for, until when, and
+// what the deadline does (docs/PROTOCOL.md#waits). WaitID is the same
+// every time the same wait is asked again (after a crash or a wake-up
+// without an answer), so it is one wait however often it is recorded.
+type RunWaitingData struct {
+	WaitID    string `json:"wait_id"`
+	Kind      string `json:"kind"`  // WaitApproval, WaitQuestion, WaitSleep, WaitSignal
+	Until     string `json:"until"` // RFC 3339
+	OnTimeout string `json:"on_timeout"`
+	// The tool call that waits (approval) or that asked (the wait tools).
+	CallID string          `json:"call_id,omitempty"`
+	Tool   string          `json:"tool,omitempty"`
+	Args   json.RawMessage `json:"args,omitempty"`
+	Rule   string          `json:"rule,omitempty"` // approval: the rule that asked
+	// question
+	Question string   `json:"question,omitempty"`
+	Options  []string `json:"options,omitempty"`
+	// sleep: why (rate_limited for a provider's pause, with ResumeAfter)
+	Reason      string `json:"reason,omitempty"`
+	ResumeAfter string `json:"resume_after,omitempty"`
+	// signal
+	Name string `json:"name,omitempty"`
+	// Detail says, for people, how to answer.
+	Detail string `json:"detail,omitempty"`
+}
+
+// UntilTime is the wait's deadline; an unreadable one is now, so that
+// the wait times out rather than never.
+func (d RunWaitingData) UntilTime(now time.Time) time.Time {
+	if at, err := time.Parse(time.RFC3339Nano, d.Until); err == nil {
+		return at
+	}
+	return now
+}
+
+// WaitResolvedData is wait.resolved: the one answer a wait got.
+type WaitResolvedData struct {
+	WaitID  string `json:"wait_id"`
+	Outcome string `json:"outcome"` // WaitAllowed … WaitTimedOut
+	Via     string `json:"via"`     // ViaTerminal … ViaTimeout
+	Who     string `json:"who,omitempty"`
+	Answer  string `json:"answer,omitempty"` // a question's answer
+	Reason  string `json:"reason,omitempty"` // why it was denied
+	// Always allows the approval's rule for the rest of the run.
+	Always bool `json:"always,omitempty"`
+	// Data is a signal's payload (JSON).
+	Data json.RawMessage `json:"data,omitempty"`
+	At   string          `json:"at"` // RFC 3339
+}
+
 // MessageDeltaData is a fragment of streamed assistant text.
 type MessageDeltaData struct {
 	Text string `json:"text"`

@@ -49,6 +49,12 @@ const (
 	Heartbeat = "heartbeat"
 	Warning   = "warning"
 
+	// A run stops to wait for a person or a time (docs/PROTOCOL.md#waits):
+	// run.waiting ends the drive, without ending the run; wait.resolved
+	// records the one answer, before the run goes on.
+	RunWaiting   = "run.waiting"
+	WaitResolved = "wait.resolved"
+
 	// A side effect's outcome other than its receipt, recorded as run
 	// events: it failed before it happened, or it went ahead and may or may
 	// not have happened (the send broke after it could have been taken).
@@ -122,6 +128,7 @@ var Types = []string{
 	CheckpointCreated, RewindCompleted, ContextCompacted,
 	Retry, Heartbeat, Warning,
 	EffectFailed, EffectUnknown,
+	RunWaiting, WaitResolved,
 }
 
 // ProtocolTypes are the runner protocol's own lines, never run events.

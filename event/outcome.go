@@ -7,7 +7,7 @@ package event
 const (
 	StatusPending     = "pending"     // phase not started; receipt: intent recorded, outcome not yet
 	StatusQueued      = "queued"      // run waiting for a slot or a worker; job run waiting for its turn
-	StatusWaiting     = "waiting"     // queued run or attempt no worker holds yet
+	StatusWaiting     = "waiting"     // run parked on a wait (run.waiting); queued run or attempt no worker holds yet
 	StatusClaimed     = "claimed"     // queued run or attempt a worker holds
 	StatusStarted     = "started"     // tool call started, no result recorded (a crash interrupted it)
 	StatusRunning     = "running"     // run, phase, attempt, job run
@@ -56,6 +56,9 @@ const (
 	// ReasonRateLimited: the provider asked to wait longer than the
 	// retries allow; the run is interrupted until resume_after.
 	ReasonRateLimited = "rate_limited"
+	// ReasonWaiting: the drive parked the run on a wait (run.waiting); a
+	// person or a time resolves it, then the run goes on. Exit 6.
+	ReasonWaiting = "waiting"
 	// ReasonContextBudget ends a Ralph iteration, never a run.
 	ReasonContextBudget = "context_budget"
 )
@@ -64,3 +67,40 @@ const (
 // cannot collide with a plan's phase ids, which are slugs starting with a
 // letter or digit.
 const PlannerPhaseID = "_plan"
+
+// Kinds of wait (run.waiting's data.kind).
+const (
+	WaitApproval = "approval" // a tool call waits for allow or deny
+	WaitQuestion = "question" // the model asked a person (ask_human)
+	WaitSleep    = "sleep"    // until a time (wait_until, a rate limit)
+	WaitSignal   = "signal"   // until a named signal arrives (wait_for_signal)
+)
+
+// What a wait's deadline does (run.waiting's data.on_timeout).
+const (
+	OnTimeoutDeny     = "deny"     // the call is denied: approvals' default
+	OnTimeoutAllow    = "allow"    // the call runs
+	OnTimeoutContinue = "continue" // the tool's result says nobody answered
+	OnTimeoutFail     = "fail"     // the run fails
+)
+
+// How a wait was resolved (wait.resolved's data.outcome).
+const (
+	WaitAllowed   = "allowed"
+	WaitDenied    = "denied"
+	WaitAnswered  = "answered"
+	WaitElapsed   = "elapsed"   // a sleep reached its time
+	WaitSignalled = "signalled" // a signal arrived
+	WaitTimedOut  = "timed_out" // the deadline passed first; on_timeout applies
+)
+
+// Who resolved a wait (wait.resolved's data.via).
+const (
+	ViaTerminal = "terminal" // asked inline by the process that drives the run
+	ViaCLI      = "cli"      // agent approve, deny, answer or signal
+	ViaGateway  = "gateway"  // wait.answer, the HTTP routes
+	ViaWeb      = "web"      // the web view's inbox
+	ViaLink     = "link"     // a one-decision link
+	ViaHook     = "hook"
+	ViaTimeout  = "timeout" // nobody: the deadline passed
+)

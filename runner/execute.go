@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"agent/adapter"
+	"agent/approval"
 	"agent/checkpoint"
 	"agent/config"
 	"agent/event"
@@ -33,6 +34,9 @@ type Env struct {
 	// the sandbox takes the secrets out; nil means os.Environ().
 	Environ   []string
 	UserAgent string
+	// Waiter waits for a person or a time in this process; nil parks the
+	// run on each wait (docs/PROTOCOL.md#waits).
+	Waiter Waiter
 }
 
 // SpecError is a spec that cannot run: unreadable, tools that do not
@@ -61,6 +65,9 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 	}
 	if cfg.ContextWindow == 0 {
 		cfg.ContextWindow = llm.KnownContextWindow(spec.Model.Name)
+	}
+	if err := waitConfig(&cfg, spec, env); err != nil {
+		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: %w", err)}
 	}
 	// MCP servers start, and the sandbox is made, before the first model
 	// request, so a run that cannot have them fails at once (exit 5). The
@@ -179,6 +186,14 @@ func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.
 	if spec.Mode == adapter.ModePhase {
 		scope.PhaseID = spec.PhaseID
 	}
+	if spec.AskHuman {
+		extra = append(extra, tools.AskHumanTool())
+		allow = withTools(allow, tools.AskHumanName)
+	}
+	if spec.WaitTools {
+		extra = append(extra, tools.WaitTools()...)
+		allow = withTools(allow, tools.WaitUntilName, tools.WaitForSignalName)
+	}
 	extra = append(extra, tools.EffectTools(scope, env.Outbox, env.Getenv)...)
 	extra = append(extra, servers.Tools(scope, env.Outbox)...)
 	deny := tools.WithoutUnconfigured(allow, spec.Deny, env.Getenv)
@@ -200,6 +215,34 @@ func startServers(ctx context.Context, ws *tools.Workspace, spec adapter.PhaseSp
 		return nil, &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonEnvironment, Detail: err.Error()}
 	}
 	return servers, nil
+}
+
+// waitConfig sets the loop's waits from the spec (docs/PROTOCOL.md#waits).
+func waitConfig(cfg *Config, spec adapter.PhaseSpec, env Env) error {
+	rules, err := approval.Parse(spec.Ask)
+	if err != nil {
+		return err
+	}
+	cfg.Approvals, cfg.AskOnTimeout, cfg.Waiter = rules, spec.AskOnTimeout, env.Waiter
+	cfg.AskTimeout = time.Duration(spec.AskTimeoutMS) * time.Millisecond
+	cfg.MaxWait = time.Duration(spec.MaxWaitMS) * time.Millisecond
+	cfg.Waits = map[string]adapter.Wait{}
+	for _, w := range spec.Waits {
+		cfg.Waits[w.Waiting.WaitID] = w
+	}
+	if spec.Mode == adapter.ModePhase {
+		cfg.WaitScope = fmt.Sprintf("%s/%d", spec.PhaseID, spec.Attempt)
+	}
+	return nil
+}
+
+// withTools adds names to an allow list that names tools; an empty one
+// offers every tool already.
+func withTools(allow []string, names ...string) []string {
+	if len(allow) == 0 {
+		return allow
+	}
+	return append(allow[:len(allow):len(allow)], names...)
 }
 
 func joinNonEmpty(parts ...string) string {

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"time"
 
+	"agent/adapter"
+	"agent/approval"
 	"agent/event"
 	"agent/llm"
 	"agent/prompts"
@@ -81,6 +83,20 @@ type Config struct {
 	// is about to change for the first time in the run, and the runner
 	// records the checkpoint.created it returns before the tool runs.
 	Checkpoints Checkpointer
+
+	// Waits (docs/PROTOCOL.md#waits): the approval rules and the deadline
+	// of an approval or a question (0: DefaultAskTimeout) and what it does
+	// (AskOnTimeout, "" deny); no wait is longer than MaxWait (0:
+	// DefaultMaxWait). Waits are the run's waits so far, by id; Waiter
+	// waits in this process, nil parks the run (ErrParked). WaitScope
+	// keeps the wait ids of a harness's phases apart.
+	Approvals    approval.Rules
+	AskTimeout   time.Duration
+	AskOnTimeout string
+	MaxWait      time.Duration
+	Waits        map[string]adapter.Wait
+	Waiter       Waiter
+	WaitScope    string
 }
 
 // Checkpointer saves a file before the run first changes it, so that
@@ -136,6 +152,10 @@ func Report(res Result, err error) event.RunnerResultData {
 		out.ResumeAfter = provider.ResumeAt(time.Now())
 	case errors.As(err, &provider):
 		out.Status, out.Reason, out.Detail = event.StatusFailed, event.ReasonProvider, provider.Error()
+	case errors.Is(err, ErrParked):
+		out.Status, out.Reason, out.Detail = event.StatusWaiting, event.ReasonWaiting, err.Error()
+	case errors.As(err, new(*WaitFailedError)):
+		out.Status, out.Reason, out.Detail = event.StatusFailed, event.ReasonTimeout, err.Error()
 	case err != nil:
 		out.Status, out.Reason, out.Detail = event.StatusFailed, event.ReasonError, err.Error()
 	case res.Status != event.StatusCompleted:
@@ -179,6 +199,7 @@ type loop struct {
 	nudges  int           // reminders sent for RequireTool
 
 	checkpointed map[string]bool // files saved in this run, by workspace-relative path
+	always       map[string]bool // approval rules allowed for the rest of the run
 
 	ratio float64 // provider tokens per estimated token, from the last answer
 }
@@ -219,7 +240,10 @@ func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, e
 	if err != nil {
 		return Result{}, err
 	}
-	l := &loop{cfg: cfg, prompt: prompt, system: system, state: state, checkpointed: map[string]bool{}}
+	if cfg.Waits == nil {
+		cfg.Waits = map[string]adapter.Wait{}
+	}
+	l := &loop{cfg: cfg, prompt: prompt, system: system, state: state, checkpointed: map[string]bool{}, always: alwaysAllowed(cfg.Waits)}
 	for _, p := range state.Checkpointed {
 		l.checkpointed[p] = true
 	}
@@ -556,12 +580,27 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 			}
 			return event.ReasonToolLoop, nil
 		}
+		// Nothing runs before its answer: an approval precedes
+		// tool.started (and a side effect's intent).
+		denied, err := l.approve(ctx, call)
+		if err != nil {
+			return "", err
+		}
+		if denied != nil {
+			if err := l.recordResult(ctx, call, *denied); err != nil {
+				return "", err
+			}
+			continue
+		}
 		if err := l.emit(ctx, event.New(event.ToolStarted, event.ToolStartedData{
 			CallID: call.ID, Name: call.Name, Args: argsJSON(call.Arguments),
 		})); err != nil {
 			return "", err
 		}
 		res, err := l.runCall(ctx, call, repeats)
+		if err == nil && res.Wait != nil {
+			res, err = l.waitTool(ctx, call, *res.Wait)
+		}
 		if err != nil {
 			return "", err
 		}

@@ -341,6 +341,20 @@ func project(ctx context.Context, tx *txn, e event.Event, now time.Time) error {
 			d.Usage.PromptTokens, d.Usage.CompletionTokens, formatTime(e.TS), formatTime(now), nullString(d.ResumeAfter), e.RunID)
 		return err
 
+	case event.RunWaiting:
+		var d event.RunWaitingData
+		if e.Decode(&d) != nil || d.WaitID == "" {
+			return nil
+		}
+		return recordWait(ctx, tx, e, d, now)
+
+	case event.WaitResolved:
+		var d event.WaitResolvedData
+		if e.Decode(&d) != nil || d.WaitID == "" {
+			return nil
+		}
+		return journalResolution(ctx, tx, e, d, now)
+
 	case event.PlanCreated:
 		var d event.PlanData
 		if e.Decode(&d) != nil {

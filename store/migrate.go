@@ -109,6 +109,17 @@ func (db *DB) applyMigration(ctx context.Context, m migration) error {
 	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 		return err
 	}
+	if strings.Contains(m.sql, "writable_schema") {
+		// It edited a table's definition in place: every connection must
+		// read the schema again (SQLite's "ALTER TABLE" page, section 7).
+		var v int
+		if err := tx.QueryRowContext(ctx, "PRAGMA schema_version").Scan(&v); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA schema_version = %d", v+1)); err != nil {
+			return err
+		}
+	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
 		return err
 	}

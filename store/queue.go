@@ -22,10 +22,12 @@ const (
 )
 
 // Channels of PostgreSQL's LISTEN/NOTIFY: a run was queued (payload: its
-// id) and a session has new events (payload: the session id).
+// id), a session has new events (payload: the session id), a wait was
+// answered (payload: the run id).
 const (
 	ChannelRuns   = "agent_runs"
 	ChannelEvents = "agent_events"
+	ChannelWaits  = "agent_waits"
 )
 
 // QueueRun queues a run that no process holds, for a worker to start or

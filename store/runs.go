@@ -245,7 +245,8 @@ func (db *DB) SetRunConfig(ctx context.Context, id string, config []byte) error 
 
 func validStatus(s string) bool {
 	switch s {
-	case event.StatusRunning, event.StatusCompleted, event.StatusFailed, event.StatusInterrupted, event.StatusCancelled:
+	case event.StatusRunning, event.StatusCompleted, event.StatusFailed, event.StatusInterrupted, event.StatusCancelled,
+		event.StatusWaiting:
 		return true
 	}
 	return false

@@ -40,6 +40,11 @@ type Drive struct {
 	PlanOnly bool       // stop once the run has a plan (--plan)
 	// Confirm is asked before a new plan runs; nil runs it.
 	Confirm func(missionPath string) bool
+
+	// Ask asks a person inline when the run waits for one, while the
+	// other channels stay open; nil parks the run on each wait instead
+	// (docs/PROTOCOL.md#waits). Only a run driven in this process asks.
+	Ask Asker
 }
 
 // End is how a run ended: its terminal event, as persisted.
@@ -85,6 +90,9 @@ func (s *Supervisor) Drive(ctx context.Context, r *store.Run, d Drive) (End, err
 		// The loop stopped on it, and only knew that an emit failed.
 		out.Report, out.Err = nil, err
 	}
+	if out.Report != nil && out.Report.Status == event.StatusWaiting && out.Cause == nil {
+		return s.park(persist, r, out.Report, began, halt)
+	}
 	typ, fin := Ending(out)
 	if fin.Reason == event.ReasonEnvironment {
 		fin.Detail += fmt.Sprintf("; once this is fixed, 'agent resume %s' continues the run", r.ID)
@@ -110,6 +118,27 @@ func (s *Supervisor) Drive(ctx context.Context, r *store.Run, d Drive) (End, err
 		s.log.Error("release lease", "run_id", r.ID, "err", err)
 	}
 	return End{Type: typ, Data: fin}, nil
+}
+
+// park ends a drive whose run waits: its last event is the run.waiting
+// the loop recorded; the lease is given up and nothing else is written.
+func (s *Supervisor) park(ctx context.Context, r *store.Run, report *event.RunnerResultData, began time.Time, halt func()) (End, error) {
+	fin := event.RunFinishedData{Status: event.StatusWaiting, Reason: event.ReasonWaiting, ExitCode: exitCode(event.ReasonWaiting),
+		Result: report.Output, DurationMS: time.Since(began).Milliseconds()}
+	fin.Turns, fin.Usage = s.totals(ctx, r.ID)
+	fin.Detail = "waiting"
+	if ws, err := s.db.Waits(ctx, r.ID); err == nil {
+		for _, w := range ws {
+			if w.Resolution == nil {
+				fin.Detail = fmt.Sprintf("waiting for %s until %s: %s", describeWait(w.Waiting), w.Waiting.Until, HowToAnswer(r.ID, w.Waiting))
+			}
+		}
+	}
+	halt()
+	if err := s.Release(ctx, r.ID); err != nil {
+		s.log.Error("release lease", "run_id", r.ID, "err", err)
+	}
+	return End{Type: event.RunWaiting, Data: fin}, nil
 }
 
 // drive records run.started, settles what a previous process left, and
@@ -151,7 +180,7 @@ func (s *Supervisor) driveHere(ctx context.Context, r *store.Run, d Drive, sink 
 	}
 	report, err := runner.Execute(ctx, spec, runner.Env{
 		Sink: sink, Outbox: &storeOutbox{db: s.db, runID: r.ID, owner: s.cfg.Owner, sink: sink}, APIKey: s.apiKey, Home: s.cfg.Home,
-		Getenv: s.Getenv, Environ: s.cfg.Env, UserAgent: "agent/" + s.cfg.Version,
+		Getenv: s.Getenv, Environ: s.cfg.Env, UserAgent: "agent/" + s.cfg.Version, Waiter: s.waiter(r.ID, d),
 	})
 	if err != nil {
 		return failed(ctx, err)
@@ -232,7 +261,13 @@ func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapt
 		}
 	}
 	if !d.Resume {
-		return spec, nil
+		return spec, s.waitSpec(ctx, r.ID, o, &spec)
+	}
+	if err := s.expireWaits(ctx, r.ID); err != nil {
+		return spec, err
+	}
+	if err := s.waitSpec(ctx, r.ID, o, &spec); err != nil {
+		return spec, err
 	}
 	if spec.History, err = s.db.Conversation(ctx, r.ID); err != nil {
 		return spec, err

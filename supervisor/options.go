@@ -70,6 +70,17 @@ type Options struct {
 	Record string `json:"record,omitempty"`
 	Replay string `json:"replay,omitempty"`
 
+	// People in the loop (docs/PROTOCOL.md#waits): approval rules (--ask and
+	// config.toml's [approvals] ask), how long an approval or a question
+	// waits and what its deadline does; the wait tools offered; the
+	// longest any wait may be.
+	Ask          []string `json:"ask,omitempty"`
+	AskTimeout   Duration `json:"ask_timeout,omitempty"`
+	AskOnTimeout string   `json:"ask_on_timeout,omitempty"`
+	AskHuman     bool     `json:"ask_human,omitempty"`
+	WaitTools    bool     `json:"wait_tools,omitempty"`
+	MaxWait      Duration `json:"max_wait,omitempty"`
+
 	// Tools are the tools the run offers, as Prepare resolved AllowTools
 	// and DenyTools; an MCP server's tools, unknown until it starts, as
 	// mcp__SERVER or the allowed mcp__SERVER__TOOL names.
@@ -154,6 +165,14 @@ func (o Options) Validate() error {
 		return optionErr("max_cost", "{max_cost} needs the model's price: add [prices.%q] with prompt_per_mtok and completion_per_mtok to config.toml", o.Model)
 	case o.sandboxErr() != nil:
 		return optionErr("sandbox", "{sandbox}: %v", o.sandboxErr())
+	case o.askErr() != nil:
+		return optionErr("ask", "{ask}: %v", o.askErr())
+	case o.AskTimeout < 0:
+		return optionErr("ask_timeout", "{ask_timeout} must be a positive duration like 24h")
+	case o.MaxWait < 0:
+		return optionErr("max_wait", "{max_wait} must be a positive duration like 24h")
+	case !validOnTimeout(o.AskOnTimeout):
+		return optionErr("ask_on_timeout", "{ask_on_timeout} is deny, allow, continue or fail, not %q", o.AskOnTimeout)
 	case o.Record != "" && o.Replay != "":
 		return optionErr("record", "{record} and {replay} together make no sense: a replayed run makes no model calls to record")
 	}
@@ -169,6 +188,9 @@ func (s *Supervisor) Prepare(o Options, dir string) (Options, *tools.Workspace, 
 		return o, nil, err
 	}
 	spendDefaults(&o, f)
+	if err := waitDefaults(&o, f); err != nil {
+		return o, nil, err
+	}
 	if err := o.Validate(); err != nil {
 		return o, nil, err
 	}
@@ -248,8 +270,17 @@ func (s *Supervisor) offeredTools(ws *tools.Workspace, o Options, servers []mcp.
 	if o.Harness {
 		extra = append(extra, tools.RecordTools()...)
 	}
+	allow := o.AllowTools
+	if o.AskHuman && !o.Harness {
+		extra = append(extra, tools.AskHumanTool())
+		allow = withNames(allow, tools.AskHumanName)
+	}
+	if o.WaitTools {
+		extra = append(extra, tools.WaitTools()...)
+		allow = withNames(allow, tools.WaitUntilName, tools.WaitForSignalName)
+	}
 	deny := tools.WithoutUnconfigured(o.AllowTools, o.DenyTools, s.Getenv)
-	set, err := tools.NewSet(ws, tools.Options{Allow: o.AllowTools, Deny: deny, Match: mcp.Matches, Open: mcp.IsName}, extra...)
+	set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny, Match: mcp.Matches, Open: mcp.IsName}, extra...)
 	var unknown *tools.UnknownToolError
 	switch {
 	case errors.As(err, &unknown):

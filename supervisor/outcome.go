@@ -188,6 +188,8 @@ func exitCode(reason string) int {
 		return 4
 	case event.ReasonEnvironment:
 		return 5
+	case event.ReasonWaiting:
+		return 6
 	case event.ReasonInterrupted, event.ReasonCancelled:
 		return 130
 	}

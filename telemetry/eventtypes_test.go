@@ -18,5 +18,8 @@ func TestTraceCoversEveryEventType(t *testing.T) {
 		event.EffectFailed, event.EffectUnknown,
 		event.Retry,   // a retried call is one model-call span: its time includes the retries
 		event.Warning, // diagnostics for people
+		// A parked run's drive ends without a terminal event: its trace
+		// is sent as it stands; the wait's time is between drives.
+		event.RunWaiting, event.WaitResolved,
 	})
 }

@@ -46,6 +46,9 @@ type Result struct {
 	// Stop ends the agent loop after this call; Output becomes the final
 	// message, or the failure reason when IsError (submit_plan).
 	Stop bool
+	// Wait asks the loop to wait (the wait tools): the call's result is
+	// the wait's answer, once there is one.
+	Wait *WaitRequest
 }
 
 // Tool is one tool the model can call.
@@ -218,6 +221,17 @@ func (s *Set) Names() []string {
 func (s *Set) ReadOnly(name string) bool {
 	e, ok := s.lookup(name)
 	return ok && e.tool.ReadOnly()
+}
+
+// IsEffect reports whether the named tool is enabled and a side effect
+// (the approval rule "effects").
+func (s *Set) IsEffect(name string) bool {
+	e, ok := s.lookup(name)
+	if !ok {
+		return false
+	}
+	_, effect := e.tool.(*effectTool)
+	return effect
 }
 
 func (s *Set) lookup(name string) (entry, bool) {

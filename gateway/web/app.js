@@ -505,6 +505,12 @@ class View {
       case 'warning':
         r.line('warn', d.message || '', 'warning');
         break;
+      case 'run.waiting':
+        r.line('warn', `waiting for ${d.kind === 'approval' ? `approval of ${d.tool} ${oneLine(JSON.stringify(d.args || {}), 200)}` : d.kind === 'question' ? `an answer: ${oneLine(d.question, 200)}` : d.kind === 'signal' ? `signal ${d.name}` : 'a time'} until ${d.until}`, 'wait');
+        break;
+      case 'wait.resolved':
+        r.line(d.outcome === 'denied' || d.outcome === 'timed_out' ? 'bad' : 'ok', `${d.outcome.replace('_', ' ')} (${d.via}${d.who ? ', ' + d.who : ''})${d.reason ? ': ' + oneLine(d.reason, 200) : ''}${d.answer ? ': ' + oneLine(d.answer, 200) : ''}`, 'wait');
+        break;
       case 'effect.failed':
         r.line('warn', `side effect ${d.key} did not happen: ${oneLine(d.error, 200)}`, 'effect');
         break;

@@ -1,0 +1,336 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"agent/adapter"
+	"agent/approval"
+	"agent/config"
+	"agent/event"
+	"agent/runner"
+	"agent/store"
+)
+
+// People in the loop (docs/PROTOCOL.md#waits): a run parks on a wait and
+// goes on where it stopped once the wait is resolved, by whichever
+// channel answers first. The loop asks (runner/wait.go); the store keeps
+// each wait and its one answer (store/waits.go); this file lays the
+// options over config.toml's, settles deadlines before a drive, and is the
+// one way every front-end answers (Answer).
+
+func (o Options) askErr() error {
+	_, err := approval.Parse(o.Ask)
+	return err
+}
+
+func validOnTimeout(s string) bool {
+	switch s {
+	case "", event.OnTimeoutDeny, event.OnTimeoutAllow, event.OnTimeoutContinue, event.OnTimeoutFail:
+		return true
+	}
+	return false
+}
+
+// waitDefaults lays config.toml's [approvals] and max_wait under o: its
+// rules are added to the run's, its deadline and on_timeout apply unless
+// the run sets them.
+func waitDefaults(o *Options, f config.File) error {
+	a := f.Approvals
+	o.Ask = append(a.Ask[:len(a.Ask):len(a.Ask)], o.Ask...)
+	if len(o.Ask) == 0 {
+		o.Ask = nil
+	}
+	if o.AskOnTimeout == "" {
+		o.AskOnTimeout = a.OnTimeout
+	}
+	for _, d := range []struct {
+		field, key, text string
+		to               *Duration
+	}{{"ask_timeout", "[approvals] timeout", a.Timeout, &o.AskTimeout}, {"max_wait", "max_wait", f.MaxWait, &o.MaxWait}} {
+		if d.text == "" || *d.to != 0 {
+			continue
+		}
+		v, err := time.ParseDuration(d.text)
+		if err != nil || v <= 0 {
+			return optionErr(d.field, "config.toml %s %q must be a positive duration like 24h", d.key, d.text)
+		}
+		*d.to = Duration(v)
+	}
+	if !validOnTimeout(o.AskOnTimeout) {
+		return optionErr("ask_on_timeout", "config.toml [approvals] on_timeout is deny, allow, continue or fail, not %q", o.AskOnTimeout)
+	}
+	return nil
+}
+
+// withNames adds names to an allow list that names tools; an empty one
+// offers them already.
+func withNames(allow []string, names ...string) []string {
+	if len(allow) == 0 {
+		return allow
+	}
+	return append(allow[:len(allow):len(allow)], names...)
+}
+
+// waitSpec sets the spec's waits: the run's options and the waits it has.
+func (s *Supervisor) waitSpec(ctx context.Context, runID string, o Options, spec *adapter.PhaseSpec) error {
+	spec.Ask, spec.AskOnTimeout, spec.AskHuman, spec.WaitTools = o.Ask, o.AskOnTimeout, o.AskHuman, o.WaitTools
+	spec.AskTimeoutMS = time.Duration(o.AskTimeout).Milliseconds()
+	spec.MaxWaitMS = time.Duration(o.MaxWait).Milliseconds()
+	ws, err := s.db.Waits(ctx, runID)
+	if err != nil {
+		return err
+	}
+	spec.Waits = nil
+	for _, w := range ws {
+		spec.Waits = append(spec.Waits, adapter.Wait{Waiting: w.Waiting, Resolution: w.Resolution, Journaled: w.Journaled})
+	}
+	return nil
+}
+
+// expireWaits resolves the run's open waits whose deadline has passed:
+// a sleep elapsed, anything else timed out (its on_timeout applies). An
+// answer that came first stays.
+func (s *Supervisor) expireWaits(ctx context.Context, runID string) error {
+	ws, err := s.db.Waits(ctx, runID)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, w := range ws {
+		if w.Resolution != nil || w.Until.After(now) {
+			continue
+		}
+		outcome := event.WaitTimedOut
+		if w.Waiting.Kind == event.WaitSleep {
+			outcome = event.WaitElapsed
+		}
+		_, err := s.db.ResolveWait(ctx, runID, w.Waiting.WaitID, event.WaitResolvedData{Outcome: outcome, Via: event.ViaTimeout})
+		var answered *store.AnsweredError
+		if err != nil && !errors.As(err, &answered) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Decision is an answer to a wait, from any channel.
+type Decision struct {
+	// WaitID names the wait; "" with CallID names an approval's call;
+	// both "" mean the run's one open wait of a kind Decide takes.
+	WaitID, CallID string
+	Decide         string // DecideAllow, DecideDeny, DecideAnswer, DecideSignal
+	Always         bool   // allow: the rule for the rest of the run
+	Text           string // answer: the answer; deny: the reason
+	Name           string // signal: its name
+	Data           []byte // signal: its JSON payload
+	Via, Who       string
+}
+
+// Decisions.
+const (
+	DecideAllow  = "allow"
+	DecideDeny   = "deny"
+	DecideAnswer = "answer"
+	DecideSignal = "signal"
+)
+
+// AnswerError is a decision that fits no wait of the run.
+type AnswerError struct{ Msg string }
+
+func (e *AnswerError) Error() string { return e.Msg }
+
+// Answer resolves a wait of run runID with d: the one way every channel
+// answers. The first answer wins; a later one is a *store.AnsweredError.
+func Answer(ctx context.Context, db *store.DB, runID string, d Decision) (store.Wait, error) {
+	ws, err := db.Waits(ctx, runID)
+	if err != nil {
+		return store.Wait{}, err
+	}
+	w, err := pick(ws, d)
+	if err != nil {
+		return store.Wait{}, err
+	}
+	res := event.WaitResolvedData{Via: d.Via, Who: d.Who}
+	switch d.Decide {
+	case DecideAllow:
+		res.Outcome, res.Always = event.WaitAllowed, d.Always
+	case DecideDeny:
+		res.Outcome, res.Reason = event.WaitDenied, d.Text
+	case DecideAnswer:
+		res.Outcome, res.Answer = event.WaitAnswered, d.Text
+	case DecideSignal:
+		res.Outcome, res.Data = event.WaitSignalled, d.Data
+	}
+	return db.ResolveWait(ctx, runID, w.Waiting.WaitID, res)
+}
+
+// takes are the kinds of wait each decision answers.
+var takes = map[string][]string{
+	DecideAllow:  {event.WaitApproval},
+	DecideDeny:   {event.WaitApproval, event.WaitQuestion},
+	DecideAnswer: {event.WaitQuestion},
+	DecideSignal: {event.WaitSignal},
+}
+
+// pick is the wait d answers.
+func pick(ws []store.Wait, d Decision) (store.Wait, error) {
+	kinds, ok := takes[d.Decide]
+	if !ok {
+		return store.Wait{}, &AnswerError{Msg: fmt.Sprintf("decision %q: want allow, deny, answer or signal", d.Decide)}
+	}
+	var open, fits []store.Wait
+	for _, w := range ws {
+		switch {
+		case d.WaitID != "" && w.Waiting.WaitID == d.WaitID, d.WaitID == "" && d.CallID != "" && w.Waiting.CallID == d.CallID && w.Resolution == nil:
+			if !contains(kinds, w.Waiting.Kind) {
+				return w, &AnswerError{Msg: fmt.Sprintf("wait %s is a %s; %s does not answer it", w.Waiting.WaitID, w.Waiting.Kind, d.Decide)}
+			}
+			if w.Resolution != nil {
+				return w, &store.AnsweredError{First: *w.Resolution}
+			}
+			return w, nil
+		case w.Resolution == nil:
+			open = append(open, w)
+			if contains(kinds, w.Waiting.Kind) && (d.Decide != DecideSignal || w.Waiting.Name == d.Name) {
+				fits = append(fits, w)
+			}
+		}
+	}
+	switch {
+	case d.WaitID != "" || d.CallID != "":
+		return store.Wait{}, &AnswerError{Msg: fmt.Sprintf("no wait %s%s in this run", d.WaitID, d.CallID)}
+	case len(fits) == 1:
+		return fits[0], nil
+	case len(fits) > 1:
+		var ids []string
+		for _, w := range fits {
+			ids = append(ids, w.Waiting.CallID)
+		}
+		return store.Wait{}, &AnswerError{Msg: fmt.Sprintf("the run waits for %d answers; name one with --call (%s)", len(fits), strings.Join(ids, ", "))}
+	case d.Decide == DecideSignal:
+		return store.Wait{}, &AnswerError{Msg: fmt.Sprintf("the run waits for no signal %q", d.Name)}
+	case len(open) > 0:
+		return store.Wait{}, &AnswerError{Msg: fmt.Sprintf("the run waits for a %s, which %s does not answer", open[0].Waiting.Kind, d.Decide)}
+	}
+	return store.Wait{}, &AnswerError{Msg: "the run waits for nothing"}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// HowToAnswer says, for people, how to resolve a run's wait.
+func HowToAnswer(runID string, w event.RunWaitingData) string {
+	switch w.Kind {
+	case event.WaitApproval:
+		return fmt.Sprintf("agent approve %s (or agent deny %s --reason TEXT); add --resume to continue at once", runID, runID)
+	case event.WaitQuestion:
+		return fmt.Sprintf("agent answer %s TEXT; add --resume to continue at once", runID)
+	case event.WaitSignal:
+		return fmt.Sprintf("agent signal %s %s [--data JSON]", runID, w.Name)
+	}
+	return fmt.Sprintf("it goes on by itself in a gateway or worker, or with agent resume %s, after %s", runID, w.Until)
+}
+
+// Asker asks a person inline, in the process that drives the run (a
+// terminal), while the other channels stay open: the first answer wins.
+// It returns the decision, or ctx's error once another channel answered.
+type Asker func(ctx context.Context, w event.RunWaitingData) (Decision, error)
+
+// storeWaiter waits in this process: for the Asker, for an answer through
+// another channel (the store), or for the deadline, whichever comes first.
+type storeWaiter struct {
+	db    *store.DB
+	runID string
+	ask   Asker
+	poll  time.Duration
+}
+
+func (sw storeWaiter) Wait(ctx context.Context, w event.RunWaitingData) (event.WaitResolvedData, error) {
+	askCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	asked := make(chan Decision, 1)
+	if sw.ask != nil {
+		go func() {
+			if d, err := sw.ask(askCtx, w); err == nil {
+				asked <- d
+			}
+		}()
+	}
+	deadline := time.NewTimer(time.Until(w.UntilTime(time.Now())))
+	defer deadline.Stop()
+	tick := time.NewTicker(sw.poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return event.WaitResolvedData{}, context.Cause(ctx)
+		case d := <-asked:
+			d.WaitID, d.Via = w.WaitID, event.ViaTerminal
+			got, err := Answer(ctx, sw.db, sw.runID, d)
+			var answered *store.AnsweredError
+			switch {
+			case errors.As(err, &answered):
+				return answered.First, nil
+			case err != nil:
+				return event.WaitResolvedData{}, err
+			}
+			return *got.Resolution, nil
+		case <-deadline.C:
+			outcome := event.WaitTimedOut
+			if w.Kind == event.WaitSleep {
+				outcome = event.WaitElapsed
+			}
+			got, err := sw.db.ResolveWait(ctx, sw.runID, w.WaitID, event.WaitResolvedData{Outcome: outcome, Via: event.ViaTimeout})
+			var answered *store.AnsweredError
+			switch {
+			case errors.As(err, &answered):
+				return answered.First, nil
+			case err != nil:
+				return event.WaitResolvedData{}, err
+			}
+			return *got.Resolution, nil
+		case <-tick.C:
+			ws, err := sw.db.Waits(ctx, sw.runID)
+			if err != nil {
+				continue // the store may be busy: the next tick asks again
+			}
+			for _, got := range ws {
+				if got.Waiting.WaitID == w.WaitID && got.Resolution != nil {
+					return *got.Resolution, nil
+				}
+			}
+		}
+	}
+}
+
+// waiter is how a drive waits: in this process when it can ask someone
+// (Drive.Ask), otherwise it parks the run.
+func (s *Supervisor) waiter(runID string, d Drive) runner.Waiter {
+	if d.Ask == nil {
+		return nil
+	}
+	return storeWaiter{db: s.db, runID: runID, ask: d.Ask, poll: 200 * time.Millisecond}
+}
+
+// describeWait says what a wait is for, e.g. `approval of bash {"command":"git push"}`.
+func describeWait(w event.RunWaitingData) string {
+	switch w.Kind {
+	case event.WaitApproval:
+		return fmt.Sprintf("approval of %s %s (rule %s)", w.Tool, w.Args, w.Rule)
+	case event.WaitQuestion:
+		return fmt.Sprintf("an answer to %q", w.Question)
+	case event.WaitSignal:
+		return fmt.Sprintf("signal %q", w.Name)
+	}
+	return "a time (" + w.Reason + ")"
+}
