@@ -6,12 +6,12 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -170,6 +170,7 @@ func exitCode(err error) int {
 		usage   *usageError
 		gw      *gatewayError
 		dial    *api.DialError
+		gone    *api.UnreachableError
 		exit    *exitError
 		cfg     *config.Error
 		option  *supervisor.OptionError
@@ -197,7 +198,7 @@ func exitCode(err error) int {
 	case errors.As(err, &usage), errors.As(err, &cfg), errors.As(err, &option), errors.As(err, &spec),
 		errors.As(err, &setup), errors.As(err, &token), errors.As(err, &mcpCfg):
 		return 2
-	case errors.As(err, &model):
+	case errors.As(err, &model), errors.As(err, &gone):
 		return 3
 	case errors.As(err, &leased), errors.As(err, &stopped):
 		return 4
@@ -226,26 +227,6 @@ func databaseFlag() cli.Flag {
 	}
 }
 
-// openStore opens the store: AGENT_DATABASE_URL's, or AGENT_HOME's.
-func openStore(settings config.Settings) (*store.DB, error) {
-	return store.Open(settings.Database)
-}
-
-// leaseTTL is how long a lease outlives its last renewal. AGENT_LEASE_TTL
-// exists for tests.
-func leaseTTL() time.Duration {
-	if d, err := time.ParseDuration(os.Getenv("AGENT_LEASE_TTL")); err == nil && d > 0 {
-		return d
-	}
-	return supervisor.DefaultLeaseTTL
-}
-
-// durationEnv reads a duration knob that exists for tests; 0 if unset.
-func durationEnv(name string) time.Duration {
-	d, _ := time.ParseDuration(os.Getenv(name))
-	return d
-}
-
 // errorLine keeps a message to the single line the contract promises,
 // naming options by their flags.
 func errorLine(err error) string {
@@ -259,4 +240,16 @@ func errorLine(err error) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// jsonLines prints each item as one JSON object on a line of its own, as
+// the lists do with --json.
+func jsonLines[T any](w io.Writer, items []T) error {
+	enc := json.NewEncoder(w)
+	for _, item := range items {
+		if err := enc.Encode(item); err != nil {
+			return err
+		}
+	}
+	return nil
 }

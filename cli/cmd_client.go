@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -39,10 +36,28 @@ func gatewayAddress(c *cli.Context) (addr string, ok bool) {
 		return v, true
 	case env != "":
 		return env, true
-	case v == gatewayDefaultValue:
-		return defaultGateway, true
 	}
-	return "", false
+	return defaultGateway, v == gatewayDefaultValue
+}
+
+// dialGateway connects and authenticates (api.Connect) with the token
+// this client presents.
+func dialGateway(ctx context.Context, addr string) (*api.Stream, error) {
+	token, err := clientToken()
+	if err != nil {
+		// Without a token, most likely no gateway was ever started: if
+		// nothing answers, say that, which is what there is to fix first.
+		if gone := api.Probe(ctx, addr); gone != nil {
+			return nil, gone
+		}
+		return nil, err
+	}
+	s, err := api.Connect(ctx, addr, token)
+	var gone *api.UnreachableError
+	if err != nil && !errors.As(err, &gone) {
+		return nil, &gatewayError{err: err}
+	}
+	return s, err
 }
 
 // clientToken is the token this client presents to a gateway.
@@ -58,76 +73,11 @@ func clientToken() (string, error) {
 	return t, err
 }
 
-// dialGateway connects and authenticates; the frames that answer no
-// request are queued on the stream.
-func dialGateway(ctx context.Context, addr string) (*api.Stream, error) {
-	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	defer cancel()
-	token, err := clientToken()
-	if err != nil {
-		// Without a token, most likely no gateway was ever started: if
-		// nothing answers, say that, which is what there is to fix first.
-		if u, perr := url.Parse(api.WebSocketURL(addr)); perr == nil && u.Host != "" {
-			var d net.Dialer
-			conn, derr := d.DialContext(dctx, "tcp", u.Host)
-			if derr != nil {
-				if msg := noGateway(addr, derr); msg != "" {
-					return nil, &gatewayError{err: derr, msg: msg}
-				}
-			} else {
-				conn.Close()
-			}
-		}
-		return nil, err
-	}
-	s, err := api.DialStream(dctx, addr, api.ClientOptions{Token: token})
-	if err != nil {
-		return nil, &gatewayError{err: err, msg: noGateway(addr, err)}
-	}
-	return s, nil
-}
-
-// noGateway says, in one line, that nothing answers at addr and how to
-// start a gateway there; "" when err is not about reaching one (a
-// gateway, or something else, answered).
-func noGateway(addr string, err error) string {
-	var answered *api.DialError
-	if errors.As(err, &answered) {
-		return ""
-	}
-	start := "agent gateway"
-	if u, perr := url.Parse(api.WebSocketURL(addr)); perr == nil && u.Host != "" && u.Host != api.DefaultListen {
-		start += " --listen " + u.Host
-	}
-	var dns *net.DNSError
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return fmt.Sprintf("no gateway answers at %s (connection refused); start one with: %s", addr, start)
-	case errors.As(err, &dns):
-		return fmt.Sprintf("no gateway at %s: host %s not found", addr, dns.Name)
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Sprintf("no gateway answered at %s within %s; is one running there (%s)?", addr, dialTimeout, start)
-	}
-	return ""
-}
-
-// dialTimeout bounds connecting to the gateway, its handshake included.
-const dialTimeout = 10 * time.Second
-
-// gatewayError is a failure to reach or use the gateway: exit 3, like an
+// gatewayError is a failure to use the gateway: exit 3, like an
 // unreachable model provider, unless the gateway says the input was bad.
-// msg, when set, says it for people instead of err's chain.
-type gatewayError struct {
-	err error
-	msg string
-}
+type gatewayError struct{ err error }
 
-func (e *gatewayError) Error() string {
-	if e.msg != "" {
-		return e.msg
-	}
-	return "gateway: " + e.err.Error()
-}
+func (e *gatewayError) Error() string { return "gateway: " + e.err.Error() }
 func (e *gatewayError) Unwrap() error { return e.err }
 
 // gatewayExitCode maps a gateway error code to the CLI's exit codes.
@@ -160,7 +110,7 @@ func runViaGateway(c *cli.Context, addr, prompt string, opts supervisor.Options)
 	defer s.Close()
 	started, err := s.StartRun(c.Context, api.RunStartParams{
 		SessionID: c.String("session"), Input: prompt, Workspace: ws, Options: opts,
-	}, oneLine(prompt, 60))
+	}, console.OneLine(prompt, 60))
 	if err != nil {
 		return gatewayCallError(err)
 	}
@@ -198,22 +148,8 @@ func follow(c *cli.Context, s *api.Stream, started api.RunStartResult) error {
 	defer show.Close()
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	interrupt, done := make(chan struct{}, 2), make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-sig:
-				interrupt <- struct{}{}
-			case <-done:
-				return
-			}
-		}
-	}()
-	defer func() {
-		signal.Stop(sig)
-		close(done)
-	}()
-	fin, err := s.Follow(started, show.Print, interrupt)
+	defer signal.Stop(sig)
+	fin, err := s.Follow(started, show.Print, sig)
 	var problem *api.ProblemError
 	var lost *api.LostError
 	switch {
@@ -253,10 +189,7 @@ func attachAction(c *cli.Context) error {
 	if c.Args().Len() != 1 {
 		return usageErrorf("attach needs exactly one SESSION; see 'agent sessions list'")
 	}
-	addr, ok := gatewayAddress(c)
-	if !ok {
-		addr = defaultGateway
-	}
+	addr, _ := gatewayAddress(c)
 	sessionID, afterSeq := c.Args().First(), c.Int64("after-seq")
 	ctx, cancel := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer cancel()

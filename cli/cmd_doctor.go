@@ -12,6 +12,7 @@ import (
 	"agent/config"
 	"agent/event"
 	"agent/gateway/api"
+	"agent/store"
 )
 
 func doctorCommand() *cli.Command {
@@ -54,7 +55,7 @@ func doctorAction(c *cli.Context) error {
 		return err
 	}
 	add("data directory", writable(settings.Home), settings.Home+" can be written")
-	db, err := openStore(settings)
+	db, err := store.Open(settings.Database)
 	if err == nil {
 		defer db.Close()
 		err = db.Check(c.Context, true)

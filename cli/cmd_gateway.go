@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -91,64 +90,37 @@ func gatewayAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	workspace := c.String("workspace")
-	if workspace == "" {
-		if workspace, err = os.Getwd(); err != nil {
-			return fmt.Errorf("find the current directory: %w", err)
+	workspace := c.String("workspace") // "": the gateway's working directory
+	if workspace != "" {
+		if workspace, err = workspaceFlag("workspace", workspace); err != nil {
+			return err
 		}
-	}
-	if workspace, err = filepath.Abs(workspace); err != nil {
-		return usageErrorf("--workspace: %v", err)
-	}
-	if why := tools.MissingDir(workspace); why != "" {
-		return usageErrorf("--workspace %s: %s", c.String("workspace"), why)
 	}
 	var roots []string
 	for _, dir := range c.StringSlice("workspace-root") {
-		abs, err := filepath.Abs(dir)
+		abs, err := workspaceFlag("workspace-root", dir)
 		if err != nil {
-			return usageErrorf("--workspace-root %s: %v", dir, err)
-		}
-		if why := tools.MissingDir(abs); why != "" {
-			return usageErrorf("--workspace-root %s: %s", dir, why)
+			return err
 		}
 		roots = append(roots, abs)
 	}
-	scheduling := settings.SchedulerEnabled
-	if c.IsSet("scheduler") {
-		scheduling = c.Bool("scheduler") // --scheduler=false overrides the file
-	}
-	db, err := openStore(settings)
+	db, err := store.Open(settings.Database)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
-	srv, err := gateway.New(gateway.Config{
-		Listen: c.String("listen"), AllowRemote: c.Bool("allow-remote"), Token: token, DB: db, Version: version,
-		DefaultWorkspace: workspace, WorkspaceRoots: roots, Home: settings.Home,
-		AllowAnyBaseURL: c.Bool("allow-any-base-url"), AllowUnsandboxed: c.Bool("allow-unsandboxed"), MaxConnections: c.Int("max-connections"),
-		Model: gateway.ModelDefaults{
-			Name: config.Pick(c.String("model"), settings.Model), BaseURL: config.Pick(c.String("base-url"), settings.BaseURL),
-			APIKey: settings.APIKey, Attempts: settings.ModelAttempts, MaxTurns: settings.MaxTurns,
-		},
-		// AGENT_RUNNER_EXEC runs children through another program, as for
-		// the harness; the other knobs exist for tests.
-		Exe:              os.Getenv("AGENT_RUNNER_EXEC"),
-		HeartbeatTimeout: durationEnv("AGENT_HEARTBEAT_TIMEOUT"), KillGrace: durationEnv("AGENT_KILL_GRACE"),
-		LogDir:            filepath.Join(settings.Home, "logs"),
-		MaxConcurrentRuns: c.Int("max-concurrent-runs"), RunTimeout: c.Duration("run-timeout"),
-		DrainGrace: c.Duration("drain-grace"), ReclaimPolicy: c.String("reclaim"), LeaseTTL: leaseTTL(),
-		Logger: logger, RetentionDays: settings.RetentionDays,
-		// On a shared database, `agent worker` processes drive the runs.
-		Workers: store.IsURL(settings.Database),
-		Scheduler: &gateway.SchedulerConfig{
-			Enabled:           scheduling,
-			PollInterval:      time.Duration(settings.SchedulerPollIntervalSeconds) * time.Second,
-			MaxConcurrentRuns: settings.SchedulerMaxConcurrentRuns,
-			RecoveryPolicy:    settings.SchedulerRecoveryPolicy,
-		},
-	})
+	cfg := gateway.FromSettings(settings, db, version)
+	cfg.Listen, cfg.AllowRemote, cfg.Token, cfg.MaxConnections = c.String("listen"), c.Bool("allow-remote"), token, c.Int("max-connections")
+	cfg.DefaultWorkspace, cfg.WorkspaceRoots = workspace, roots
+	cfg.Model.Name, cfg.Model.BaseURL = config.Pick(c.String("model"), settings.Model), config.Pick(c.String("base-url"), settings.BaseURL)
+	cfg.AllowAnyBaseURL, cfg.AllowUnsandboxed = c.Bool("allow-any-base-url"), c.Bool("allow-unsandboxed")
+	cfg.MaxConcurrentRuns, cfg.RunTimeout = c.Int("max-concurrent-runs"), c.Duration("run-timeout")
+	cfg.DrainGrace, cfg.ReclaimPolicy = c.Duration("drain-grace"), c.String("reclaim")
+	cfg.Logger = slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
+	if c.IsSet("scheduler") {
+		cfg.Scheduler.Enabled = c.Bool("scheduler") // --scheduler=false overrides the file
+	}
+	srv, err := gateway.New(cfg)
 	if err != nil {
 		return usageErrorf("%v", strings.TrimPrefix(err.Error(), "gateway: "))
 	}
@@ -162,40 +134,36 @@ func gatewayAction(c *cli.Context) error {
 	}
 	addr := srv.Addr()
 	if c.Bool("json") {
-		out := map[string]any{
+		_ = json.NewEncoder(c.App.Writer).Encode(map[string]any{
 			"listen": addr, "url": "http://" + addr, "ws": "ws://" + addr + "/ws",
-			"version": version, "pid": os.Getpid(), "token_from": tokenFrom, "scheduler": scheduling,
-			"workers": store.IsURL(settings.Database),
-		}
-		_ = json.NewEncoder(c.App.Writer).Encode(out)
+			"version": version, "pid": os.Getpid(), "token_from": tokenFrom, "scheduler": cfg.Scheduler.Enabled, "workers": cfg.Workers,
+		})
 	} else {
 		state := "off (--scheduler turns it on)"
-		if scheduling {
+		if cfg.Scheduler.Enabled {
 			state = "on"
 		}
 		fmt.Fprintf(c.App.ErrWriter, "agent gateway listening on http://%s (token: %s), scheduler %s\n", addr, tokenFrom, state)
-		if store.IsURL(settings.Database) {
+		if cfg.Workers {
 			fmt.Fprintf(c.App.ErrWriter, "store %s: runs are queued for 'agent worker' processes\n", store.Redact(settings.Database))
 		}
 	}
-
-	<-sigs
-	// The drain takes DrainGrace, then children get their kill grace; a
-	// second signal stops waiting and interrupts every run at once.
-	ctx, cancel := context.WithTimeout(context.Background(), c.Duration("drain-grace")+time.Minute)
-	defer cancel()
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	if err := srv.Stop(ctx); err != nil {
-		if errors.Is(err, context.Canceled) {
-			return &exitError{code: 130, msg: "stopped without waiting for runs to finish; they are recorded interrupted"}
-		}
-		return err
+	err = srv.StopOnSignal(sigs)
+	if errors.Is(err, context.Canceled) {
+		return &exitError{code: 130, msg: "stopped without waiting for runs to finish; they are recorded interrupted"}
 	}
-	return nil
+	return err
+}
+
+// workspaceFlag is the directory a flag names, made absolute, if runs can
+// work there.
+func workspaceFlag(flag, dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", usageErrorf("--%s %s: %v", flag, dir, err)
+	}
+	if why := tools.MissingDir(abs); why != "" {
+		return "", usageErrorf("--%s %s: %s", flag, dir, why)
+	}
+	return abs, nil
 }

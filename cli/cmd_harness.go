@@ -1,13 +1,7 @@
 package cli
 
 import (
-	"bufio"
-	"errors"
-	"fmt"
-	"io"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -25,7 +19,7 @@ func harnessCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "deny-tools", Usage: "never offer phases these tools, comma separated"},
 		mcpConfigFlag(),
 		&cli.IntFlag{Name: "parallel", Usage: "run up to N independent phases at once", DefaultText: "1"},
-		&cli.DurationFlag{Name: "phase-timeout", Usage: "stop a phase attempt after this long (SIGTERM, then SIGKILL)", DefaultText: durationText(orchestrator.DefaultPhaseTimeout)},
+		&cli.DurationFlag{Name: "phase-timeout", Usage: "stop a phase attempt after this long (SIGTERM, then SIGKILL)", DefaultText: console.DurationText(orchestrator.DefaultPhaseTimeout)},
 		&cli.IntFlag{Name: "context-budget", Usage: "start a fresh iteration when a phase's prompt passes this many `TOKENS`", DefaultText: "no budget"},
 		&cli.BoolFlag{Name: "plan", Usage: "plan only: write mission.json, print the plan and the run id, and stop"},
 		&cli.StringFlag{Name: "plan-file", Usage: "run this mission.json `FILE` without a planning call"},
@@ -70,7 +64,7 @@ func harnessAction(c *cli.Context) error {
 		// The plan's objective is the request; a second one would be
 		// silently ignored.
 		return usageErrorf("a REQUEST and --plan-file together: the plan in %s already says what to do (its objective: %q); "+
-			"drop the request, or drop --plan-file to plan it", c.String("plan-file"), oneLine(given.Objective, 60))
+			"drop the request, or drop --plan-file to plan it", c.String("plan-file"), console.OneLine(given.Objective, 60))
 	}
 	request := ""
 	if given == nil {
@@ -93,25 +87,8 @@ func harnessAction(c *cli.Context) error {
 // confirmPlan asks on a terminal whether to run a new plan; elsewhere, or
 // with --yes or --json, it does not ask (nil).
 func confirmPlan(c *cli.Context) func(missionPath string) bool {
-	in, ok := c.App.Reader.(*os.File)
-	if c.Bool("yes") || c.Bool("json") || !ok || !console.IsTerminal(in) {
+	if c.Bool("yes") || c.Bool("json") || !console.IsTerminal(c.App.Reader) {
 		return nil
 	}
-	return func(missionPath string) bool {
-		// The path on a line of its own, relative when it is under the
-		// working directory: a long one wraps there, not through the
-		// question.
-		if wd, err := os.Getwd(); err == nil {
-			if rel, err := filepath.Rel(wd, missionPath); err == nil && filepath.IsLocal(rel) {
-				missionPath = rel
-			}
-		}
-		fmt.Fprintf(c.App.ErrWriter, "the plan is in %s\nRun this plan? [Y/n] ", missionPath)
-		answer, err := bufio.NewReader(in).ReadString('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return false
-		}
-		answer = strings.ToLower(strings.TrimSpace(answer))
-		return answer == "" || answer == "y" || answer == "yes"
-	}
+	return func(missionPath string) bool { return console.ConfirmPlan(c.App.Reader, c.App.ErrWriter, missionPath) }
 }

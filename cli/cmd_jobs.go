@@ -5,14 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"agent/console"
 	"agent/gateway/api"
 	"agent/scheduler"
 	"agent/supervisor"
@@ -89,21 +88,11 @@ func jobsCreateAction(c *cli.Context) error {
 			return usageErrorf("jobs create: --%s is required", f)
 		}
 	}
-	policy, err := policyFlags(c)
-	if err != nil {
-		return err
-	}
 	p := api.JobCreateParams{
 		Name: c.String("name"), CronExpr: c.String("cron"), Timezone: c.String("tz"), Prompt: c.String("prompt"),
-		SessionID: c.String("session"), Policy: policy,
+		SessionID: c.String("session"), Policy: policyFlags(c),
 	}
-	var job scheduler.Job
-	gw, err := callJobsOn(c, api.MethodJobCreate, p, &job)
-	if err != nil {
-		return err
-	}
-	warnSchedulingOff(c, gw, "this job will not fire")
-	return printJob(c, job)
+	return changeJob(c, api.MethodJobCreate, p)
 }
 
 func jobsUpdateAction(c *cli.Context) error {
@@ -120,16 +109,19 @@ func jobsUpdateAction(c *cli.Context) error {
 	}
 	p := api.JobUpdateParams{
 		JobID: id, Name: given("name"), CronExpr: given("cron"), Timezone: given("tz"), Prompt: given("prompt"),
-		SessionID: given("session"),
-	}
-	if p.Policy, err = policyFlags(c); err != nil {
-		return err
+		SessionID: given("session"), Policy: policyFlags(c),
 	}
 	if p.Name == nil && p.CronExpr == nil && p.Timezone == nil && p.Prompt == nil && p.SessionID == nil && p.Policy == nil {
 		return usageErrorf("jobs update: nothing to change; give the flags to change, e.g. --cron or --timeout (see 'agent jobs update --help')")
 	}
+	return changeJob(c, api.MethodJobUpdate, p)
+}
+
+// changeJob creates or updates a job, shows it, and warns when the
+// gateway will not fire it.
+func changeJob(c *cli.Context, method string, params any) error {
 	var job scheduler.Job
-	gw, err := callJobsOn(c, api.MethodJobUpdate, p, &job)
+	gw, err := callJobs(c, method, params, &job)
 	if err != nil {
 		return err
 	}
@@ -137,56 +129,43 @@ func jobsUpdateAction(c *cli.Context) error {
 	return printJob(c, job)
 }
 
+// policyKeys are the flags of a job's policy, each with the key of the
+// policy's JSON it sets ("retry.…": in its retry object).
+var policyKeys = []struct{ flag, key string }{
+	{"overlap", "overlap"}, {"missed", "missed"}, {"timeout", "timeout"}, {"tools", "tools"},
+	{"sandbox", "sandbox"}, {"network", "network"}, {"max-tokens", "max_tokens"}, {"max-cost", "max_cost"},
+	{"max-attempts", "retry.max_attempts"}, {"retry-base", "retry.base"}, {"retry-cap", "retry.cap"},
+}
+
 // policyFlags is the policy object of the policy flags given (fields left
 // out keep their values, or take the defaults on create); nil if none.
-func policyFlags(c *cli.Context) (json.RawMessage, error) {
-	p := map[string]any{}
-	for _, f := range []string{"overlap", "missed"} {
-		if c.IsSet(f) {
-			p[f] = c.String(f)
+func policyFlags(c *cli.Context) json.RawMessage {
+	p, retry := map[string]any{}, map[string]any{}
+	for _, k := range policyKeys {
+		if !c.IsSet(k.flag) {
+			continue
 		}
-	}
-	if c.IsSet("timeout") {
-		p["timeout"] = c.Duration("timeout").String()
-	}
-	if c.IsSet("tools") {
-		tools := []string{}
-		for _, t := range strings.Split(c.String("tools"), ",") {
-			if t = strings.TrimSpace(t); t != "" {
-				tools = append(tools, t)
-			}
+		v := c.Value(k.flag)
+		if d, ok := v.(time.Duration); ok {
+			v = d.String() // the policy's durations are strings
 		}
-		p["tools"] = tools
-	}
-	if c.IsSet("sandbox") {
-		p["sandbox"] = c.String("sandbox")
-	}
-	if c.IsSet("network") {
-		p["network"] = c.Bool("network")
-	}
-	if c.IsSet("max-tokens") {
-		p["max_tokens"] = c.Int("max-tokens")
-	}
-	if c.IsSet("max-cost") {
-		p["max_cost"] = c.Float64("max-cost")
-	}
-	retry := map[string]any{}
-	if c.IsSet("max-attempts") {
-		retry["max_attempts"] = c.Int("max-attempts")
-	}
-	if c.IsSet("retry-base") {
-		retry["base"] = c.Duration("retry-base").String()
-	}
-	if c.IsSet("retry-cap") {
-		retry["cap"] = c.Duration("retry-cap").String()
+		if k.flag == "tools" {
+			v = append([]string{}, splitList([]string{c.String("tools")})...) // "": the default tools
+		}
+		if key, ok := strings.CutPrefix(k.key, "retry."); ok {
+			retry[key] = v
+		} else {
+			p[k.key] = v
+		}
 	}
 	if len(retry) > 0 {
 		p["retry"] = retry
 	}
 	if len(p) == 0 {
-		return nil, nil
+		return nil
 	}
-	return json.Marshal(p)
+	data, _ := json.Marshal(p) // strings, numbers and booleans
+	return data
 }
 
 func jobsListAction(c *cli.Context) error {
@@ -194,47 +173,19 @@ func jobsListAction(c *cli.Context) error {
 		return usageErrorf("jobs list takes no arguments")
 	}
 	var list api.JobList
-	gw, err := callJobsOn(c, api.MethodJobList, nil, &list)
+	gw, err := callJobs(c, api.MethodJobList, nil, &list)
 	if err != nil {
 		return err
 	}
-	off := gw.Scheduling != nil && !*gw.Scheduling
 	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		for _, j := range list.Jobs {
-			if err := enc.Encode(j); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(c.App.Writer, list.Jobs)
 	}
 	warnSchedulingOff(c, gw, "no job fires")
 	if len(list.Jobs) == 0 {
 		fmt.Fprintln(c.App.ErrWriter, "no jobs yet; create one: agent jobs create --name NAME --cron EXPR --prompt TEXT")
 		return nil
 	}
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSCHEDULE\tSTATE\tNEXT RUN\tLAST RUN\tSESSION")
-	for _, j := range list.Jobs {
-		state, next := "paused", "-"
-		switch {
-		case j.Enabled && off:
-			state, next = "enabled", "- (scheduling off)"
-		case j.Enabled:
-			state, next = "enabled", inZone(j.NextRunAt, j.Timezone)
-		}
-		last := "never"
-		if !j.LastRunAt.IsZero() {
-			last = age(j.LastRunAt) + " ago"
-		}
-		session := "new per run"
-		if j.TargetSessionID != "" {
-			session = shortID(j.TargetSessionID)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(j.ID), oneLine(j.Name, 30),
-			schedule(j), state, next, last, session)
-	}
-	return tw.Flush()
+	return console.PrintJobs(c.App.Writer, list.Jobs, gw.Scheduling != nil && !*gw.Scheduling)
 }
 
 func jobsPauseResumeAction(c *cli.Context) error {
@@ -247,7 +198,7 @@ func jobsPauseResumeAction(c *cli.Context) error {
 		method = api.MethodJobResume
 	}
 	var job scheduler.Job
-	if err := callJobs(c, method, api.JobParams{JobID: id}, &job); err != nil {
+	if _, err := callJobs(c, method, api.JobParams{JobID: id}, &job); err != nil {
 		return err
 	}
 	return printJob(c, job)
@@ -259,7 +210,7 @@ func jobsDeleteAction(c *cli.Context) error {
 		return err
 	}
 	var res api.JobDeleted
-	if err := callJobs(c, api.MethodJobDelete, api.JobParams{JobID: id}, &res); err != nil {
+	if _, err := callJobs(c, api.MethodJobDelete, api.JobParams{JobID: id}, &res); err != nil {
 		return err
 	}
 	if c.Bool("json") {
@@ -275,22 +226,13 @@ func jobsRunNowAction(c *cli.Context) error {
 		return err
 	}
 	var run scheduler.JobRun
-	if err := callJobs(c, api.MethodJobRunNow, api.JobParams{JobID: id}, &run); err != nil {
+	if _, err := callJobs(c, api.MethodJobRunNow, api.JobParams{JobID: id}, &run); err != nil {
 		return err
 	}
 	if c.Bool("json") {
 		return json.NewEncoder(c.App.Writer).Encode(run)
 	}
-	w := c.App.Writer
-	if run.Status == "skipped" {
-		fmt.Fprintf(w, "job run %s %s\n", run.ID, run.ErrorText)
-		return nil
-	}
-	if run.RunID == "" {
-		fmt.Fprintf(w, "job run %s %s; follow it with: agent jobs runs %s\n", run.ID, run.Status, id)
-		return nil
-	}
-	fmt.Fprintf(w, "run %s started (job run %s); follow it with: agent runs events %s --follow\n", run.RunID, run.ID, shortID(run.RunID))
+	console.PrintJobRun(c.App.Writer, run, id)
 	return nil
 }
 
@@ -303,37 +245,17 @@ func jobsRunsAction(c *cli.Context) error {
 		return usageErrorf("jobs runs: --limit must be at least 1")
 	}
 	var list api.JobRunList
-	if err := callJobs(c, api.MethodJobGetRuns, api.JobRunsParams{JobID: id, Limit: c.Int("limit")}, &list); err != nil {
+	if _, err := callJobs(c, api.MethodJobGetRuns, api.JobRunsParams{JobID: id, Limit: c.Int("limit")}, &list); err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		for _, r := range list.Runs {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
+	switch {
+	case c.Bool("json"):
+		return jsonLines(c.App.Writer, list.Runs)
+	case len(list.Runs) == 0:
+		fmt.Fprintln(c.App.ErrWriter, console.NoJobRuns(list.Job))
 		return nil
 	}
-	j := list.Job
-	if len(list.Runs) == 0 {
-		fmt.Fprintf(c.App.ErrWriter, "job %s has not run yet; next run %s\n", j.Name, inZone(j.NextRunAt, j.Timezone))
-		return nil
-	}
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCHEDULED\tATTEMPT\tSTATUS\tRUN\tTOOK\tERROR")
-	for _, r := range list.Runs {
-		run, took := "-", "-"
-		if r.RunID != "" {
-			run = shortID(r.RunID)
-		}
-		if !r.StartedAt.IsZero() && !r.CompletedAt.IsZero() {
-			took = r.CompletedAt.Sub(r.StartedAt).Round(100 * time.Millisecond).String()
-		}
-		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\n", inZone(r.ScheduledFor, j.Timezone), r.Attempt,
-			j.Policy.Retry.MaxAttempts, r.Status, run, took, oneLine(r.ErrorText, 80))
-	}
-	return tw.Flush()
+	return console.PrintJobRuns(c.App.Writer, list.Job, list.Runs)
 }
 
 // jobArg is the one job a command names.
@@ -344,14 +266,6 @@ func jobArg(c *cli.Context) (string, error) {
 	return c.Args().First(), nil
 }
 
-// callJobs makes one job.* request to the gateway, on a connection of its
-// own, and maps a refusal to an exit code with one line naming the
-// problem.
-func callJobs(c *cli.Context, method string, params, result any) error {
-	_, err := callJobsOn(c, method, params, result)
-	return err
-}
-
 // warnSchedulingOff says, on stderr, that the gateway fires no job.
 func warnSchedulingOff(c *cli.Context, gw api.ConnectResult, what string) {
 	if gw.Scheduling != nil && !*gw.Scheduling {
@@ -359,12 +273,11 @@ func warnSchedulingOff(c *cli.Context, gw api.ConnectResult, what string) {
 	}
 }
 
-// callJobsOn is callJobs, and says what the gateway answered to connect.
-func callJobsOn(c *cli.Context, method string, params, result any) (api.ConnectResult, error) {
-	addr, ok := gatewayAddress(c)
-	if !ok {
-		addr = defaultGateway
-	}
+// callJobs makes one job.* request to the gateway, on a connection of its
+// own, and maps a refusal to an exit code with one line naming the
+// problem. It says what the gateway answered to connect.
+func callJobs(c *cli.Context, method string, params, result any) (api.ConnectResult, error) {
+	addr, _ := gatewayAddress(c)
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
 	gc, err := dialGateway(ctx, addr)
@@ -378,93 +291,29 @@ func callJobsOn(c *cli.Context, method string, params, result any) (api.ConnectR
 	}
 	err = gc.Call(ctx, method, params, result)
 	var ge *api.Error
-	if err == nil || !errors.As(err, &ge) {
+	if !errors.As(err, &ge) {
 		if err != nil {
 			return connected, &gatewayError{err: err}
 		}
 		return connected, nil
 	}
-	msg := ge.Message
+	msg := "gateway: " + ge.Error()
 	switch ge.Code {
 	case api.CodeInvalidJob:
-		msg = "invalid job: " + msg
+		msg = "invalid job: " + ge.Message
 	case api.CodeNotFound:
-		msg += "; see 'agent jobs list'"
+		msg = ge.Message + "; see 'agent jobs list'"
 	case api.CodeSchedulerOff:
 		msg = "scheduling is off in the gateway at " + addr + ", so jobs do not run; restart it with 'agent gateway --scheduler' (or set SchedulerEnabled = true in config.toml)"
-	default:
-		msg = "gateway: " + ge.Error()
 	}
 	return connected, &exitError{code: gatewayExitCode(err), msg: msg}
 }
 
-// printJob shows one job: one JSON object with --json, else a summary
-// with its next run in its own zone.
+// printJob shows one job: one JSON object with --json, else a summary.
 func printJob(c *cli.Context, j scheduler.Job) error {
 	if c.Bool("json") {
 		return json.NewEncoder(c.App.Writer).Encode(j)
 	}
-	w := c.App.Writer
-	fmt.Fprintf(w, "job       %s\n", j.ID)
-	fmt.Fprintf(w, "name      %s\n", j.Name)
-	fmt.Fprintf(w, "schedule  %s\n", schedule(j))
-	if j.Enabled {
-		fmt.Fprintf(w, "next run  %s (%s)\n", inZone(j.NextRunAt, j.Timezone), until(j.NextRunAt))
-	} else {
-		fmt.Fprintln(w, "next run  - (paused; 'agent jobs resume' restarts it)")
-	}
-	if j.TargetSessionID != "" {
-		fmt.Fprintf(w, "session   %s\n", j.TargetSessionID)
-	} else {
-		fmt.Fprintln(w, "session   a new session per run")
-	}
-	fmt.Fprintf(w, "prompt    %s\n", oneLine(j.PromptTemplate, 100))
-	printPolicy(w, j.Policy)
+	console.PrintJob(c.App.Writer, j, supervisor.Options{Sandbox: j.Policy.Sandbox, Network: j.Policy.Network}.SandboxSummary())
 	return nil
-}
-
-func printPolicy(w io.Writer, p scheduler.Policy) {
-	missed := p.Missed
-	if missed == "" {
-		missed = "the gateway's SchedulerRecoveryPolicy"
-	}
-	tools := "the default tools"
-	if len(p.Tools) > 0 {
-		tools = strings.Join(p.Tools, ", ")
-	}
-	retry := "no retry"
-	if p.Retry.MaxAttempts > 1 {
-		retry = fmt.Sprintf("%d attempts, backoff %s to %s", p.Retry.MaxAttempts, p.Retry.Base, p.Retry.Cap)
-	}
-	fmt.Fprintf(w, "policy    overlap %s; missed ticks: %s; timeout %s; %s\n", p.Overlap, missed, p.Timeout, retry)
-	fmt.Fprintf(w, "tools     %s\n", tools)
-	fmt.Fprintf(w, "sandbox   %s\n", supervisor.Options{Sandbox: p.Sandbox, Network: p.Network}.SandboxSummary())
-}
-
-// schedule is a job's expression and zone.
-func schedule(j scheduler.Job) string {
-	return j.CronExpr + " (" + j.Timezone + ")"
-}
-
-// inZone formats t in the job's zone, as its schedule reads.
-func inZone(t time.Time, zone string) string {
-	if t.IsZero() {
-		return "-"
-	}
-	if loc, err := scheduler.LoadZone(zone); err == nil {
-		t = t.In(loc)
-	}
-	return t.Format("2006-01-02 15:04:05 MST")
-}
-
-// until says how far off t is.
-func until(t time.Time) string {
-	d := time.Until(t)
-	switch {
-	case d <= 0:
-		return "due now"
-	case d < time.Second:
-		return "in under a second"
-	}
-	return "in " + d.Round(time.Second).String()
 }

@@ -4,20 +4,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"agent/config"
-	"agent/mcp"
+	"agent/console"
 	"agent/mcpserve"
-	"agent/runner"
+	"agent/store"
+	"agent/supervisor"
 )
 
 func mcpCommand() *cli.Command {
@@ -59,17 +58,6 @@ func mcpListCommand() *cli.Command {
 	}
 }
 
-// serverListing is one line of agent mcp list --json.
-type serverListing struct {
-	Server    string         `json:"server"`
-	Source    string         `json:"source"`
-	Transport string         `json:"transport"` // stdio or http
-	Required  bool           `json:"required"`
-	OK        bool           `json:"ok"`
-	Error     string         `json:"error,omitempty"`
-	Tools     []mcp.ToolInfo `json:"tools"`
-}
-
 func mcpListAction(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return usageErrorf("mcp list takes no arguments; name config files with --mcp-config")
@@ -78,15 +66,7 @@ func mcpListAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var files []string
-	for _, f := range c.StringSlice("mcp-config") {
-		abs, err := filepath.Abs(f)
-		if err != nil {
-			return usageErrorf("--mcp-config: %v", err)
-		}
-		files = append(files, abs)
-	}
-	f, servers, err := mcp.Configured(settings.Home, files)
+	o, err := flagOptions(c, supervisor.Options{}) // --mcp-config and --sandbox
 	if err != nil {
 		return err
 	}
@@ -94,73 +74,32 @@ func mcpListAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	confine, err := runner.ServerSandbox(settings.Home, dir, c.String("sandbox"), f)
+	listings, err := supervisor.ListServers(c.Context, settings.Home, dir, o, version)
 	if err != nil {
-		return usageErrorf("--sandbox: %v", err)
+		return err
 	}
 	out := c.App.Writer
-	if len(servers) == 0 && !c.Bool("json") {
+	if len(listings) == 0 && !c.Bool("json") {
 		fmt.Fprintf(out, "no MCP servers configured: add [mcp_servers.NAME] to %s, or name a .mcp.json with --mcp-config\n",
 			filepath.Join(settings.Home, "config.toml"))
 		return nil
 	}
 	failedRequired := 0
-	for _, l := range mcp.List(c.Context, servers, mcp.Options{Dir: dir, Version: "agent/" + version, Confine: confine}) {
-		s := serverListing{Server: l.Server.Name, Source: l.Server.Source, Transport: "stdio", Required: l.Server.Required,
-			OK: l.Err == nil, Tools: l.Tools}
-		if l.Server.HTTP() {
-			s.Transport = "http"
-		}
-		if l.Err != nil {
-			s.Error = l.Err.Error()
-			if l.Server.Required {
-				failedRequired++
-			}
-		}
-		if s.Tools == nil {
-			s.Tools = []mcp.ToolInfo{}
+	enc := json.NewEncoder(out)
+	for _, l := range listings {
+		if l.Err != nil && l.Server.Required {
+			failedRequired++
 		}
 		if c.Bool("json") {
-			line, _ := json.Marshal(s)
-			fmt.Fprintln(out, string(line))
+			_ = enc.Encode(l)
 			continue
 		}
-		printServer(out, s)
+		console.PrintServer(out, l)
 	}
 	if failedRequired > 0 {
 		return &exitError{code: 5, msg: fmt.Sprintf("%d required MCP server(s) did not start; runs that use them fail at start", failedRequired)}
 	}
 	return nil
-}
-
-func printServer(out io.Writer, s serverListing) {
-	kind := "required"
-	if !s.Required {
-		kind = "optional"
-	}
-	if !s.OK {
-		fmt.Fprintf(out, "%s (%s, %s, %s): did not start: %s\n", s.Server, s.Transport, kind, s.Source, s.Error)
-		return
-	}
-	fmt.Fprintf(out, "%s (%s, %s, %s): %d tools\n", s.Server, s.Transport, kind, s.Source, len(s.Tools))
-	for _, t := range s.Tools {
-		var notes []string
-		if t.ReadOnly {
-			notes = append(notes, "read-only")
-		}
-		if t.Receipt != "" {
-			notes = append(notes, "effect, receipt "+t.Receipt)
-		}
-		note := ""
-		if len(notes) > 0 {
-			note = " [" + strings.Join(notes, ", ") + "]"
-		}
-		desc := strings.Join(strings.Fields(t.Description), " ")
-		if r := []rune(desc); len(r) > 80 {
-			desc = string(r[:77]) + "..."
-		}
-		fmt.Fprintf(out, "  %s%s  %s\n", t.Name, note, desc)
-	}
 }
 
 func mcpServeCommand() *cli.Command {
@@ -206,23 +145,15 @@ func mcpServeAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := openStore(settings)
+	db, err := store.Open(settings.Database)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find the agent binary: %w", err)
-	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return fmt.Errorf("find the current directory: %w", err)
-	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err = mcpserve.Serve(ctx, mcpserve.Config{
-		DB: db, Home: settings.Home, Exe: exe, Cwd: cwd, Version: version,
+		DB: db, Home: settings.Home, Version: version,
 		Log: slog.New(slog.NewTextHandler(c.App.ErrWriter, nil)),
 	})
 	var dir *mcpserve.DirError

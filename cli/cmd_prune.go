@@ -12,6 +12,7 @@ import (
 
 	"agent/checkpoint"
 	"agent/config"
+	"agent/console"
 	"agent/store"
 )
 
@@ -47,21 +48,15 @@ func pruneCommand() *cli.Command {
 	}
 }
 
-// pruneView is the JSON report of agent prune.
+// pruneView is agent prune --json: what it was asked, what it removed
+// and, with --vacuum, the database's size (its file and WAL) before and
+// after.
 type pruneView struct {
-	DryRun       bool      `json:"dry_run"`
-	OlderThan    string    `json:"older_than"`
-	Before       time.Time `json:"before"` // runs that finished before it
-	Runs         int       `json:"runs"`
-	RunIDs       []string  `json:"run_ids"`
-	Deltas       int64     `json:"deltas"`        // message.delta events deleted
-	ToolOutputs  int64     `json:"tool_outputs"`  // tool results whose output was removed
-	ToolMessages int64     `json:"tool_messages"` // conversation tool messages emptied
-	Bytes        int64     `json:"bytes"`         // estimated stored size removed from the database
-	Blobs        int       `json:"blobs"`
-	BlobBytes    int64     `json:"blob_bytes"`
-	BlobsSkipped string    `json:"blobs_skipped,omitempty"`
-	// With --vacuum: the database and its WAL, in bytes.
+	DryRun    bool      `json:"dry_run"`
+	OlderThan string    `json:"older_than"`
+	Before    time.Time `json:"before"` // runs that finished before it
+	Runs      int       `json:"runs"`
+	store.PruneReport
 	DatabaseBefore int64 `json:"database_bytes_before,omitempty"`
 	DatabaseAfter  int64 `json:"database_bytes_after,omitempty"`
 }
@@ -81,7 +76,7 @@ func pruneAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	db, err := openStore(settings)
+	db, err := store.Open(settings.Database)
 	if err != nil {
 		return err
 	}
@@ -94,7 +89,7 @@ func pruneAction(c *cli.Context) error {
 		}
 		if n > 0 {
 			return &exitError{code: 4, msg: fmt.Sprintf("--vacuum: %d %s in progress, and the rewrite would hold them up; prune without --vacuum, or again once they have ended",
-				n, plural(n, "run is", "runs are"))}
+				n, map[bool]string{true: "run is", false: "runs are"}[n == 1])}
 		}
 	}
 	before := time.Now().Add(-age)
@@ -102,14 +97,10 @@ func pruneAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	v := pruneView{
-		DryRun: dry, OlderThan: age.String(), Before: before.UTC().Truncate(time.Second), Runs: len(rep.Runs), RunIDs: rep.Runs,
-		Deltas: rep.Deltas, ToolOutputs: rep.ToolOutputs, ToolMessages: rep.ToolMessages, Bytes: rep.Bytes,
-		Blobs: rep.Blobs, BlobBytes: rep.BlobBytes, BlobsSkipped: rep.BlobsSkipped,
+	if rep.Runs == nil {
+		rep.Runs = []string{}
 	}
-	if v.RunIDs == nil {
-		v.RunIDs = []string{}
-	}
+	v := pruneView{DryRun: dry, OlderThan: age.String(), Before: before.UTC().Truncate(time.Second), Runs: len(rep.Runs), PruneReport: rep}
 	if vacuum {
 		if v.DatabaseBefore, v.DatabaseAfter, err = db.Vacuum(c.Context); err != nil {
 			return err
@@ -118,42 +109,17 @@ func pruneAction(c *cli.Context) error {
 	if c.Bool("json") {
 		return json.NewEncoder(c.App.Writer).Encode(v)
 	}
-	printPrune(c, v, vacuum)
-	return nil
-}
-
-func printPrune(c *cli.Context, v pruneView, vacuum bool) {
 	w := c.App.Writer
-	when := v.Before.Local().Format("2006-01-02 15:04")
-	verb := "pruned"
-	if v.DryRun {
-		verb = "would prune"
-	}
-	if v.Runs == 0 {
-		fmt.Fprintf(w, "no run that finished before %s is left to prune\n", when)
-	} else {
-		fmt.Fprintf(w, "%s %d %s that finished before %s: %d message %s and %d tool %s (about %s)\n",
-			verb, v.Runs, plural(v.Runs, "run", "runs"), when, v.Deltas, plural64(v.Deltas, "delta", "deltas"),
-			v.ToolOutputs, plural64(v.ToolOutputs, "output", "outputs"), humanBytes(v.Bytes))
-	}
-	switch {
-	case v.BlobsSkipped != "":
-		fmt.Fprintf(w, "blobs left alone: %s\n", v.BlobsSkipped)
-	case v.Blobs > 0:
-		verb := "removed"
-		if v.DryRun {
-			verb = "would remove"
-		}
-		fmt.Fprintf(w, "%s %d %s no checkpoint needs, %s\n", verb, v.Blobs, plural(v.Blobs, "blob", "blobs"), humanBytes(v.BlobBytes))
-	}
+	console.PrintPrune(w, rep, v.Before, dry)
 	switch {
 	case vacuum:
-		fmt.Fprintf(w, "database %s → %s\n", humanBytes(v.DatabaseBefore), humanBytes(v.DatabaseAfter))
-	case v.DryRun:
+		fmt.Fprintf(w, "database %s → %s\n", console.HumanBytes(v.DatabaseBefore), console.HumanBytes(v.DatabaseAfter))
+	case dry:
 		fmt.Fprintln(w, "nothing was changed (--dry-run)")
-	case v.Bytes > 0:
+	case rep.Bytes > 0:
 		fmt.Fprintln(w, "the database reuses the space; 'agent prune --older-than "+c.String("older-than")+" --vacuum' gives it back to the disk")
 	}
+	return nil
 }
 
 // parseAge reads --older-than: a Go duration, or whole days as 30d.
@@ -179,27 +145,4 @@ func parseAge(s string) (time.Duration, error) {
 		return 0, usageErrorf("--older-than %q must not be negative", s)
 	}
 	return d, nil
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-func plural64(n int64, one, many string) string { return plural(int(min(n, 2)), one, many) }
-
-// humanBytes says a size in B, KiB, MiB or GiB.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n), -1
-	for v >= unit && i < 2 {
-		v /= unit
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", v, "KMG"[i])
 }

@@ -3,15 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
 	"agent/checkpoint"
 	"agent/config"
+	"agent/console"
 	"agent/event"
-	"agent/store"
 )
 
 func rewindCommand() *cli.Command {
@@ -70,103 +68,33 @@ func rewindAction(c *cli.Context) error {
 	}
 	if c.Bool("list") {
 		cps, err := db.Checkpoints(c.Context, r.ID)
-		if err != nil {
+		switch {
+		case err != nil:
 			return err
+		case c.Bool("json"):
+			return jsonLines(c.App.Writer, cps)
 		}
-		return printCheckpoints(c, r.ID, cps)
+		return console.PrintCheckpoints(c.App.Writer, r.ID, cps)
 	}
 
 	rep, err := sup.Rewind(c.Context, r, c.Int("to"), c.Bool("force"), nil)
 	var rng *checkpoint.RangeError
 	if errors.As(err, &rng) {
-		return usageErrorf("--to: %v; see 'agent rewind %s --list'", err, shortID(r.ID))
+		return usageErrorf("--to: %v; see 'agent rewind %s --list'", err, console.ShortID(r.ID))
 	}
 	if err != nil {
 		return err
 	}
-	if err := printReport(c, rep); err != nil {
+	if c.Bool("json") {
+		err = json.NewEncoder(c.App.Writer).Encode(rep)
+	} else {
+		err = console.PrintRewind(c.App.Writer, rep)
+	}
+	if err != nil {
 		return err
 	}
 	if rep.Count(event.StatusFailed) > 0 {
 		return &exitError{code: 1}
 	}
 	return nil
-}
-
-// printReport shows a rewind: one object with --json, else a line per
-// file and a summary.
-func printReport(c *cli.Context, rep checkpoint.Report) error {
-	w := c.App.Writer
-	if c.Bool("json") {
-		return json.NewEncoder(w).Encode(rep)
-	}
-	if len(rep.Files) == 0 && rep.To == 0 {
-		_, err := fmt.Fprintf(w, "run %s has no checkpoints: it changed no files with write_file or edit_file\n", shortID(rep.RunID))
-		return err
-	}
-	for _, f := range rep.Files {
-		switch {
-		case f.Reason == "":
-			fmt.Fprintf(w, "%s %s\n", f.Outcome, f.Path)
-		case f.Outcome == event.StatusSkipped || f.Outcome == event.StatusFailed:
-			fmt.Fprintf(w, "%s %s: %s\n", f.Outcome, f.Path, f.Reason)
-		default:
-			fmt.Fprintf(w, "%s %s (%s)\n", f.Outcome, f.Path, f.Reason)
-		}
-	}
-	_, err := fmt.Fprintf(w, "rewound run %s to checkpoint %d: %d restored, %d removed, %d skipped, %d failed\n",
-		shortID(rep.RunID), rep.To, rep.Count(event.StatusRestored), rep.Count(event.StatusRemoved),
-		rep.Count(event.StatusSkipped), rep.Count(event.StatusFailed))
-	return err
-}
-
-// checkpointView is the JSON shape of a checkpoint in --list --json.
-type checkpointView struct {
-	Number  int    `json:"number"`
-	Path    string `json:"path"`
-	Existed bool   `json:"existed"`
-	Bytes   int64  `json:"bytes"`
-	PhaseID string `json:"phase_id,omitempty"`
-	CallID  string `json:"call_id,omitempty"`
-	Tool    string `json:"tool,omitempty"`
-	Seq     int64  `json:"seq"`
-}
-
-func printCheckpoints(c *cli.Context, runID string, cps []store.Checkpoint) error {
-	w := c.App.Writer
-	if c.Bool("json") {
-		enc := json.NewEncoder(w)
-		for _, cp := range cps {
-			if err := enc.Encode(checkpointView{
-				Number: cp.Number, Path: cp.Path, Existed: cp.Existed, Bytes: cp.Bytes,
-				PhaseID: cp.PhaseID, CallID: cp.CallID, Tool: cp.Tool, Seq: cp.Seq,
-			}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if len(cps) == 0 {
-		_, err := fmt.Fprintf(w, "run %s has no checkpoints: it changed no files with write_file or edit_file\n", shortID(runID))
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "N\tPATH\tBEFORE THE RUN\tCHANGED BY")
-	for _, cp := range cps {
-		before := "did not exist"
-		if cp.Existed {
-			before = fmt.Sprintf("%d bytes", cp.Bytes)
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", cp.Number, cp.Path, before, changedBy(cp))
-	}
-	return tw.Flush()
-}
-
-// changedBy names the call a checkpoint was taken for.
-func changedBy(cp store.Checkpoint) string {
-	s := cp.Tool
-	if cp.PhaseID != "" {
-		s += fmt.Sprintf(" (phase %s attempt %d)", cp.PhaseID, cp.Attempt)
-	}
-	return s
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -20,7 +18,6 @@ import (
 	"agent/llm"
 	"agent/store"
 	"agent/supervisor"
-	"agent/tools"
 )
 
 // Flags shared by run, harness and resume.
@@ -34,8 +31,8 @@ func modelFlags() []cli.Flag {
 		// options; DefaultText says the default instead of urfave's zero.
 		&cli.IntFlag{Name: "max-turns", Usage: "model calls allowed per iteration", DefaultText: "50, or max_turns in config.toml"},
 		&cli.IntFlag{Name: "model-attempts", Usage: "attempts per model call before giving up on 429/5xx/connection errors", DefaultText: "5, or model_attempts in config.toml"},
-		&cli.DurationFlag{Name: "model-idle-timeout", Usage: "give up on a model reply after this long without a data chunk; keep-alive comments do not count, and a call that stalls twice is not tried again", DefaultText: durationText(llm.DefaultIdleTimeout)},
-		&cli.DurationFlag{Name: "model-call-timeout", Usage: "give up on a model call, its retries and waits included, after this long", DefaultText: durationText(llm.DefaultCallTimeout)},
+		&cli.DurationFlag{Name: "model-idle-timeout", Usage: "give up on a model reply after this long without a data chunk; keep-alive comments do not count, and a call that stalls twice is not tried again", DefaultText: console.DurationText(llm.DefaultIdleTimeout)},
+		&cli.DurationFlag{Name: "model-call-timeout", Usage: "give up on a model call, its retries and waits included, after this long", DefaultText: console.DurationText(llm.DefaultCallTimeout)},
 		&cli.DurationFlag{Name: "timeout", Usage: "stop the run after this long, e.g. 10m", DefaultText: "no limit"},
 		&cli.IntFlag{Name: "context-window", Usage: "the model's context window in `TOKENS`: the conversation is compacted before a request would pass it", DefaultText: "context_window in config.toml, or the model's known window"},
 		&cli.StringFlag{Name: "compact", Usage: "`MODE`: auto, compact the conversation when it outgrows the context window, or off, a context error ends the run (exit 3)", DefaultText: "auto"},
@@ -133,13 +130,9 @@ func runAction(c *cli.Context) error {
 // of settings, and drives it in this process as d says (d.Options.Harness
 // makes it a harness run).
 func runHere(c *cli.Context, settings config.Settings, prompt string, d supervisor.Drive) error {
-	defaults := defaultOptions(settings)
+	defaults := supervisor.DefaultOptions(settings)
 	defaults.Harness = d.Options.Harness
 	opts, err := flagOptions(c, defaults)
-	if err != nil {
-		return err
-	}
-	dir, err := workspaceDir(c)
 	if err != nil {
 		return err
 	}
@@ -148,7 +141,7 @@ func runHere(c *cli.Context, settings config.Settings, prompt string, d supervis
 		return err
 	}
 	defer db.Close()
-	opts, ws, err := sup.Prepare(opts, dir)
+	opts, ws, err := sup.Prepare(opts, config.Pick(c.String("workspace"), "."))
 	if err != nil {
 		return err
 	}
@@ -187,30 +180,11 @@ func resumeAction(c *cli.Context) error {
 	// A new budget is on top of what the run already spent.
 	opts.MaxTokens, opts.MaxCost = stored.MaxTokens, stored.MaxCost
 	opts = supervisor.Rebudget(opts, r.Usage, c.Int("max-tokens"), c.Float64("max-cost"))
-	if why := tools.MissingDir(r.Workspace); why != "" {
-		return &supervisor.NotResumableError{RunID: r.ID, Reason: "its workspace " + r.Workspace + ": " + why}
-	}
-	opts, _, err = sup.Prepare(opts, r.Workspace)
-	var bad *supervisor.OptionError
-	if errors.As(err, &bad) && bad.Field == "workspace" {
-		return &supervisor.NotResumableError{RunID: r.ID, Reason: bad.Message(flagName)}
-	}
-	if err != nil {
-		return err
-	}
-	if err := sup.Acquire(c.Context, r.ID); err != nil {
+	if opts, err = sup.Reopen(c.Context, r, opts); err != nil {
 		return err
 	}
 	d := supervisor.Drive{Options: opts, Resume: true, ResendUnknown: c.Bool("resend-unknown")}
 	return driveRun(c, sup, r, d, r.Kind == store.KindHarness)
-}
-
-// defaultOptions are a new run's options before its flags: the config
-// file and the environment.
-func defaultOptions(settings config.Settings) supervisor.Options {
-	return supervisor.Options{
-		Model: settings.Model, BaseURL: settings.BaseURL, ModelAttempts: settings.ModelAttempts, MaxTurns: settings.MaxTurns,
-	}
 }
 
 // flagOptions lays the option flags the user gave over o: each as
@@ -356,34 +330,13 @@ func flagName(field string) string {
 	return "--" + strings.ReplaceAll(field, "_", "-")
 }
 
-func workspaceDir(c *cli.Context) (string, error) {
-	if dir := c.String("workspace"); dir != "" {
-		if why := tools.MissingDir(dir); why != "" {
-			return "", &supervisor.OptionError{Field: "workspace", Msg: "{workspace} " + dir + ": " + why}
-		}
-		return dir, nil
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("find the current directory: %w", err)
-	}
-	return dir, nil
-}
-
 // openSupervisor opens the store and the supervisor of this process.
 func openSupervisor(settings config.Settings) (*store.DB, *supervisor.Supervisor, error) {
-	db, err := openStore(settings)
+	db, err := store.Open(settings.Database)
 	if err != nil {
 		return nil, nil, err
 	}
-	sup, err := supervisor.New(supervisor.Config{
-		DB: db, Home: settings.Home, APIKey: settings.APIKey, LeaseTTL: leaseTTL(), Version: version,
-		// AGENT_RUNNER_EXEC runs children through another program, e.g. a
-		// sandbox wrapper that execs agent; it must speak the runner
-		// protocol. The other knobs exist for tests.
-		Exe:              os.Getenv("AGENT_RUNNER_EXEC"),
-		HeartbeatTimeout: durationEnv("AGENT_HEARTBEAT_TIMEOUT"), KillGrace: durationEnv("AGENT_KILL_GRACE"),
-	})
+	sup, err := supervisor.New(supervisor.ConfigFor(settings, db, version))
 	if err != nil {
 		db.Close()
 		return nil, nil, err
@@ -452,13 +405,6 @@ func interruptOnSignal(parent context.Context) (context.Context, func()) {
 	}
 }
 
-// display shows persisted events: the JSON-lines stream, the fast path's
-// printer or the harness's phase board.
-type display interface {
-	Print(event.Event)
-	Close()
-}
-
 // jsonDisplay is --json: every event as one line on stdout.
 type jsonDisplay struct{ enc *event.Encoder }
 
@@ -466,17 +412,11 @@ func (d jsonDisplay) Print(e event.Event) { _ = d.enc.Encode(e) }
 func (d jsonDisplay) Close()              {}
 
 // newDisplay picks the display for a command's output flags.
-func newDisplay(c *cli.Context, harness bool) display {
-	out, errw := c.App.Writer, c.App.ErrWriter
+func newDisplay(c *cli.Context, harness bool) console.Display {
 	if c.Bool("json") {
-		return jsonDisplay{enc: event.NewEncoder(out)}
+		return jsonDisplay{enc: event.NewEncoder(c.App.Writer)}
 	}
-	if harness {
-		f, isFile := out.(*os.File)
-		return console.NewBoard(out, errw, isFile && console.IsTerminal(f))
-	}
-	f, isFile := errw.(*os.File)
-	return console.NewPrinter(out, errw, isFile && console.IsTerminal(f))
+	return console.NewDisplay(c.App.Writer, c.App.ErrWriter, harness)
 }
 
 // readPrompt joins the arguments, or reads stdin for "-" or no arguments
@@ -485,7 +425,7 @@ func readPrompt(c *cli.Context) (string, error) {
 	args := c.Args().Slice()
 	var prompt string
 	switch {
-	case len(args) == 1 && args[0] == "-", len(args) == 0 && !stdinIsTerminal(c.App.Reader):
+	case len(args) == 1 && args[0] == "-", len(args) == 0 && !console.IsTerminal(c.App.Reader):
 		b, err := io.ReadAll(io.LimitReader(c.App.Reader, 1<<20))
 		if err != nil {
 			return "", fmt.Errorf("read the prompt from stdin: %w", err)
@@ -502,23 +442,6 @@ func readPrompt(c *cli.Context) (string, error) {
 		return "", usageErrorf("empty %s; usage: %s [flags] %s", strings.ToLower(noun), commandPath(c), usage)
 	}
 	return prompt, nil
-}
-
-// durationText is a default duration as people write it: 2m, 30m, 1h.
-func durationText(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
-func stdinIsTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
-	return ok && console.IsTerminal(f)
 }
 
 func splitList(vals []string) []string {

@@ -2,11 +2,10 @@ package cli
 
 import (
 	"encoding/json"
-	"fmt"
-	"strings"
 
 	"github.com/urfave/cli/v2"
 
+	"agent/console"
 	"agent/sandbox"
 )
 
@@ -43,29 +42,10 @@ func sandboxCheckAction(c *cli.Context) error {
 		return usageErrorf("sandbox check takes no arguments")
 	}
 	sup := sandbox.Check()
-	out := c.App.Writer
 	if c.Bool("json") {
-		line, _ := json.Marshal(sup)
-		fmt.Fprintln(out, string(line))
+		_ = json.NewEncoder(c.App.Writer).Encode(sup)
 	} else {
-		landlock := "none"
-		if sup.LandlockV > 0 {
-			landlock = fmt.Sprintf("ABI %d", sup.LandlockV)
-		}
-		modes := make([]string, len(sup.Modes))
-		for i, m := range sup.Modes {
-			modes[i] = string(m)
-		}
-		fmt.Fprintf(out, "kernel      %s\n", sup.Kernel)
-		fmt.Fprintf(out, "landlock    %s\n", landlock)
-		fmt.Fprintf(out, "namespaces  %s\n", map[bool]string{true: "user, PID and network: yes", false: "not usable"}[sup.Namespaces])
-		fmt.Fprintf(out, "modes       %s\n", strings.Join(modes, ", "))
-		if sup.StartMS > 0 {
-			fmt.Fprintf(out, "cost        %.1f ms to start one sandboxed command\n", sup.StartMS)
-		}
-		for _, p := range sup.Problems {
-			fmt.Fprintf(out, "problem     %s\n", p)
-		}
+		console.PrintSandbox(c.App.Writer, sup)
 	}
 	if len(sup.Problems) > 0 {
 		return &exitError{code: 5, msg: "the sandbox cannot be enforced here; runs need --sandbox off (see the problem above)"}

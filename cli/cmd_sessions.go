@@ -3,12 +3,11 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"text/tabwriter"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/urfave/cli/v2"
 
+	"agent/console"
 	"agent/store"
 )
 
@@ -39,25 +38,6 @@ func sessionsCommand() *cli.Command {
 	}
 }
 
-// sessionView is the JSON shape of a session for scripts.
-type sessionView struct {
-	ID            string    `json:"id"`
-	Title         string    `json:"title,omitempty"`
-	ParentID      string    `json:"parent_id,omitempty"`
-	ForkedFromSeq int64     `json:"forked_from_seq,omitempty"`
-	JobID         string    `json:"job_id,omitempty"`
-	LastSeq       int64     `json:"last_seq"`
-	Runs          int       `json:"runs"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
-	RunList       []runView `json:"run_list,omitempty"`
-}
-
-func newSessionView(s store.Session) sessionView {
-	return sessionView{ID: s.ID, Title: s.Title, ParentID: s.ParentID, ForkedFromSeq: s.ForkedFromSeq, JobID: s.JobID,
-		LastSeq: s.LastSeq, Runs: s.Runs, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
-}
-
 func sessionsListAction(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return usageErrorf("sessions list takes no arguments")
@@ -72,13 +52,11 @@ func sessionsListAction(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		for _, s := range sessions {
-			if err := enc.Encode(newSessionView(s)); err != nil {
-				return err
-			}
+		views := make([]store.SessionView, len(sessions))
+		for i := range sessions {
+			views[i] = sessions[i].View()
 		}
-		return nil
+		return jsonLines(c.App.Writer, views)
 	}
 	if len(sessions) == 0 {
 		if !c.Bool("all") {
@@ -90,12 +68,7 @@ func sessionsListAction(c *cli.Context) error {
 		fmt.Fprintln(c.App.ErrWriter, "no sessions yet; start 'agent gateway', then: agent run --gateway \"PROMPT\"")
 		return nil
 	}
-	tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tRUNS\tLAST SEQ\tACTIVE\tTITLE")
-	for _, s := range sessions {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", shortID(s.ID), s.Runs, s.LastSeq, age(s.UpdatedAt), oneLine(s.Title, 60))
-	}
-	return tw.Flush()
+	return console.PrintSessions(c.App.Writer, sessions)
 }
 
 func sessionsShowAction(c *cli.Context) error {
@@ -115,36 +88,17 @@ func sessionsShowAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	v := newSessionView(*s)
-	for _, r := range runs {
-		v.RunList = append(v.RunList, newRunView(r))
+	if !c.Bool("json") {
+		return console.PrintSession(c.App.Writer, *s, runs)
 	}
-	if c.Bool("json") {
-		return json.NewEncoder(c.App.Writer).Encode(v)
+	v := struct {
+		store.SessionView
+		RunList []store.RunView `json:"run_list,omitempty"`
+	}{SessionView: s.View()}
+	for i := range runs {
+		v.RunList = append(v.RunList, db.RunView(&runs[i]))
 	}
-	w := c.App.Writer
-	fmt.Fprintf(w, "session   %s\n", v.ID)
-	if v.Title != "" {
-		fmt.Fprintf(w, "title     %s\n", v.Title)
-	}
-	if v.ParentID != "" {
-		fmt.Fprintf(w, "forked    from %s %s\n", v.ParentID, forkPoint(v.ForkedFromSeq))
-	}
-	if v.JobID != "" {
-		fmt.Fprintf(w, "job       %s (agent jobs runs %s)\n", v.JobID, shortID(v.JobID))
-	}
-	fmt.Fprintf(w, "events    %d\n", v.LastSeq)
-	fmt.Fprintf(w, "active    %s ago\n", age(v.UpdatedAt))
-	fmt.Fprintf(w, "follow    agent attach %s --after-seq %d\n", shortID(v.ID), v.LastSeq)
-	if len(runs) > 0 {
-		fmt.Fprintln(w, "\nruns:")
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		for _, r := range runs {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", shortID(r.ID), r.ShownStatus(), age(r.CreatedAt), oneLine(r.Prompt, 60))
-		}
-		return tw.Flush()
-	}
-	return nil
+	return json.NewEncoder(c.App.Writer).Encode(v)
 }
 
 func sessionsForkAction(c *cli.Context) error {
@@ -164,18 +118,10 @@ func sessionsForkAction(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		return json.NewEncoder(c.App.Writer).Encode(newSessionView(*s))
+		return json.NewEncoder(c.App.Writer).Encode(s.View())
 	}
 	fmt.Fprintf(c.App.Writer, "%s\n", s.ID)
 	fmt.Fprintf(c.App.ErrWriter, "forked session %s %s; continue it with: agent run --gateway --session %s \"PROMPT\"\n",
-		s.ParentID, forkPoint(s.ForkedFromSeq), shortID(s.ID))
+		s.ParentID, console.ForkPoint(s.ForkedFromSeq), console.ShortID(s.ID))
 	return nil
-}
-
-// forkPoint says where a fork was taken: seq 0 means the whole conversation.
-func forkPoint(seq int64) string {
-	if seq == 0 {
-		return "with all its conversation"
-	}
-	return fmt.Sprintf("at seq %d", seq)
 }

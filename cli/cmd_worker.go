@@ -61,21 +61,18 @@ func workerAction(c *cli.Context) error {
 	if !store.IsURL(settings.Database) {
 		return usageErrorf("agent worker needs the shared database: set %s (or --database) to postgres://USER:PASSWORD@HOST:PORT/DATABASE", config.DatabaseEnv)
 	}
-	db, err := openStore(settings)
+	db, err := store.Open(settings.Database)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
-	sup, err := supervisor.New(supervisor.Config{
-		DB: db, Home: settings.Home, APIKey: settings.APIKey,
-		Exe:              os.Getenv("AGENT_RUNNER_EXEC"),
-		HeartbeatTimeout: durationEnv("AGENT_HEARTBEAT_TIMEOUT"), KillGrace: durationEnv("AGENT_KILL_GRACE"),
-		LogDir: filepath.Join(settings.Home, "logs"), LeaseTTL: leaseTTL(), Version: version, Logger: logger,
-		Unshown:          true, // gateways read the events from the store
-		QueueAttempts:    true, // any worker runs a harness's phase attempts
-		BackgroundExport: true, // a run's slot is not held for a trace collector
-	})
+	cfg := supervisor.ConfigFor(settings, db, version)
+	cfg.LogDir, cfg.Logger = filepath.Join(settings.Home, "logs"), logger
+	cfg.Unshown = true          // gateways read the events from the store
+	cfg.QueueAttempts = true    // any worker runs a harness's phase attempts
+	cfg.BackgroundExport = true // a run's slot is not held for a trace collector
+	sup, err := supervisor.New(cfg)
 	if err != nil {
 		return err
 	}

@@ -15,22 +15,10 @@ type CheckpointListParams struct {
 	RunID string `json:"run_id"`
 }
 
-// CheckpointInfo is one checkpoint: the state of a file before the run
-// first changed it.
-type CheckpointInfo struct {
-	Number  int    `json:"number"`
-	Seq     int64  `json:"seq"`
-	Path    string `json:"path"`
-	Existed bool   `json:"existed"`
-	Bytes   int64  `json:"bytes"`
-	Tool    string `json:"tool,omitempty"`
-	CallID  string `json:"call_id,omitempty"`
-}
-
 // CheckpointList answers checkpoint.list.
 type CheckpointList struct {
-	RunID       string           `json:"run_id"`
-	Checkpoints []CheckpointInfo `json:"checkpoints"`
+	RunID       string             `json:"run_id"`
+	Checkpoints []store.Checkpoint `json:"checkpoints"`
 }
 
 // CheckpointRewindParams rewind a run's files: all of them (To 0 or 1)
@@ -51,13 +39,7 @@ func (s *Server) listCheckpoints(ctx context.Context, p CheckpointListParams) (*
 	if err != nil {
 		return nil, err
 	}
-	out := &CheckpointList{RunID: row.ID, Checkpoints: []CheckpointInfo{}}
-	for _, c := range cps {
-		out.Checkpoints = append(out.Checkpoints, CheckpointInfo{
-			Number: c.Number, Seq: c.Seq, Path: c.Path, Existed: c.Existed, Bytes: c.Bytes, Tool: c.Tool, CallID: c.CallID,
-		})
-	}
-	return out, nil
+	return &CheckpointList{RunID: row.ID, Checkpoints: append([]store.Checkpoint{}, cps...)}, nil
 }
 
 // rewind restores a finished run's files. A run still active holds its

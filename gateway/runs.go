@@ -165,29 +165,18 @@ func (s *Server) enqueue(ctx context.Context, r *run, kind string) (*api.RunStar
 	return &api.RunStartResult{RunID: r.id, SessionID: r.sessionID, Status: status}, nil
 }
 
-// runStatus is a stored run's status, or queued while it waits here or
-// for a worker.
+// runStatus is a stored run's status as people are shown it, or queued
+// while it waits here.
 func (s *Server) runStatus(r *store.Run) string {
-	if r.Queue == event.StatusWaiting {
-		return event.StatusQueued
-	}
 	if _, running, ok := s.queue.get(r.ID); ok && !running {
 		return event.StatusQueued
 	}
-	return r.Status
+	return r.ShownStatus()
 }
 
 func (s *Server) runInfo(r *store.Run) api.RunInfo {
-	info := api.RunInfo{
-		RunID: r.ID, SessionID: r.SessionID, Kind: r.Kind, Status: s.runStatus(r), Prompt: r.Prompt,
-		Workspace: r.Workspace, Model: r.Model, Result: r.Result, Reason: r.Reason, Detail: r.Detail, ExitCode: r.ExitCode,
-		Turns: r.Turns, Usage: r.Usage, Iteration: r.IterationCount, Reclaims: r.Reclaims,
-		IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-	}
-	if !r.FinishedAt.IsZero() {
-		t := r.FinishedAt
-		info.FinishedAt = &t
-	}
+	info := s.db.RunView(r)
+	info.Status = s.runStatus(r)
 	return info
 }
 

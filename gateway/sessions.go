@@ -188,10 +188,7 @@ func (r *sessions) flush(ctx context.Context) error {
 }
 
 func sessionInfo(s *store.Session) api.SessionInfo {
-	return api.SessionInfo{
-		SessionID: s.ID, Title: s.Title, ParentID: s.ParentID, ForkedFromSeq: s.ForkedFromSeq, JobID: s.JobID,
-		CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt, LastSeq: s.LastSeq, Runs: s.Runs,
-	}
+	return api.SessionInfo{SessionView: s.View()}
 }
 
 // loaded returns a session's live state if it has been opened.

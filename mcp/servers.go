@@ -345,6 +345,32 @@ type Listing struct {
 	Err    error // it did not start
 }
 
+// MarshalJSON is the listing as `agent mcp list --json` prints it.
+func (l Listing) MarshalJSON() ([]byte, error) {
+	v := struct {
+		Server    string     `json:"server"`
+		Source    string     `json:"source"`
+		Transport string     `json:"transport"` // stdio or http
+		Required  bool       `json:"required"`
+		OK        bool       `json:"ok"`
+		Error     string     `json:"error,omitempty"`
+		Tools     []ToolInfo `json:"tools"`
+	}{Server: l.Server.Name, Source: l.Server.Source, Transport: l.Transport(), Required: l.Server.Required, OK: l.Err == nil,
+		Tools: append([]ToolInfo{}, l.Tools...)}
+	if l.Err != nil {
+		v.Error = l.Err.Error()
+	}
+	return json.Marshal(v)
+}
+
+// Transport is how agent speaks to the server: stdio or http.
+func (l Listing) Transport() string {
+	if l.Server.HTTP() {
+		return "http"
+	}
+	return "stdio"
+}
+
 // ToolInfo is one tool of a listing.
 type ToolInfo struct {
 	Name        string `json:"name"`   // as the model calls it

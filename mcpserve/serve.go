@@ -100,8 +100,8 @@ func (ch *serveChild) exited() bool {
 type Config struct {
 	DB      *store.DB
 	Home    string
-	Exe     string
-	Cwd     string
+	Exe     string // the agent binary the runs are started with; default this process's
+	Cwd     string // the workspace of runs that name none; default the current directory
 	Version string
 	Log     *slog.Logger
 }
@@ -109,6 +109,17 @@ type Config struct {
 // Serve serves MCP on stdin and stdout until the client closes stdin or
 // ctx ends; the runs it started go on.
 func Serve(ctx context.Context, cfg Config) error {
+	var err error
+	if cfg.Exe == "" {
+		if cfg.Exe, err = os.Executable(); err != nil {
+			return fmt.Errorf("find the agent binary: %w", err)
+		}
+	}
+	if cfg.Cwd == "" {
+		if cfg.Cwd, err = os.Getwd(); err != nil {
+			return fmt.Errorf("find the current directory: %w", err)
+		}
+	}
 	dir := filepath.Join(cfg.Home, "mcp-serve")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return &DirError{Path: dir, Err: err}
@@ -122,7 +133,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		&sdk.ServerOptions{Instructions: serveInstructions})
 	s.addTools(srv)
 	s.log.Info("serving MCP on stdio", "agent_home", cfg.Home, "workspace", cfg.Cwd)
-	err := srv.Run(ctx, stdioTransport(os.Stdin, os.Stdout, s.log))
+	err = srv.Run(ctx, stdioTransport(os.Stdin, os.Stdout, s.log))
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		err = nil // stopped, or the client closed stdin: the runs go on
 	}
@@ -575,27 +586,20 @@ func (s *server) waitEnd(ctx context.Context, id string, ch *serveChild, wait ti
 	}
 }
 
-// Report is a run as the tools return it.
+// Report is a run as the tools return it: the one view of a run every
+// front-end shows (store.RunView), with what an MCP client needs to
+// decide what to do next.
 type Report struct {
-	RunID     string      `json:"run_id"`
-	Kind      string      `json:"kind"`
-	Status    string      `json:"status"`
-	Finished  bool        `json:"finished"`
-	Reason    string      `json:"reason,omitempty"`
-	Detail    string      `json:"detail,omitempty"`
-	Result    string      `json:"result,omitempty"`
-	ExitCode  *int        `json:"exit_code,omitempty"` // once finished
-	Turns     int         `json:"turns"`
-	Usage     event.Usage `json:"usage"`
-	Workspace string      `json:"workspace"`
-	Phases    []Phase     `json:"phases,omitempty"`
-	Resumable bool        `json:"resumable"`
-	// HolderGone is a running run whose process is gone (killed or
-	// crashed): resume takes it over at once.
-	HolderGone bool   `json:"lease_holder_gone,omitempty"`
-	Log        string `json:"log,omitempty"`
-	Note       string `json:"note,omitempty"` // what cancel did
-	Next       string `json:"next,omitempty"` // what the client can do now
+	store.RunView
+	Finished bool `json:"finished"`
+	// ExitCode is left out until the run has finished, so a client
+	// cannot read a running run's 0 as success.
+	ExitCode  *int    `json:"exit_code,omitempty"`
+	Phases    []Phase `json:"phases,omitempty"`
+	Resumable bool    `json:"resumable"`
+	Log       string  `json:"log,omitempty"`
+	Note      string  `json:"note,omitempty"` // what cancel did
+	Next      string  `json:"next,omitempty"` // what the client can do now
 }
 
 type Phase struct {
@@ -607,16 +611,12 @@ type Phase struct {
 
 // report reads what 'agent runs show' shows of a run, without its transcript.
 func (s *server) report(ctx context.Context, r *store.Run) (Report, error) {
-	rep := Report{
-		RunID: r.ID, Kind: r.Kind, Status: r.ShownStatus(), Reason: r.Reason, Detail: r.Detail, Result: r.Result,
-		Turns: r.Turns, Usage: r.Usage, Workspace: r.Workspace, Log: s.logIfAny(r.ID),
-	}
+	rep := Report{RunView: s.db.RunView(r), Log: s.logIfAny(r.ID)}
 	running := r.Status == event.StatusRunning
 	if !running {
 		code := r.ExitCode
 		rep.Finished, rep.ExitCode = true, &code
 	}
-	rep.HolderGone = running && s.holderGone(r)
 	rep.Resumable = (!running || rep.HolderGone) && r.Status != event.StatusCompleted && r.Status != event.StatusCancelled
 	if r.Kind == store.KindHarness {
 		st, err := s.db.PlanState(ctx, r.ID)
@@ -645,15 +645,6 @@ func (s *server) logIfAny(runID string) string {
 		return s.logPath(runID)
 	}
 	return ""
-}
-
-// holderGone reports whether a running run's lease holder is provably
-// gone or its lease expired: nothing drives it any more.
-func (s *server) holderGone(r *store.Run) bool {
-	if r.LeaseOwner == "" {
-		return false // not taken yet: a gateway's queue
-	}
-	return r.LeaseExpiresAt.Before(time.Now()) || (s.db.OwnerDead != nil && s.db.OwnerDead(r.LeaseOwner))
 }
 
 type runIDArgs struct {
@@ -853,7 +844,7 @@ func (s *server) cancelTool(ctx context.Context, raw json.RawMessage) (*sdk.Call
 			return nil, err
 		}
 	}
-	if r.Status == event.StatusRunning && pid != 0 && !s.holderGone(r) {
+	if r.Status == event.StatusRunning && pid != 0 && !s.db.HolderGone(r) {
 		note += fmt.Sprintf("; it has not stopped within %s: call status to see when it does", serveCancelWait)
 	}
 	rep, err := s.report(ctx, r)
@@ -877,7 +868,7 @@ func (s *server) holder(r *store.Run) (int, error) {
 	if r.LeaseOwner == "" {
 		return 0, fmt.Errorf("run %s is running but no process holds it yet; try again in a moment", r.ID)
 	}
-	if s.holderGone(r) {
+	if s.db.HolderGone(r) {
 		return 0, nil
 	}
 	host, pid, ok := store.OwnerProcess(r.LeaseOwner)

@@ -9,22 +9,23 @@ import (
 )
 
 // Checkpoint is one row of checkpoints: a file as it was before a run first
-// changed it (projected from checkpoint.created).
+// changed it (projected from checkpoint.created). Its JSON is what `agent
+// rewind --list --json` and the gateway's checkpoint.list show.
 type Checkpoint struct {
-	RunID   string
-	Number  int   // 1, 2, 3… within the run, in the order recorded
-	Seq     int64 // of the checkpoint.created event
-	PhaseID string
-	Attempt int
-	CallID  string // the tool call that was about to change the file
-	Tool    string
-	Path    string // workspace-relative, slash separated
-	Blob    string // sha256 of the saved content; "" when the file did not exist
-	Existed bool
-	Mode    uint32 // permission bits
-	Bytes   int64
+	RunID   string `json:"-"`
+	Number  int    `json:"number"` // 1, 2, 3… within the run, in the order recorded
+	Seq     int64  `json:"seq"`    // of the checkpoint.created event
+	PhaseID string `json:"phase_id,omitempty"`
+	Attempt int    `json:"-"`
+	CallID  string `json:"call_id,omitempty"` // the tool call that was about to change the file
+	Tool    string `json:"tool,omitempty"`
+	Path    string `json:"path"` // workspace-relative, slash separated
+	Blob    string `json:"-"`    // sha256 of the saved content; "" when the file did not exist
+	Existed bool   `json:"existed"`
+	Mode    uint32 `json:"-"` // permission bits
+	Bytes   int64  `json:"bytes"`
 
-	CreatedAt time.Time
+	CreatedAt time.Time `json:"-"`
 }
 
 // Checkpoints returns a run's checkpoints in number order.

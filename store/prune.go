@@ -96,18 +96,18 @@ type BlobSweeper interface {
 
 // PruneReport is what Prune removed, or with DryRun would remove.
 type PruneReport struct {
-	Runs         []string // the runs pruned, oldest end first
-	Deltas       int64    // message.delta events deleted
-	ToolOutputs  int64    // tool.completed events whose output was removed
-	ToolMessages int64    // tool messages whose content was removed
+	Runs         []string `json:"run_ids"`       // the runs pruned, oldest end first
+	Deltas       int64    `json:"deltas"`        // message.delta events deleted
+	ToolOutputs  int64    `json:"tool_outputs"`  // tool.completed events whose output was removed
+	ToolMessages int64    `json:"tool_messages"` // tool messages whose content was removed
 	// Bytes estimates the stored size of what was removed: rows deleted,
 	// text replaced, less the spans recorded; indexes not counted.
-	Bytes     int64
-	Blobs     int   // blob files removed
-	BlobBytes int64 // their size
+	Bytes     int64 `json:"bytes"`
+	Blobs     int   `json:"blobs"`      // blob files removed
+	BlobBytes int64 `json:"blob_bytes"` // their size
 	// BlobsSkipped says why blobs were left alone; "" when they were
 	// swept or no sweeper was given.
-	BlobsSkipped string
+	BlobsSkipped string `json:"blobs_skipped,omitempty"`
 }
 
 // pruneCandidate is a run Prune may prune.

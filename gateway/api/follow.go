@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"agent/event"
@@ -109,10 +110,10 @@ func (e *ProblemError) Error() string { return e.Frame.Error.Error() }
 
 // Follow hands show every event of the started run, and what the session
 // sent before it, until the run's terminal event, whose data it returns.
-// Each value from interrupt asks the gateway to interrupt the run
-// resumably (run.cancel, mode interrupt), as Ctrl-C does locally; a second
-// one stops waiting (ErrStoppedWaiting).
-func (s *Stream) Follow(started RunStartResult, show func(event.Event), interrupt <-chan struct{}) (event.RunFinishedData, error) {
+// A signal from interrupt (signal.Notify's) asks the gateway to interrupt
+// the run resumably (run.cancel, mode interrupt), as Ctrl-C does locally;
+// a second one stops waiting (ErrStoppedWaiting).
+func (s *Stream) Follow(started RunStartResult, show func(event.Event), interrupt <-chan os.Signal) (event.RunFinishedData, error) {
 	interrupted := false
 	var lastSeq int64
 	// handle shows one frame; done says the run has ended.

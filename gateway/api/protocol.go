@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"time"
 
-	"agent/event"
 	"agent/scheduler"
+	"agent/store"
 	"agent/supervisor"
 )
 
@@ -217,18 +217,11 @@ type SessionLockResult struct {
 	Locked    bool   `json:"locked"` // whether this connection now holds the lock
 }
 
-// SessionInfo is a session as the gateway shows it.
+// SessionInfo is a session as the gateway shows it: the one view of a
+// session (store.SessionView), and who holds its lock.
 type SessionInfo struct {
-	SessionID     string    `json:"session_id"`
-	Title         string    `json:"title,omitempty"`
-	ParentID      string    `json:"parent_id,omitempty"`
-	ForkedFromSeq int64     `json:"forked_from_seq,omitempty"`
-	JobID         string    `json:"job_id,omitempty"` // the scheduled job whose tick created it
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
-	LastSeq       int64     `json:"last_seq"`
-	Runs          int       `json:"runs"`
-	LockedBy      string    `json:"locked_by,omitempty"` // "this connection" or "another client" while locked
+	store.SessionView
+	LockedBy string `json:"locked_by,omitempty"` // "this connection" or "another client" while locked
 }
 
 // SessionList answers session.list and GET /v1/sessions, newest first.
@@ -277,28 +270,9 @@ type RunStartResult struct {
 	Status    string `json:"status"` // queued, running, or the outcome of an earlier run with the same idempotency key
 }
 
-// RunInfo is a run as the gateway shows it.
-type RunInfo struct {
-	RunID          string      `json:"run_id"`
-	SessionID      string      `json:"session_id,omitempty"`
-	Kind           string      `json:"kind"` // run or harness
-	Status         string      `json:"status"`
-	Prompt         string      `json:"prompt"`
-	Workspace      string      `json:"workspace"`
-	Model          string      `json:"model,omitempty"`
-	Result         string      `json:"result,omitempty"`
-	Reason         string      `json:"reason,omitempty"` // one word, as in the terminal event
-	Detail         string      `json:"detail,omitempty"` // the reason, for people
-	ExitCode       int         `json:"exit_code"`
-	Turns          int         `json:"turns"`
-	Usage          event.Usage `json:"usage"`
-	Iteration      int         `json:"iteration,omitempty"`
-	Reclaims       int         `json:"reclaims,omitempty"`
-	IdempotencyKey string      `json:"idempotency_key,omitempty"`
-	CreatedAt      time.Time   `json:"created_at"`
-	UpdatedAt      time.Time   `json:"updated_at"`
-	FinishedAt     *time.Time  `json:"finished_at,omitempty"`
-}
+// RunInfo is a run as the gateway shows it: the one view of a run every
+// front-end shows (store.RunView), its status queued while it waits here.
+type RunInfo = store.RunView
 
 // RunDetail answers GET /v1/runs/ID: the run and how many events it has.
 type RunDetail struct {

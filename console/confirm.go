@@ -1,0 +1,30 @@
+package console
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ConfirmPlan asks on errw whether to run the plan written to missionPath
+// and reads the answer from in: yes, unless the person says otherwise.
+func ConfirmPlan(in io.Reader, errw io.Writer, missionPath string) bool {
+	// The path on a line of its own, relative when it is under the
+	// working directory: a long one wraps there, not through the question.
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, missionPath); err == nil && filepath.IsLocal(rel) {
+			missionPath = rel
+		}
+	}
+	fmt.Fprintf(errw, "the plan is in %s\nRun this plan? [Y/n] ", missionPath)
+	answer, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false
+	}
+	answer = strings.ToLower(strings.TrimSpace(answer))
+	return answer == "" || answer == "y" || answer == "yes"
+}

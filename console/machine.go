@@ -1,0 +1,68 @@
+package console
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"agent/mcp"
+	"agent/sandbox"
+)
+
+// PrintServer is a line of `agent mcp list` for one server: how it is
+// reached and configured, and a line per tool, or why it did not start.
+func PrintServer(w io.Writer, l mcp.Listing) {
+	kind := "required"
+	if !l.Server.Required {
+		kind = "optional"
+	}
+	if l.Err != nil {
+		fmt.Fprintf(w, "%s (%s, %s, %s): did not start: %s\n", l.Server.Name, l.Transport(), kind, l.Server.Source, l.Err)
+		return
+	}
+	fmt.Fprintf(w, "%s (%s, %s, %s): %d tools\n", l.Server.Name, l.Transport(), kind, l.Server.Source, len(l.Tools))
+	for _, t := range l.Tools {
+		var notes []string
+		if t.ReadOnly {
+			notes = append(notes, "read-only")
+		}
+		if t.Receipt != "" {
+			notes = append(notes, "effect, receipt "+t.Receipt)
+		}
+		note := ""
+		if len(notes) > 0 {
+			note = " [" + strings.Join(notes, ", ") + "]"
+		}
+		desc := strings.Join(strings.Fields(t.Description), " ")
+		if r := []rune(desc); len(r) > 80 {
+			desc = string(r[:77]) + "..."
+		}
+		fmt.Fprintf(w, "  %s%s  %s\n", t.Name, note, desc)
+	}
+}
+
+// PrintSandbox says what `agent sandbox check` found.
+func PrintSandbox(w io.Writer, sup sandbox.Support) {
+	landlock := "none"
+	if sup.LandlockV > 0 {
+		landlock = fmt.Sprintf("ABI %d", sup.LandlockV)
+	}
+	modes := make([]string, len(sup.Modes))
+	for i, m := range sup.Modes {
+		modes[i] = string(m)
+	}
+	namespaces := "not usable"
+	if sup.Namespaces {
+		namespaces = "user, PID and network: yes"
+	}
+	fmt.Fprintf(w, "kernel      %s\n", sup.Kernel)
+	fmt.Fprintf(w, "landlock    %s\n", landlock)
+	fmt.Fprintf(w, "namespaces  %s\n", namespaces)
+	fmt.Fprintf(w, "modes       %s\n", strings.Join(modes, ", "))
+	if sup.StartMS > 0 {
+		fmt.Fprintf(w, "cost        %.1f ms to start one sandboxed command\n", sup.StartMS)
+	}
+	for _, p := range sup.Problems {
+		fmt.Fprintf(w, "problem     %s\n", p)
+	}
+}

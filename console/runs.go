@@ -1,0 +1,254 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"agent/event"
+	"agent/plan"
+	"agent/store"
+)
+
+// PrintRuns is the table of `agent runs list`.
+func PrintRuns(w io.Writer, runs []store.Run) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tKIND\tTURNS\tAGE\tPROMPT")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", ShortID(r.ID), r.ShownStatus(), r.Kind, r.Turns, age(r.CreatedAt), OneLine(r.Prompt, 60))
+	}
+	return tw.Flush()
+}
+
+// PrintRun tells a run's story, as `agent runs show` does: what it is,
+// how to go on with it, and its transcript or phases.
+func PrintRun(w io.Writer, v store.RunDetail) {
+	fmt.Fprintf(w, "run       %s\n", v.ID)
+	fmt.Fprintf(w, "status    %s", v.Status)
+	if why := orDefault(v.Detail, v.Reason); why != "" && v.Status != event.StatusCompleted {
+		fmt.Fprintf(w, " (%s)", why)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "kind      %s\n", v.Kind)
+	fmt.Fprintf(w, "model     %s\n", v.Model)
+	fmt.Fprintf(w, "workspace %s\n", v.Workspace)
+	if v.Sandbox != "" {
+		fmt.Fprintf(w, "sandbox   %s\n", v.Sandbox)
+	}
+	fmt.Fprintf(w, "created   %s (%s ago)\n", v.CreatedAt.Local().Format(time.DateTime), age(v.CreatedAt))
+	fmt.Fprintf(w, "turns     %d · %d prompt + %d completion tokens\n", v.Turns, v.Usage.PromptTokens, v.Usage.CompletionTokens)
+	if v.MaxIterations > 0 {
+		fmt.Fprintf(w, "iteration %d of %d, until %q\n", v.Iteration, v.MaxIterations, v.CompletionPromise)
+	}
+	if v.LeaseOwner != "" && v.LeaseExpiresAt != nil && (v.HolderGone || v.LeaseExpiresAt.After(time.Now())) {
+		fmt.Fprintf(w, "lease     held by %s until %s", v.LeaseOwner, v.LeaseExpiresAt.Local().Format(time.TimeOnly))
+		if v.HolderGone {
+			fmt.Fprintf(w, ", but that process is gone (killed or crashed): 'agent resume %s' takes over at once", ShortID(v.ID))
+		}
+		fmt.Fprintln(w)
+	}
+	if v.Status != event.StatusCompleted && v.Status != event.StatusCancelled {
+		fmt.Fprintf(w, "resume    agent resume %s\n", ShortID(v.ID))
+	}
+	if v.PrunedAt != nil {
+		fmt.Fprintf(w, "pruned    on %s: message deltas and tool outputs removed (agent prune)\n", v.PrunedAt.Local().Format(time.DateOnly))
+	}
+	fmt.Fprintf(w, "\nprompt:\n  %s\n", indented(v.Prompt))
+	if len(v.Phases) > 0 {
+		printPhases(w, v.Phases, v.Learnings)
+	}
+	if len(v.Receipts) > 0 {
+		fmt.Fprintln(w, "\nside effects:")
+		printReceipts(w, "  ", v.Receipts)
+	}
+	printTranscript(w, v)
+	if v.Result != "" {
+		fmt.Fprintf(w, "\nresult:\n  %s\n", indented(v.Result))
+	}
+}
+
+// printTranscript shows a run's messages, a line each, and each tool
+// call's outcome.
+func printTranscript(w io.Writer, v store.RunDetail) {
+	calls := map[string]store.ToolCallView{}
+	for _, tc := range v.ToolCalls {
+		calls[tc.CallID] = tc
+	}
+	if len(v.Messages) > 0 {
+		fmt.Fprintln(w, "\ntranscript:")
+	}
+	iteration := 0
+	for _, m := range v.Messages {
+		if m.Iteration != iteration && v.MaxIterations > 0 {
+			iteration = m.Iteration
+			fmt.Fprintf(w, "  ── iteration %d ──\n", iteration)
+		}
+		if m.Role == "tool" {
+			tc := calls[m.ToolCallID]
+			mark, content := "✓", m.Content
+			if tc.Status == event.StatusFailed {
+				mark = "✗"
+			}
+			if content == store.PrunedOutput && tc.Error != "" {
+				content = tc.Error // prune keeps errors
+			}
+			fmt.Fprintf(w, "  %s %s %s\n", mark, tc.Name, OneLine(content, 100))
+			continue
+		}
+		if m.Content != "" {
+			fmt.Fprintf(w, "  %s: %s\n", m.Role, OneLine(m.Content, 200))
+		}
+		for _, call := range m.ToolCalls {
+			if calls[call.ID].Status == event.StatusStarted {
+				fmt.Fprintf(w, "  … %s %s (started, no result: interrupted)\n", call.Name, Summary(call.Name, json.RawMessage(call.Arguments)))
+			}
+		}
+	}
+}
+
+// printPhases is a harness run's board: each phase with its attempts and
+// side effects, then the learnings.
+func printPhases(w io.Writer, phases []store.BoardPhase, learnings []string) {
+	fmt.Fprintln(w, "\nphases:")
+	for _, ph := range phases {
+		mark := map[string]string{event.StatusCompleted: "✓", event.StatusFailed: "✗", event.StatusRunning: "…", event.StatusPending: "·"}[ph.Status]
+		fmt.Fprintf(w, "  %s %-16s %-9s %s", mark, ph.ID, ph.Status, evidenceText(ph.Evidence))
+		if len(ph.DependsOn) > 0 {
+			fmt.Fprintf(w, "  after %s", strings.Join(ph.DependsOn, ", "))
+		}
+		fmt.Fprintln(w)
+		for _, a := range ph.Attempts {
+			line := fmt.Sprintf("      attempt %d %s", a.Attempt, a.Status)
+			if a.DurationMS > 0 {
+				line += fmt.Sprintf(" in %.1fs", float64(a.DurationMS)/1000)
+			}
+			if a.Verification != nil {
+				line += " · verification " + a.Verification.Status
+			}
+			if a.Reason != "" && a.Status != event.StatusPassed {
+				line += ": " + OneLine(a.Reason, 120)
+			}
+			fmt.Fprintln(w, line)
+		}
+		printReceipts(w, "      ", ph.Receipts)
+	}
+	if len(learnings) > 0 {
+		fmt.Fprintln(w, "\nlearnings:")
+		for _, l := range learnings {
+			fmt.Fprintf(w, "  - %s\n", OneLine(l, 160))
+		}
+	}
+}
+
+// evidenceText is what a phase must show, in a few words.
+func evidenceText(ev plan.Evidence) string {
+	switch ev.Type {
+	case plan.EvidenceArtifact:
+		return "artifact: " + strings.Join(ev.Artifacts, ", ")
+	case plan.EvidenceReceipt:
+		return "receipt: " + strings.Join(ev.Receipts, ", ")
+	case plan.EvidenceHybrid:
+		return "hybrid: " + strings.Join(append(append([]string{}, ev.Artifacts...), ev.Receipts...), ", ")
+	case plan.EvidenceProgrammatic:
+		return "command: " + ev.Command
+	}
+	return ev.Type
+}
+
+// printReceipts lists side effects; an unknown outcome says what to do.
+func printReceipts(w io.Writer, indent string, rs []store.BoardReceipt) {
+	for _, r := range rs {
+		fmt.Fprintf(w, "%sreceipt %s %s %s\n", indent, orDefault(r.Type, r.Tool), r.State, OneLine(string(r.Details), 100))
+		if r.Unknown {
+			fmt.Fprintf(w, "%s  outcome unknown: the process stopped between recording the intent and the result, so it was not repeated;\n"+
+				"%s  check whether it arrived, and resume with --resend-unknown to send it again (key %s)\n", indent, indent, r.Key)
+		}
+	}
+}
+
+// EventLine is one stored event on a line, as `agent runs events` lists
+// them: its seq, time, type and what it says.
+func EventLine(e event.Event) string {
+	return fmt.Sprintf("%5d  %s  %-22s %s", e.Seq, e.TS.Local().Format("15:04:05.000"), e.Type, eventSummary(e))
+}
+
+// eventSummary is what an event says, in a few words.
+func eventSummary(e event.Event) string {
+	switch e.Type {
+	case event.MessageDelta:
+		var d event.MessageDeltaData
+		_ = e.Decode(&d)
+		return fmt.Sprintf("%q", d.Text)
+	case event.MessageCompleted:
+		var d event.MessageData
+		_ = e.Decode(&d)
+		s := d.Role + ": " + OneLine(d.Text, 80)
+		for _, tc := range d.ToolCalls {
+			s += " [" + tc.Name + "]"
+		}
+		return s
+	case event.ToolStarted:
+		var d event.ToolStartedData
+		_ = e.Decode(&d)
+		return d.Name + " " + Summary(d.Name, d.Args)
+	case event.ToolCompleted:
+		var d event.ToolCompletedData
+		_ = e.Decode(&d)
+		if !d.OK {
+			return d.Name + " failed: " + OneLine(d.Error, 80)
+		}
+		return d.Name + " ok"
+	case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
+		var d event.RunFinishedData
+		_ = e.Decode(&d)
+		return fmt.Sprintf("exit %d %s: %s", d.ExitCode, d.Reason, OneLine(d.Detail, 80))
+	}
+	return OneLine(string(e.Data), 100)
+}
+
+// PrintSessions is the table of `agent sessions list`.
+func PrintSessions(w io.Writer, sessions []store.Session) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tRUNS\tLAST SEQ\tACTIVE\tTITLE")
+	for _, s := range sessions {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", ShortID(s.ID), s.Runs, s.LastSeq, age(s.UpdatedAt), OneLine(s.Title, 60))
+	}
+	return tw.Flush()
+}
+
+// PrintSession shows a session, how to follow it, and its runs.
+func PrintSession(w io.Writer, s store.Session, runs []store.Run) error {
+	fmt.Fprintf(w, "session   %s\n", s.ID)
+	if s.Title != "" {
+		fmt.Fprintf(w, "title     %s\n", s.Title)
+	}
+	if s.ParentID != "" {
+		fmt.Fprintf(w, "forked    from %s %s\n", s.ParentID, ForkPoint(s.ForkedFromSeq))
+	}
+	if s.JobID != "" {
+		fmt.Fprintf(w, "job       %s (agent jobs runs %s)\n", s.JobID, ShortID(s.JobID))
+	}
+	fmt.Fprintf(w, "events    %d\n", s.LastSeq)
+	fmt.Fprintf(w, "active    %s ago\n", age(s.UpdatedAt))
+	fmt.Fprintf(w, "follow    agent attach %s --after-seq %d\n", ShortID(s.ID), s.LastSeq)
+	if len(runs) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w, "\nruns:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range runs {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", ShortID(r.ID), r.ShownStatus(), age(r.CreatedAt), OneLine(r.Prompt, 60))
+	}
+	return tw.Flush()
+}
+
+// ForkPoint says where a fork was taken: seq 0 means the whole conversation.
+func ForkPoint(seq int64) string {
+	if seq == 0 {
+		return "with all its conversation"
+	}
+	return fmt.Sprintf("at seq %d", seq)
+}
