@@ -62,6 +62,13 @@ type File struct {
 	// (docs/PROTOCOL.md#waits); MaxWait bounds every wait ("24h").
 	Approvals Approvals `toml:"approvals"`
 	MaxWait   string    `toml:"max_wait"`
+
+	// Notify are the [[notify]] blocks: who is told when a run waits or
+	// ends (docs/PROTOCOL.md#notifications). PublicURL is the gateway's
+	// address as a phone reaches it: a notification about a wait then
+	// carries a one-decision link (docs/PROTOCOL.md#one-decision-links).
+	Notify    []Notify `toml:"notify"`
+	PublicURL string   `toml:"public_url"`
 }
 
 // Approvals is [approvals]: rules as --ask takes them, how long an
@@ -260,6 +267,9 @@ func ReadFile(home string) (File, string, error) {
 				keys[i] = k.String()
 			}
 			return f, path, &Error{Msg: fmt.Sprintf("config %s: unknown key %s", path, strings.Join(keys, ", "))}
+		}
+		if err := f.checkNotify(); err != nil {
+			return f, path, &Error{Msg: fmt.Sprintf("config %s: %v", path, err)}
 		}
 	}
 	return f, path, nil

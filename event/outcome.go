@@ -2,26 +2,27 @@ package event
 
 // Status words, each defined once: the state of a run (the runs table and
 // the terminal event's data.status), a phase, a phase attempt, a tool
-// call, a receipt, a job run, a queued run or attempt, and a rewound file.
+// call, a receipt, a notification, a job run, a queued run or attempt, and
+// a rewound file.
 // Each noun uses the words that apply to it, listed beside each word.
 const (
-	StatusPending     = "pending"     // phase not started; receipt: intent recorded, outcome not yet
-	StatusQueued      = "queued"      // run waiting for a slot or a worker; job run waiting for its turn
+	StatusPending     = "pending"     // phase not started; receipt, notification: intent recorded, outcome not yet
+	StatusQueued      = "queued"      // run waiting for a slot or a worker; job run waiting for its turn; notification to be tried
 	StatusWaiting     = "waiting"     // run parked on a wait (run.waiting); queued run or attempt no worker holds yet
 	StatusClaimed     = "claimed"     // queued run or attempt a worker holds
 	StatusStarted     = "started"     // tool call started, no result recorded (a crash interrupted it)
 	StatusRunning     = "running"     // run, phase, attempt, job run
 	StatusCompleted   = "completed"   // run, phase, tool call, job run
 	StatusPassed      = "passed"      // attempt whose evidence was verified
-	StatusFailed      = "failed"      // run, phase, attempt, tool call, job run, rewound file
+	StatusFailed      = "failed"      // run, phase, attempt, tool call, job run, rewound file; notification given up
 	StatusCrashed     = "crashed"     // attempt whose child died without a result
 	StatusTimeout     = "timeout"     // attempt stopped at its timeout
 	StatusCancelled   = "cancelled"   // run, attempt, job run
 	StatusInterrupted = "interrupted" // run, attempt: resumable
 	StatusLost        = "lost"        // attempt whose worker went away: not counted
-	StatusSkipped     = "skipped"     // job run its overlap policy skipped; rewound file changed since
-	StatusDone        = "done"        // receipt: the effect happened; queued attempt: its result is in
-	StatusUnknown     = "unknown"     // receipt: the effect's outcome was lost
+	StatusSkipped     = "skipped"     // job run its overlap policy skipped; rewound file changed since; notification of a wait answered first
+	StatusDone        = "done"        // receipt, notification: the effect happened; queued attempt: its result is in
+	StatusUnknown     = "unknown"     // receipt, notification: the effect's outcome was lost
 	StatusRestored    = "restored"    // rewound file: its content from before the run is back
 	StatusRemoved     = "removed"     // rewound file: the run created it, and it is gone again
 	// StatusPlanned is a harness run stopped after planning (--plan); its

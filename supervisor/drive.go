@@ -57,8 +57,20 @@ type End struct {
 // to its terminal event, then gives the lease up. ctx's cause says why it
 // was stopped early (Interrupt, Cancel, Timeout). Drive returns an error
 // only when the terminal event could not be persisted: the lease is then
-// kept, to expire, so that the run is reclaimed rather than lost.
+// kept, to expire, so that the run is reclaimed rather than lost. A run
+// that parked or ended is then told to config.toml's [[notify]] channels
+// (notify.go).
 func (s *Supervisor) Drive(ctx context.Context, r *store.Run, d Drive) (End, error) {
+	end, err := s.driveToEnd(ctx, r, d)
+	if err == nil {
+		s.notifyEnd(context.WithoutCancel(ctx), r, end)
+	}
+	return end, err
+}
+
+// driveToEnd is Drive up to its end: persisted, the lease given up, and
+// the run's journal closed.
+func (s *Supervisor) driveToEnd(ctx context.Context, r *store.Run, d Drive) (End, error) {
 	began := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

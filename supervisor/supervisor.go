@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"agent/event"
+	"agent/notify"
 	"agent/store"
 	"agent/telemetry"
 )
@@ -65,6 +66,12 @@ type Config struct {
 	// many runs (the gateway) never holds one for its collector;
 	// WaitExports waits for those exports.
 	BackgroundExport bool
+	// RecordInSession writes one event of a session's run that no drive
+	// of this process is writing (a notification's warning, notify.go):
+	// a gateway's, through the session journal it keeps. Nil: only a
+	// process whose journals take their seqs as they write (Unshown)
+	// records such an event.
+	RecordInSession func(ctx context.Context, r *store.Run, e event.Event) error
 }
 
 // Supervisor drives durable runs. It is safe for concurrent use: a
@@ -75,6 +82,7 @@ type Supervisor struct {
 	apiKey string
 	log    *slog.Logger
 	traces *telemetry.Exporter // nil unless OTEL_EXPORTER_OTLP_ENDPOINT is set
+	notify *notify.Notifier    // config.toml's [[notify]] channels
 }
 
 // New checks cfg and fills in its defaults.
@@ -104,6 +112,7 @@ func New(cfg Config) (*Supervisor, error) {
 	s := &Supervisor{cfg: cfg, db: cfg.DB, log: cfg.Logger}
 	s.apiKey = s.Getenv("OPENAI_API_KEY")
 	s.traces = s.tracesFromEnv(logged)
+	s.notify = s.notifier()
 	return s, nil
 }
 

@@ -176,7 +176,8 @@ func NotSent(err error) error         { return &notSentError{err} }
 func (e *notSentError) Error() string { return e.err.Error() }
 func (e *notSentError) Unwrap() error { return e.err }
 
-func isNotSent(err error) bool {
+// IsNotSent reports whether err says the effect certainly did not happen.
+func IsNotSent(err error) bool {
 	var ns *notSentError
 	return errors.As(err, &ns)
 }
@@ -280,7 +281,7 @@ func (t *effectTool) perform(ctx context.Context, perform Perform, key string) R
 		err = fmt.Errorf("%w (interrupted: %v)", err, context.Cause(ctx))
 	}
 	switch {
-	case err != nil && isNotSent(err):
+	case err != nil && IsNotSent(err):
 		res := errorf("not sent: %v. Nothing was delivered; you may fix the problem and call %s again.", err, name)
 		res.Events = []event.Event{event.New(event.EffectFailed, event.EffectFailedData{Key: key, Error: err.Error()})}
 		return res
@@ -307,8 +308,9 @@ func (t *effectTool) perform(ctx context.Context, perform Perform, key string) R
 
 // ResendEffect performs a recorded side effect again under its own key,
 // for a user who chose to (resume --resend-unknown), once the caller has
-// made its intent pending again. The result and its events are those of a
-// call of the tool.
+// made its intent pending again; and a notification by email or Slack
+// (package notify), under the notification's key. The result and its
+// events are those of a call of the tool.
 func ResendEffect(ctx context.Context, tool, key string, args json.RawMessage, getenv func(string) string, opts ...EffectOptions) Result {
 	for _, t := range EffectTools(EffectScope{}, nil, getenv, opts...) {
 		if t.Definition().Name == tool {

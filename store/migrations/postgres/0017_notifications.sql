@@ -1,0 +1,32 @@
+-- 0017 in PostgreSQL's dialect (see ../0017_notifications.sql).
+CREATE TABLE notifications (
+  key           TEXT PRIMARY KEY,
+  run_id        TEXT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  event         TEXT NOT NULL,
+  seq           BIGINT NOT NULL DEFAULT 0,
+  wait_id       TEXT NOT NULL DEFAULT '',
+  channel_json  TEXT NOT NULL,
+  payload_json  TEXT NOT NULL,
+  state         TEXT NOT NULL CHECK (state IN ('queued', 'pending', 'done', 'unknown', 'failed', 'skipped')),
+  tries         INTEGER NOT NULL DEFAULT 0,
+  next_at       TEXT,
+  claimed_until TEXT,
+  last_error    TEXT NOT NULL DEFAULT '',
+  details_json  TEXT,
+  created_at    TEXT NOT NULL,
+  updated_at    TEXT NOT NULL
+);
+CREATE INDEX notifications_run ON notifications (run_id);
+CREATE INDEX notifications_queued ON notifications (next_at) WHERE state = 'queued';
+CREATE INDEX notifications_pending ON notifications (claimed_until) WHERE state = 'pending';
+
+CREATE TABLE wait_links (
+  token_hash TEXT PRIMARY KEY,
+  run_id     TEXT NOT NULL,
+  wait_id    TEXT NOT NULL,
+  expires_at TEXT NOT NULL,
+  used_at    TEXT,
+  created_at TEXT NOT NULL,
+  FOREIGN KEY (run_id, wait_id) REFERENCES waits (run_id, wait_id) ON DELETE CASCADE
+);
+CREATE INDEX wait_links_wait ON wait_links (run_id, wait_id);
