@@ -41,6 +41,7 @@ type fake struct {
 var fakeChildren = map[string]func(f *fake) int{
 	"normal":      fakeNormal,
 	"fail":        fakeFail,
+	"park":        fakePark,
 	"malformed":   fakeMalformed,
 	"crash":       fakeCrash,
 	"sigkill":     fakeSigkill,
@@ -209,6 +210,15 @@ func fakeFail(f *fake) int {
 	f.spec()
 	f.result("failed", "gave up", "max turns reached")
 	return 0 // as `agent runner` does once its result is out, whatever it says
+}
+
+// fakePark records a wait and parks, as a loop with nobody to ask does.
+func fakePark(f *fake) int {
+	f.spec()
+	f.emit(event.RunWaiting, event.RunWaitingData{WaitID: "w1", Kind: event.WaitApproval, Tool: "bash"})
+	f.emit(event.RunnerResult, event.RunnerResultData{Status: event.StatusWaiting, Reason: event.ReasonWaiting,
+		Detail: "the run waits", Turns: 1, Usage: event.Usage{PromptTokens: 10, CompletionTokens: 2}})
+	return 0
 }
 
 // fakeLateResult reports success only once the parent has begun to stop

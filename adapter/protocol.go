@@ -62,8 +62,9 @@ type PhaseSpec struct {
 
 	HeartbeatMS int `json:"heartbeat_ms,omitempty"`
 
-	// ModeRun only: where the run stands, so it can continue a session
-	// (Prior) or resume (the rest), exactly as it would in-process.
+	// Where the run stands, so it can continue a session (Prior, ModeRun
+	// only) or resume (the rest), exactly as it would in-process; a phase
+	// attempt that waited goes on from its own (docs/PROTOCOL.md#waits).
 	Prior     []llm.Message `json:"prior,omitempty"`
 	History   []llm.Message `json:"history,omitempty"`
 	Started   []string      `json:"started,omitempty"` // tool calls that started and never completed
@@ -76,16 +77,23 @@ type PhaseSpec struct {
 
 	Checkpointed []string `json:"checkpointed,omitempty"` // files this run already checkpointed: not saved again
 
-	// Waits (docs/PROTOCOL.md#waits): the approval rules and their
-	// deadline, the wait tools offered, and the waits the run already has,
+	// Waits (docs/PROTOCOL.md#waits): the run's approval rules and wait
+	// tools, and the waits the run (a phase: this attempt) already has,
 	// answered or not, so that a wait asked again is the same wait.
+	WaitOptions
+	Waits []Wait `json:"waits,omitempty"`
+}
+
+// WaitOptions are a run's approval rules and their deadline, and the wait
+// tools it offers: the same in every loop of the run, its phases' and its
+// planner's too.
+type WaitOptions struct {
 	Ask          []string `json:"ask,omitempty"`
 	AskTimeoutMS int64    `json:"ask_timeout_ms,omitempty"`
 	AskOnTimeout string   `json:"ask_on_timeout,omitempty"`
 	AskHuman     bool     `json:"ask_human,omitempty"`
 	WaitTools    bool     `json:"wait_tools,omitempty"`
 	MaxWaitMS    int64    `json:"max_wait_ms,omitempty"`
-	Waits        []Wait   `json:"waits,omitempty"`
 }
 
 // Wait is a wait the run recorded, with its answer once it has one;

@@ -71,7 +71,9 @@ type BlobReader interface {
 type Result struct {
 	// Status is how the attempt ended, one of event's words:
 	// StatusCompleted (the runner reported success, then exited 0),
-	// StatusFailed (it reported failure), StatusCrashed (no result: the
+	// StatusFailed (it reported failure), StatusWaiting (it parked on a
+	// wait, docs/PROTOCOL.md#waits: the attempt goes on, where it stopped,
+	// once the wait is resolved), StatusCrashed (no result: the
 	// child died, went silent and was killed, or printed a result and then
 	// did not exit 0), StatusTimeout (Config.Timeout elapsed first) or
 	// StatusCancelled (ctx was cancelled, or OnEvent failed, first).
@@ -466,6 +468,9 @@ func (a *attempt) finish(ps *os.ProcessState, waitErr error, tail string) {
 		a.res.Status, a.res.Reason = a.stopStatus, a.stopReason
 	case counts && r.Status == event.StatusCompleted:
 		a.res.Status, a.res.Reason = event.StatusCompleted, ""
+	case counts && r.Status == event.StatusWaiting:
+		// Parked, not failed: the attempt is not over.
+		a.res.Status, a.res.Reason = event.StatusWaiting, r.Detail
 	case counts:
 		a.res.Status, a.res.Reason = event.StatusFailed, r.Reason
 		if a.res.Reason == "" {

@@ -52,6 +52,16 @@ func TestRun(t *testing.T) {
 				}
 			},
 		},
+		{
+			// A parked attempt is not a failed one: it goes on later.
+			name: "parks", behaviour: "park",
+			check: func(t *testing.T, o outcome) {
+				wantStatus(t, o, event.StatusWaiting, 0)
+				if o.res.Reason != "the run waits" || o.res.Usage.PromptTokens != 10 || len(o.events) != 1 || o.events[0].Type != event.RunWaiting {
+					t.Errorf("parked attempt = %+v with events %v", o.res, types(o.events))
+				}
+			},
+		},
 		{name: "malformed output", behaviour: "malformed", check: checkMalformed},
 		{name: "forged events", behaviour: "forger", check: checkForger},
 		{

@@ -255,7 +255,7 @@ func (s *Server) jobRuns(ctx context.Context, p api.JobRunsParams) (*api.JobRunL
 
 // policyFields are the keys of a policy object, to refuse a misspelt one
 // rather than ignore it.
-var policyFields = []string{"overlap", "missed", "retry", "timeout", "tools", "sandbox", "network", "max_tokens", "max_cost"}
+var policyFields = []string{"overlap", "missed", "retry", "timeout", "tools", "sandbox", "network", "max_tokens", "max_cost", "ask"}
 
 // jobPolicy applies the fields of a policy object to base; nil if there
 // is none. Sandbox "off" needs a gateway started with --allow-unsandboxed.
@@ -269,7 +269,7 @@ func (s *Server) jobPolicy(base scheduler.Policy, raw json.RawMessage) (*schedul
 	}
 	for k := range fields {
 		if !slices.Contains(policyFields, k) {
-			return nil, errorf(api.CodeInvalidJob, "invalid policy: unknown field %q (want overlap, missed, retry, timeout, tools, sandbox, network, max_tokens or max_cost)", k)
+			return nil, errorf(api.CodeInvalidJob, "invalid policy: unknown field %q (want overlap, missed, retry, timeout, tools, sandbox, network, max_tokens, max_cost or ask)", k)
 		}
 	}
 	if err := json.Unmarshal(raw, &base); err != nil {
@@ -387,7 +387,7 @@ func (d *jobDispatcher) Start(ctx context.Context, job scheduler.Job, tick sched
 		// run's own as well, so it holds even for a reclaimed run the
 		// scheduler no longer watches.
 		Options: api.RunOptions{AllowTools: tick.Tools, Timeout: supervisor.Duration(tick.Timeout), Sandbox: tick.Sandbox, Network: tick.Network,
-			MaxTokens: tick.MaxTokens, MaxCost: tick.MaxCost},
+			MaxTokens: tick.MaxTokens, MaxCost: tick.MaxCost, Ask: tick.Ask},
 		// Ties the run to its job_runs row (run.get shows the key).
 		IdempotencyKey: "job-run:" + tick.JobRunID,
 	}, 0)

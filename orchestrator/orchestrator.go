@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,9 @@ type Store interface {
 	InterruptAttempts(ctx context.Context, runID string) ([]store.Attempt, error)
 	Checkpoints(ctx context.Context, runID string) ([]store.Checkpoint, error)
 	MarkPendingUnknown(ctx context.Context, runID, phaseID string) (int, error)
+	Waits(ctx context.Context, runID string) ([]store.Wait, error)
+	AttemptState(ctx context.Context, runID, phaseID string, attempt int) (store.AttemptState, error)
+	LastAttempt(ctx context.Context, runID, phaseID string) (int, error)
 }
 
 // Spawner runs one child; adapter.Run in production, a fake in tests.
@@ -55,7 +59,13 @@ type IntentFunc func(ctx context.Context, intent store.Receipt) adapter.Control
 // Defaults.
 const (
 	DefaultPhaseTimeout = 30 * time.Minute
+	DefaultWaitPoll     = time.Second
 )
+
+// ErrParked ends a planning whose planner waits for a person or a time
+// (docs/PROTOCOL.md#waits): the harness waits too, and plans on where the
+// planner stopped once the wait is resolved.
+var ErrParked = errors.New("the planner waits; it goes on once the wait is resolved")
 
 // Config is what a harness run needs.
 type Config struct {
@@ -89,6 +99,15 @@ type Config struct {
 	Parallel       int           // phases at once; default 1
 	PhaseTimeout   time.Duration // default 30m
 	CommandTimeout time.Duration // programmatic evidence; default evidence's
+
+	// People in the loop (docs/PROTOCOL.md#waits): every child's approval
+	// rules and wait tools (the planner gets ask_human alone of them).
+	// ExpireWaits, if set, resolves the run's waits whose deadline passed,
+	// before their answers are read. WaitPoll is how often, while a phase
+	// waits and others run, its answer is looked for; default 1s.
+	Waits       adapter.WaitOptions
+	ExpireWaits func(ctx context.Context) error
+	WaitPoll    time.Duration
 
 	// Intents answers the children's side-effect intents; required.
 	Intents IntentFunc
@@ -128,6 +147,9 @@ func New(cfg Config) (*Orchestrator, error) {
 	if cfg.Spawn == nil {
 		cfg.Spawn = adapter.Run
 	}
+	if cfg.WaitPoll <= 0 {
+		cfg.WaitPoll = DefaultWaitPoll
+	}
 	return &Orchestrator{cfg: cfg, ws: ws}, nil
 }
 
@@ -147,18 +169,38 @@ func (e *PlanError) Error() string { return "planning failed: " + e.Reason }
 
 // Plan asks a planner child to decompose the request, then adopts the
 // plan it submits. The child validates each submission and lets the
-// model correct it twice; the parent validates again before adopting.
+// model correct it twice; the parent validates again before adopting. A
+// planner that waits for a person parks the planning (ErrParked); the next
+// Plan goes on where it stopped. Any other planning starts afresh, as the
+// planner's next attempt.
 func (o *Orchestrator) Plan(ctx context.Context, request string) (*plan.Plan, error) {
 	readOnly := []string{"read_file", "list_files", "grep"}
-	prompt, err := prompts.Render("planner", prompts.Planner{Request: request, Tools: readOnly})
+	prompt, err := prompts.Render("planner", prompts.Planner{Request: request, Tools: readOnly, AskHuman: o.cfg.Waits.AskHuman})
 	if err != nil {
 		return nil, err
 	}
-	spec := o.spec(event.PlannerPhaseID, 1, adapter.ModePlan, prompt)
-	spec.Tools = append(readOnly, tools.SubmitPlanName)
-	res, err := o.cfg.Spawn(ctx, o.adapterConfig(ctx, event.PlannerPhaseID, 1), spec)
+	last, err := o.cfg.Store.LastAttempt(ctx, o.cfg.RunID, event.PlannerPhaseID)
 	if err != nil {
 		return nil, err
+	}
+	spec := o.plannerSpec(max(last, 1), prompt, readOnly)
+	waited, err := o.goOn(ctx, &spec, false)
+	switch {
+	case err != nil:
+		return nil, err
+	case waited == stillWaiting:
+		return nil, ErrParked
+	case waited == notWaiting && last > 0:
+		// A new planning: an earlier one's conversation and waits are
+		// not its own.
+		spec = o.plannerSpec(last+1, prompt, readOnly)
+	}
+	res, err := o.cfg.Spawn(ctx, o.adapterConfig(ctx, event.PlannerPhaseID, spec.Attempt), spec)
+	if err != nil {
+		return nil, err
+	}
+	if res.Status == event.StatusWaiting {
+		return nil, ErrParked
 	}
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
@@ -175,6 +217,12 @@ func (o *Orchestrator) Plan(ctx context.Context, request string) (*plan.Plan, er
 		return nil, &PlanError{Reason: err.Error()}
 	}
 	return p, o.Adopt(ctx, p)
+}
+
+func (o *Orchestrator) plannerSpec(attempt int, prompt string, readOnly []string) adapter.PhaseSpec {
+	spec := o.spec(event.PlannerPhaseID, attempt, adapter.ModePlan, prompt)
+	spec.Tools = append(readOnly[:len(readOnly):len(readOnly)], tools.SubmitPlanName)
+	return spec
 }
 
 // Adopt makes p the run's plan: mission.json on disk and plan.created in
@@ -198,7 +246,10 @@ func (o *Orchestrator) Adopt(ctx context.Context, p *plan.Plan) error {
 
 // Outcome is how Execute ended.
 type Outcome struct {
-	Status      string // event.StatusCompleted, event.StatusFailed or event.StatusInterrupted
+	// Status is event.StatusCompleted, event.StatusFailed,
+	// event.StatusInterrupted, or event.StatusWaiting: no phase can go on
+	// and some wait for a person or a time (docs/PROTOCOL.md#waits).
+	Status      string
 	Result      string // the last phase's summary
 	FailedPhase string
 	Reasons     []string
@@ -226,7 +277,9 @@ func stopsTheRun(res *adapter.Result) string {
 // phaseEnd is how one attempt ended, for the scheduling loop.
 type phaseEnd struct {
 	id        string
+	attempt   int
 	passed    bool
+	waiting   bool   // it parked: it goes on, as the same attempt, once answered
 	exhausted bool   // failed with no attempts left
 	stop      string // why the whole run stops (stopsTheRun)
 	resume    string // with ReasonRateLimited: resume_after
@@ -236,9 +289,11 @@ type phaseEnd struct {
 }
 
 // Execute runs the plan's phases until every one is verified, one runs
-// out of attempts, or ctx ends. It is also how a run resumes: attempts a
-// crash left running become interrupted, failed phases get a fresh budget,
-// and completed phases are never run again.
+// out of attempts, or ctx ends, or no phase can go on and some wait for a
+// person or a time. It is also how a run resumes: attempts a crash left
+// running become interrupted, failed phases get a fresh budget, completed
+// phases are never run again, and a waiting attempt goes on where it
+// stopped once its wait is resolved, meanwhile too.
 func (o *Orchestrator) Execute(ctx context.Context) (*Outcome, error) {
 	st, err := o.cfg.Store.PlanState(ctx, o.cfg.RunID)
 	if err != nil {
@@ -262,14 +317,36 @@ func (o *Orchestrator) Execute(ctx context.Context) (*Outcome, error) {
 			lastOutput = ph.Output
 		}
 	}
+	// Phases whose attempt waits, by attempt: neither done nor ready
+	// until their wait is resolved.
+	waiting := map[string]int{}
+	attempts, err := o.cfg.Store.Attempts(ctx, o.cfg.RunID)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range attempts {
+		if a.Status == event.StatusWaiting {
+			waiting[a.PhaseID] = a.Attempt
+		}
+	}
 
 	ends := make(chan phaseEnd)
 	running := map[string]bool{}
+	poll := time.NewTicker(o.cfg.WaitPoll)
+	defer poll.Stop()
 	var failed *phaseEnd
 	var firstErr error
 	for {
 		if failed == nil && firstErr == nil && ctx.Err() == nil {
-			for _, ph := range p.Ready(done, running) {
+			if err := o.answered(ctx, waiting); err != nil {
+				firstErr = err
+				continue
+			}
+			busy := maps.Clone(running)
+			for id := range waiting {
+				busy[id] = true
+			}
+			for _, ph := range p.Ready(done, busy) {
 				if len(running) >= o.cfg.Parallel {
 					break
 				}
@@ -280,13 +357,24 @@ func (o *Orchestrator) Execute(ctx context.Context) (*Outcome, error) {
 		if len(running) == 0 {
 			break
 		}
-		end := <-ends
+		var answers <-chan time.Time
+		if len(waiting) > 0 {
+			answers = poll.C // an answer lets a waiting phase go on while others run
+		}
+		var end phaseEnd
+		select {
+		case end = <-ends:
+		case <-answers:
+			continue
+		}
 		delete(running, end.id)
 		switch {
 		case end.err != nil:
 			if firstErr == nil {
 				firstErr = end.err
 			}
+		case end.waiting:
+			waiting[end.id] = end.attempt
 		case end.passed:
 			done[end.id] = true
 			lastOutput = end.output
@@ -305,14 +393,97 @@ func (o *Orchestrator) Execute(ctx context.Context) (*Outcome, error) {
 		return &Outcome{Status: event.StatusInterrupted}, nil
 	case failed != nil:
 		return &Outcome{Status: event.StatusFailed, FailedPhase: failed.id, Reasons: failed.reasons, Stop: failed.stop, ResumeAfter: failed.resume}, nil
+	case len(waiting) > 0:
+		return &Outcome{Status: event.StatusWaiting}, nil
 	case len(done) < len(p.Phases):
 		return &Outcome{Status: event.StatusFailed, Reasons: []string{"no phase can start: the remaining phases wait on failed ones"}}, nil
 	}
 	return &Outcome{Status: event.StatusCompleted, Result: lastOutput}, nil
 }
 
+// answered takes out of waiting the phases whose attempt may go on: no
+// wait of it is open (an answer came, or its deadline passed).
+func (o *Orchestrator) answered(ctx context.Context, waiting map[string]int) error {
+	if len(waiting) == 0 {
+		return nil
+	}
+	ws, err := o.waits(ctx)
+	if err != nil {
+		return err
+	}
+	open := map[string]bool{}
+	for _, w := range ws {
+		if w.Resolution == nil && w.PhaseID != "" && waiting[w.PhaseID] == w.Attempt {
+			open[w.PhaseID] = true
+		}
+	}
+	for id := range waiting {
+		if !open[id] {
+			delete(waiting, id)
+		}
+	}
+	return nil
+}
+
+// waits are the run's waits, each deadline that has passed settled first.
+func (o *Orchestrator) waits(ctx context.Context) ([]store.Wait, error) {
+	if o.cfg.ExpireWaits != nil {
+		if err := o.cfg.ExpireWaits(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return o.cfg.Store.Waits(ctx, o.cfg.RunID)
+}
+
+// waitState is where an attempt stands with its waits.
+type waitState int
+
+const (
+	notWaiting   waitState = iota // it did not park
+	stillWaiting                  // a wait of it is open
+	goesOn                        // it parked and may go on where it stopped
+)
+
+// goOn sets up spec, an attempt's, to go on where the attempt stopped when
+// it parked (parked, or a wait of it not yet journaled, says so): its
+// waits, its conversation, the calls it started, its turns and usage, as
+// the store has them. An attempt with a wait still open does not go on.
+func (o *Orchestrator) goOn(ctx context.Context, spec *adapter.PhaseSpec, parked bool) (waitState, error) {
+	ws, err := o.waits(ctx)
+	if err != nil {
+		return notWaiting, err
+	}
+	state := notWaiting
+	if parked {
+		state = goesOn
+	}
+	spec.Waits = nil
+	for _, w := range ws {
+		if w.PhaseID != spec.PhaseID || w.Attempt != spec.Attempt {
+			continue
+		}
+		spec.Waits = append(spec.Waits, adapter.Wait{Waiting: w.Waiting, Resolution: w.Resolution, Journaled: w.Journaled})
+		switch {
+		case w.Resolution == nil:
+			state = stillWaiting
+		case !w.Journaled && state == notWaiting:
+			state = goesOn
+		}
+	}
+	if state != goesOn {
+		return state, nil
+	}
+	st, err := o.cfg.Store.AttemptState(ctx, o.cfg.RunID, spec.PhaseID, spec.Attempt)
+	if err != nil {
+		return notWaiting, err
+	}
+	spec.History, spec.Started, spec.Iteration, spec.Turns, spec.Usage = st.History, st.Started, st.Iteration, st.Turns, st.Usage
+	return goesOn, nil
+}
+
 // recover repairs what a crash or an earlier failure left: running
-// attempts become interrupted, failed phases get a fresh budget.
+// attempts become interrupted, failed phases get a fresh budget. Waiting
+// attempts stay as they are: they go on once answered.
 func (o *Orchestrator) recover(ctx context.Context, st *store.PlanState) error {
 	interrupted, err := o.cfg.Store.InterruptAttempts(ctx, o.cfg.RunID)
 	if err != nil {
@@ -352,6 +523,21 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 		return end
 	}
 	attempt := budget.attempt
+	end.attempt = attempt
+	spec := o.spec(ph.ID, attempt, adapter.ModePhase, prompt)
+	spec.Until, spec.MaxIterations = ph.Until, ph.MaxIterations
+	if budget.waiting {
+		// The attempt parked: it goes on where it stopped, not anew.
+		waited, err := o.goOn(ctx, &spec, true)
+		if err != nil {
+			end.err = err
+			return end
+		}
+		if waited == stillWaiting {
+			end.waiting = true
+			return end
+		}
+	}
 	began := time.Now()
 	if err := o.emitPhase(ctx, event.PhaseStarted, ph.ID, attempt, event.PhaseData{Title: ph.Title}); err != nil {
 		end.err = err
@@ -364,8 +550,6 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 		_ = o.writeProgress(context.WithoutCancel(ctx))
 	}()
 
-	spec := o.spec(ph.ID, attempt, adapter.ModePhase, prompt)
-	spec.Until, spec.MaxIterations = ph.Until, ph.MaxIterations
 	// The phase may spend what the run has left.
 	if spec.MaxTokens, spec.MaxCost, err = o.budgetLeft(ctx); err != nil {
 		end.err = err
@@ -396,6 +580,13 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 			Title: ph.Title, Status: event.StatusCrashed, Reason: err.Error(),
 		})
 		end.err = err
+		return end
+	case res.Status == event.StatusWaiting:
+		// Parked (its run.waiting made the attempt waiting): not failed,
+		// not retried, not counted; it goes on as this attempt, even if
+		// ctx ended meanwhile.
+		end.waiting = true
+		_ = o.writeProgress(persist)
 		return end
 	case res.Status == event.StatusCancelled && ctx.Err() == nil:
 		// Only a cancelled ctx should cancel a child; anything else that
@@ -472,8 +663,9 @@ func attemptStatus(s string) string {
 
 // budget is where a phase stands in its attempt budget.
 type budget struct {
-	attempt int // the number of the attempt about to start
-	used    int // failed attempts counted against max_attempts
+	attempt int  // the number of the attempt about to start, or go on
+	waiting bool // attempt parked on a wait: it goes on
+	used    int  // failed attempts counted against max_attempts
 	max     int
 	earlier []store.Attempt // this phase's earlier attempts, oldest first
 	state   *store.PlanState
@@ -481,7 +673,7 @@ type budget struct {
 
 // budget counts the attempts that failed since the budget was last reset.
 // Attempts a crash or Ctrl-C interrupted do not count: the phase did not
-// fail, the harness stopped.
+// fail, the harness stopped. Nor does one that waits: it is not over.
 func (o *Orchestrator) budget(ctx context.Context, ph plan.Phase) (budget, error) {
 	st, err := o.cfg.Store.PlanState(ctx, o.cfg.RunID)
 	if err != nil {
@@ -500,6 +692,10 @@ func (o *Orchestrator) budget(ctx context.Context, ph plan.Phase) (budget, error
 	b := budget{attempt: row.Attempts + 1, max: ph.MaxAttempts, state: st}
 	for _, a := range all {
 		if a.PhaseID != ph.ID {
+			continue
+		}
+		if a.Status == event.StatusWaiting {
+			b.attempt, b.waiting = a.Attempt, true
 			continue
 		}
 		b.earlier = append(b.earlier, a)
@@ -544,7 +740,7 @@ func (o *Orchestrator) spec(phaseID string, attempt int, mode, prompt string) ad
 	model.Scope = fmt.Sprintf("%s/%d", phaseID, attempt)
 	return adapter.PhaseSpec{
 		RunID: o.cfg.RunID, SessionID: o.cfg.SessionID, PhaseID: phaseID, Attempt: attempt,
-		Workspace: o.ws.Root(), Mode: mode, Model: model, Prompt: prompt, Tools: o.cfg.Tools,
+		Workspace: o.ws.Root(), Mode: mode, Model: model, Prompt: prompt, Tools: o.cfg.Tools, WaitOptions: o.cfg.Waits,
 		Deny: o.cfg.Deny, MCPConfig: o.cfg.MCPConfig, Sandbox: o.cfg.Sandbox, Network: o.cfg.Network,
 		ContextWindow: o.cfg.ContextWindow, NoCompact: o.cfg.NoCompact, Price: o.cfg.Price, MaxTurns: o.cfg.MaxTurns, ContextBudget: o.cfg.ContextBudget,
 	}

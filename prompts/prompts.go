@@ -68,8 +68,9 @@ type Continuation struct {
 
 // Planner is the data of the planner's first message.
 type Planner struct {
-	Request string
-	Tools   []string // read-only tools the planner may use first
+	Request  string
+	Tools    []string // read-only tools the planner may use first
+	AskHuman bool     // it may ask the person with ask_human
 }
 
 // Phase is the data of a phase attempt's first message: everything the

@@ -172,6 +172,12 @@ func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.
 		if len(allow) == 0 {
 			allow = []string{"read_file", "list_files", "grep", tools.SubmitPlanName}
 		}
+		// It may interview the person before it plans; it waits for
+		// nothing else.
+		if spec.AskHuman {
+			extra = append(extra, tools.AskHumanTool())
+			allow = withTools(allow, tools.AskHumanName)
+		}
 		set, err := tools.NewSet(ws, tools.Options{Allow: allow}, extra...)
 		return set, planner, err
 	case adapter.ModePhase:

@@ -15,6 +15,13 @@ type Dispatcher interface {
 	// AND its process is gone, so a retry never overlaps an attempt that
 	// timed out but is still alive. Closing it without a Result counts as
 	// a failed run.
+	//
+	// A run that waits for a person or a time (docs/PROTOCOL.md#waits) has
+	// not ended: before its Result, done may deliver a Result with Status
+	// event.StatusWaiting when it parks (it holds no process), and one with
+	// event.StatusRunning when it goes on. Closed without a Result while
+	// the run waits (the gateway stops), it leaves the run waiting, for the
+	// next engine to reattach.
 	Start(ctx context.Context, job Job, tick Tick) (runID string, done <-chan Result, err error)
 	// Cancel asks a run to stop; its done channel closes once it has.
 	Cancel(runID string)
@@ -32,13 +39,16 @@ type Tick struct {
 	Timeout      time.Duration // the engine cancels the run after this
 	Sandbox      string        // the run's sandbox mode; "" is the default
 	Network      bool
-	MaxTokens    int     // the run's budget; 0: none
-	MaxCost      float64 // in USD; 0: none
+	MaxTokens    int      // the run's budget; 0: none
+	MaxCost      float64  // in USD; 0: none
+	Ask          []string // the run's approval rules
 }
 
-// Result is how a run ended.
+// Result is how a run ended: event.StatusCompleted, event.StatusFailed
+// or event.StatusCancelled; or, before that, that it waits
+// (event.StatusWaiting) or goes on (event.StatusRunning).
 type Result struct {
-	Status string // event.StatusCompleted, event.StatusFailed or event.StatusCancelled
+	Status string
 	Err    string // why it failed or was cancelled
 }
 

@@ -143,6 +143,7 @@ type Engine struct {
 // jobState is a job's ticks in flight, for the overlap policy.
 type jobState struct {
 	active  int                // ticks dispatching, running, retrying or waiting for a slot
+	parked  int                // of those, ticks whose run waits for a person or a time
 	pending *tick              // queue_one: the tick waiting for active to reach 0
 	ticks   map[*tick]struct{} // all of them, to cancel on delete
 }
@@ -206,7 +207,7 @@ func (e *Engine) Start(ctx context.Context) error {
 // the Dispatcher still has that run.
 func (e *Engine) reattach(ctx context.Context, r store.JobRun) *tick {
 	ra, ok := e.cfg.Dispatcher.(Reattacher)
-	if !ok || r.Status != event.StatusRunning || r.RunID == "" {
+	if !ok || r.Status != event.StatusRunning && r.Status != event.StatusWaiting || r.RunID == "" {
 		return nil
 	}
 	row, err := e.store.GetJob(ctx, r.JobID)
@@ -466,6 +467,9 @@ func (e *Engine) admit(j Job) (status, reason string) {
 			return event.StatusQueued, ""
 		}
 		return event.StatusSkipped, "skipped: a run is in progress and another tick is already queued (overlap queue_one)"
+	}
+	if js.parked == js.active {
+		return event.StatusSkipped, "skipped: the previous run is still in progress, waiting for a person or a time (overlap skip_if_running)"
 	}
 	return event.StatusSkipped, "skipped: the previous run is still in progress (overlap skip_if_running)"
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"agent/approval"
 	"agent/sandbox"
 )
 
@@ -53,6 +54,9 @@ type Policy struct {
 	// 0: no bound.
 	MaxTokens int
 	MaxCost   float64
+	// Ask are the approval rules of each run (--ask; docs/PROTOCOL.md#waits):
+	// a call they name waits for a person, and the run with it.
+	Ask []string
 }
 
 // Retry is how failed attempts of a tick are retried: MaxAttempts in all
@@ -110,6 +114,9 @@ func (p Policy) Validate() error {
 	if _, err := sandbox.ParseMode(p.Sandbox); err != nil {
 		return fmt.Errorf("invalid policy: sandbox: %w", err)
 	}
+	if _, err := approval.Parse(p.Ask); err != nil {
+		return fmt.Errorf("invalid policy: ask: %w", err)
+	}
 	seen := make(map[string]bool, len(p.Tools))
 	for _, t := range p.Tools {
 		if t == "" {
@@ -159,6 +166,7 @@ type policyJSON struct {
 	Network   bool      `json:"network,omitempty"`
 	MaxTokens int       `json:"max_tokens,omitempty"`
 	MaxCost   float64   `json:"max_cost,omitempty"`
+	Ask       []string  `json:"ask,omitempty"`
 }
 
 type retryJSON struct {
@@ -171,7 +179,7 @@ type retryJSON struct {
 func (p Policy) MarshalJSON() ([]byte, error) {
 	return json.Marshal(policyJSON{
 		Overlap: p.Overlap, Missed: p.Missed, Timeout: duration(p.Timeout), Tools: p.Tools, Sandbox: p.Sandbox, Network: p.Network,
-		MaxTokens: p.MaxTokens, MaxCost: p.MaxCost,
+		MaxTokens: p.MaxTokens, MaxCost: p.MaxCost, Ask: p.Ask,
 		Retry: retryJSON{MaxAttempts: p.Retry.MaxAttempts, Base: duration(p.Retry.Base), Cap: duration(p.Retry.Cap)},
 	})
 }
@@ -181,12 +189,12 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 // take the defaults when decoding into a zero Policy (as into a new
 // *Policy field), so {"overlap":"parallel"} is a complete policy.
 func (p *Policy) UnmarshalJSON(data []byte) error {
-	if p.Overlap == "" && p.Missed == "" && p.Timeout == 0 && p.Retry == (Retry{}) && p.Tools == nil && p.Sandbox == "" && !p.Network && p.MaxTokens == 0 && p.MaxCost == 0 {
+	if p.Overlap == "" && p.Missed == "" && p.Timeout == 0 && p.Retry == (Retry{}) && p.Tools == nil && p.Sandbox == "" && !p.Network && p.MaxTokens == 0 && p.MaxCost == 0 && p.Ask == nil {
 		*p = DefaultPolicy()
 	}
 	w := policyJSON{
 		Overlap: p.Overlap, Missed: p.Missed, Timeout: duration(p.Timeout), Tools: slices.Clone(p.Tools),
-		Sandbox: p.Sandbox, Network: p.Network, MaxTokens: p.MaxTokens, MaxCost: p.MaxCost,
+		Sandbox: p.Sandbox, Network: p.Network, MaxTokens: p.MaxTokens, MaxCost: p.MaxCost, Ask: slices.Clone(p.Ask),
 		Retry: retryJSON{MaxAttempts: p.Retry.MaxAttempts, Base: duration(p.Retry.Base), Cap: duration(p.Retry.Cap)},
 	}
 	if err := json.Unmarshal(data, &w); err != nil {
@@ -194,7 +202,7 @@ func (p *Policy) UnmarshalJSON(data []byte) error {
 	}
 	*p = Policy{
 		Overlap: w.Overlap, Missed: w.Missed, Timeout: time.Duration(w.Timeout), Tools: w.Tools,
-		Sandbox: w.Sandbox, Network: w.Network, MaxTokens: w.MaxTokens, MaxCost: w.MaxCost,
+		Sandbox: w.Sandbox, Network: w.Network, MaxTokens: w.MaxTokens, MaxCost: w.MaxCost, Ask: w.Ask,
 		Retry: Retry{MaxAttempts: w.Retry.MaxAttempts, Base: time.Duration(w.Retry.Base), Cap: time.Duration(w.Retry.Cap)},
 	}
 	return nil

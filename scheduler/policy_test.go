@@ -109,3 +109,23 @@ func TestPolicySandboxAndBudget(t *testing.T) {
 		}
 	}
 }
+
+// A job's runs take its approval rules, checked when the job is saved.
+func TestPolicyAsk(t *testing.T) {
+	t.Parallel()
+	p, err := ParsePolicy([]byte(`{"ask":["bash(git push*)","effects"]}`))
+	if err != nil || !reflect.DeepEqual(p.Ask, []string{"bash(git push*)", "effects"}) || p.Validate() != nil {
+		t.Fatalf("policy = %+v, %v", p, err)
+	}
+	raw, _ := json.Marshal(p)
+	if back, err := ParsePolicy(raw); err != nil || !reflect.DeepEqual(back, p) {
+		t.Errorf("round trip: %s → %+v %v", raw, back, err)
+	}
+	bad, err := ParsePolicy([]byte(`{"ask":["bash(git push*"]}`))
+	if err == nil {
+		err = bad.Validate()
+	}
+	if err == nil || !strings.Contains(err.Error(), "invalid policy: ask") {
+		t.Errorf("an unclosed rule: %v, want refused", err)
+	}
+}

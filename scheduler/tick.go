@@ -84,6 +84,10 @@ func (e *Engine) runAttempts(t *tick) *event.Event {
 		}
 		data := e.tickData(t, row, out)
 		switch {
+		case out.status == event.StatusWaiting:
+			// The engine stopped while the run waits: it waits on, and
+			// the next engine reattaches it.
+			return nil
 		case out.status == event.StatusCompleted:
 			ev := e.newEvent(EventJobCompleted, data, out.runID, attempt)
 			return &ev
@@ -163,7 +167,7 @@ func (e *Engine) dispatch(t *tick, row store.JobRun) (d dispatched, ok bool) {
 	runID, done, err := e.cfg.Dispatcher.Start(t.ctx, t.job, Tick{
 		JobRunID: row.ID, ScheduledFor: scheduledFor, Attempt: row.Attempt, MaxAttempts: p.Retry.MaxAttempts,
 		Manual: t.trigger == TriggerManual, Prompt: prompt, Tools: p.Tools, Timeout: p.Timeout,
-		Sandbox: p.Sandbox, Network: p.Network, MaxTokens: p.MaxTokens, MaxCost: p.MaxCost,
+		Sandbox: p.Sandbox, Network: p.Network, MaxTokens: p.MaxTokens, MaxCost: p.MaxCost, Ask: p.Ask,
 	})
 	if err != nil {
 		if t.ctx.Err() != nil {
@@ -174,50 +178,130 @@ func (e *Engine) dispatch(t *tick, row store.JobRun) (d dispatched, ok bool) {
 	if done == nil {
 		return fail(errors.New("dispatch: the dispatcher returned no done channel"))
 	}
-	timeout := e.clock.After(p.Timeout)
 	d.runID, d.startedAt = runID, e.clock.Now()
 	row.RunID, row.Status, row.StartedAt = runID, event.StatusRunning, d.startedAt
 	if err := e.store.UpdateJobRun(bg, row); err != nil {
 		e.logError(bg, "record job run start", err)
 	}
 	e.publish(e.newEvent(EventJobStarted, e.tickData(t, row, outcome{runID: runID}), runID, row.Attempt))
-	d.outcome = e.wait(t, runID, done, timeout)
+	d.outcome = e.wait(t, row, done, p.Timeout)
 	return d, true
 }
 
 // watchAdopted waits for a run a previous engine started, under what is
-// left of its timeout, holding the slot Start took for it.
+// left of its timeout (all of it, once a waiting run goes on), holding
+// the slot Start took for it.
 func (e *Engine) watchAdopted(t *tick, row store.JobRun) outcome {
 	left := max(0, row.StartedAt.Add(t.job.Policy.Timeout).Sub(e.clock.Now()))
-	out := e.wait(t, row.RunID, t.adopted, e.clock.After(left))
+	out := e.wait(t, row, t.adopted, left)
 	e.slots.release()
 	return e.record(context.WithoutCancel(t.ctx), row, out)
 }
 
-// wait waits until the run has ended and its process is gone, cancelling
-// it at timeout or when the tick is cancelled.
-func (e *Engine) wait(t *tick, runID string, done <-chan Result, timeout <-chan time.Time) outcome {
-	var out outcome
-	select {
-	case r, ok := <-done:
-		out = resultOutcome(r, ok)
-		drain(done)
-	case <-timeout:
-		select {
-		case r, ok := <-done: // it ended as it timed out: its result stands
-			out = resultOutcome(r, ok)
-		default:
-			e.cfg.Dispatcher.Cancel(runID)
-			out = outcome{status: event.StatusFailed, err: fmt.Sprintf("timed out after %s", t.job.Policy.Timeout)}
+// wait waits until row's run has ended and its process is gone, cancelling
+// it once it has run for timeout or when the tick is cancelled. While the
+// run waits for a person or a time (docs/PROTOCOL.md#waits) it holds no
+// process: its job run says waiting, its slot is free and its timeout
+// stops; when it goes on it takes a slot again, at once, and has its
+// whole timeout again, as the run's own timeout does for each drive. The
+// engine stopping leaves a waiting run waiting. wait returns holding a
+// slot, which the caller gives back.
+func (e *Engine) wait(t *tick, row store.JobRun, done <-chan Result, timeout time.Duration) outcome {
+	bg := context.WithoutCancel(t.ctx)
+	expire := e.clock.After(timeout)
+	parked := false
+	record := func(status string) {
+		row.Status = status
+		if err := e.store.UpdateJobRun(bg, row); err != nil {
+			e.logError(bg, "record job run "+status, err)
 		}
-		drain(done)
-	case <-t.ctx.Done():
-		e.cfg.Dispatcher.Cancel(runID)
-		drain(done)
-		out = outcome{status: event.StatusCancelled, err: cancelText(t.ctx)}
 	}
-	out.runID = runID
+	park := func(on bool) {
+		if on == parked {
+			return
+		}
+		parked = on
+		if on {
+			expire = nil
+			e.slots.release()
+			e.countParked(t, 1)
+			record(event.StatusWaiting)
+			return
+		}
+		e.slots.take() // the run is going: the ticks behind it wait
+		expire = e.clock.After(timeout)
+		e.countParked(t, -1)
+		record(event.StatusRunning)
+	}
+	if row.Status == event.StatusWaiting {
+		park(true) // an adopted run that waits: no timeout runs
+	}
+	var out outcome
+	for out.status == "" {
+		select {
+		case r, ok := <-done:
+			switch {
+			case ok && (r.Status == event.StatusWaiting || r.Status == event.StatusRunning):
+				park(r.Status == event.StatusWaiting)
+				continue
+			case !ok && parked:
+				// The dispatcher stopped watching (the gateway stops):
+				// the run waits on, for the next engine.
+				out = outcome{status: event.StatusWaiting}
+			default:
+				out = resultOutcome(r, ok)
+			}
+			drain(done)
+		case <-expire:
+			if r, ok, ended := endedMeanwhile(done); ended { // it ended as it timed out: its result stands
+				out = resultOutcome(r, ok)
+			} else {
+				e.cfg.Dispatcher.Cancel(row.RunID)
+				out = outcome{status: event.StatusFailed, err: fmt.Sprintf("timed out after %s", t.job.Policy.Timeout)}
+			}
+			drain(done)
+		case <-t.ctx.Done():
+			if parked && errors.Is(context.Cause(t.ctx), errStopped) {
+				// Nothing to stop: it waits on, for the next engine.
+				drain(done)
+				out = outcome{status: event.StatusWaiting}
+				break
+			}
+			e.cfg.Dispatcher.Cancel(row.RunID)
+			drain(done)
+			out = outcome{status: event.StatusCancelled, err: cancelText(t.ctx)}
+		}
+	}
+	if parked {
+		e.countParked(t, -1)
+		e.slots.take()
+	}
+	out.runID = row.RunID
 	return out
+}
+
+// countParked counts a tick's run in or out of its job's parked ones.
+func (e *Engine) countParked(t *tick, n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if js := e.jobs[t.job.ID]; js != nil {
+		js.parked += n
+	}
+}
+
+// endedMeanwhile takes, without blocking, the run's Result if it has ended.
+func endedMeanwhile(done <-chan Result) (r Result, ok, ended bool) {
+	for {
+		select {
+		case r, ok = <-done:
+			if ok && (r.Status == event.StatusWaiting || r.Status == event.StatusRunning) {
+				continue
+			}
+			return r, ok, true
+		default:
+			return Result{}, false, false
+		}
+	}
 }
 
 // drain waits until done is closed: the run's process is gone.
@@ -241,8 +325,12 @@ func resultOutcome(r Result, ok bool) outcome {
 	return outcome{status: event.StatusFailed, err: r.Err}
 }
 
-// record writes an attempt's end to its row and returns out.
+// record writes an attempt's end to its row and returns out. A run left
+// waiting has no end yet: its row says waiting already.
 func (e *Engine) record(ctx context.Context, row store.JobRun, out outcome) outcome {
+	if out.status == event.StatusWaiting {
+		return out
+	}
 	row.Status, row.ErrorText, row.CompletedAt = out.status, out.err, e.clock.Now()
 	if out.runID != "" {
 		row.RunID = out.runID

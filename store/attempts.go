@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"agent/event"
+	"agent/llm"
+	"agent/prompts"
 )
 
 // interruptedReason is the reason InterruptAttempts gives.
@@ -100,7 +103,8 @@ func interruptAttempts(ctx context.Context, tx *txn, runID string, now time.Time
 }
 
 // startAttempt records an attempt as running. An attempt number started
-// again starts over.
+// again starts over, unless it waited: then it goes on, and keeps when it
+// started.
 func startAttempt(ctx context.Context, tx *txn, e event.Event) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO phase_attempts (run_id, phase_id, attempt, status, started_at)
@@ -108,8 +112,29 @@ func startAttempt(ctx context.Context, tx *txn, e event.Event) error {
 		ON CONFLICT (run_id, phase_id, attempt) DO UPDATE SET
 			status = 'running', reason = '', reasons_json = NULL, output = '',
 			prompt_tokens = 0, completion_tokens = 0, duration_ms = 0,
-			started_at = excluded.started_at, finished_at = NULL`,
+			started_at = CASE WHEN phase_attempts.status = 'waiting' THEN phase_attempts.started_at ELSE excluded.started_at END,
+			finished_at = NULL`,
 		e.RunID, e.PhaseID, e.Attempt, formatTime(e.TS))
+	return err
+}
+
+// waitAttempt projects a phase's run.waiting: its running attempt, and
+// the phase, wait (docs/PROTOCOL.md#waits). A waiting attempt is no
+// running one: a resume continues it (its phase.started again) rather
+// than interrupting it.
+func waitAttempt(ctx context.Context, tx *txn, e event.Event, now time.Time) error {
+	res, err := tx.ExecContext(ctx, `
+		UPDATE phase_attempts SET status = 'waiting'
+		WHERE run_id = ? AND phase_id = ? AND attempt = ? AND status = 'running'`, e.RunID, e.PhaseID, e.Attempt)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return err // not a running attempt (the planner has none)
+	}
+	_, err = tx.ExecContext(ctx, `
+		UPDATE phases SET status = 'waiting', updated_at = ? WHERE run_id = ? AND id = ? AND status = 'running'`,
+		formatTime(now), e.RunID, e.PhaseID)
 	return err
 }
 
@@ -173,4 +198,98 @@ func listAttempts(ctx context.Context, tx *txn, runID string, runningOnly bool) 
 		as = append(as, a)
 	}
 	return as, rows.Err()
+}
+
+// AttemptState is where a phase attempt stands, rebuilt from its events:
+// a waiting attempt goes on from it (docs/PROTOCOL.md#waits), as a resumed
+// single run goes on from its conversation.
+type AttemptState struct {
+	History   []llm.Message // the current iteration's conversation
+	Started   []string      // tool calls started and never completed
+	Iteration int           // the current Ralph iteration; 0 outside a loop
+	Turns     int           // model calls, all iterations
+	Usage     event.Usage   // what its model calls and summaries cost
+}
+
+// AttemptState reads a phase attempt's events (the planner's too) and
+// rebuilds where it stands. The messages table holds every phase's
+// conversation as one run's, so the attempt's own is folded from its
+// events: each iteration starts anew, a compaction replaces its span by
+// the summary as the runner did.
+func (db *DB) AttemptState(ctx context.Context, runID, phaseID string, attempt int) (AttemptState, error) {
+	rows, err := db.ro.QueryContext(ctx, `
+		SELECT type, COALESCE(data, '') FROM events
+		WHERE run_id = ? AND phase_id = ? AND attempt = ? AND type IN (?, ?, ?, ?, ?)
+		ORDER BY seq`, runID, phaseID, attempt,
+		event.IterationStarted, event.MessageCompleted, event.ToolStarted, event.ToolCompleted, event.ContextCompacted)
+	if err != nil {
+		return AttemptState{}, fmt.Errorf("state of attempt %s/%d of run %s: %w", phaseID, attempt, runID, err)
+	}
+	defer rows.Close()
+	var st AttemptState
+	var started []string
+	for rows.Next() {
+		var typ, data string
+		if err := rows.Scan(&typ, &data); err != nil {
+			return AttemptState{}, err
+		}
+		e := event.Event{Type: typ, Data: json.RawMessage(data)}
+		switch typ {
+		case event.IterationStarted:
+			var d event.IterationData
+			if e.Decode(&d) == nil {
+				st.Iteration, st.History, started = d.Iteration, nil, nil
+			}
+		case event.MessageCompleted:
+			var d event.MessageData
+			if e.Decode(&d) != nil || (d.Role != "user" && d.Role != "assistant") {
+				continue
+			}
+			st.History = append(st.History, llm.Message{Role: llm.Role(d.Role), Content: d.Text, ToolCalls: toLLMToolCalls(d.ToolCalls)})
+			if d.Role == "assistant" {
+				st.Turns++
+				if d.Usage != nil {
+					st.Usage = st.Usage.Add(*d.Usage)
+				}
+			}
+		case event.ToolStarted:
+			var d event.ToolStartedData
+			if e.Decode(&d) == nil && d.CallID != "" && !slices.Contains(started, d.CallID) {
+				started = append(started, d.CallID)
+			}
+		case event.ToolCompleted:
+			var d event.ToolCompletedData
+			if e.Decode(&d) != nil || d.CallID == "" {
+				continue
+			}
+			started = slices.DeleteFunc(started, func(id string) bool { return id == d.CallID })
+			content := d.Output
+			if content == "" {
+				content = d.Error
+			}
+			st.History = append(st.History, llm.Message{Role: llm.RoleTool, ToolCallID: d.CallID, Content: content})
+		case event.ContextCompacted:
+			var d event.ContextCompactedData
+			if e.Decode(&d) != nil || d.From < 0 || d.Count < 0 || d.From+d.Count > len(st.History) {
+				continue
+			}
+			summary := llm.Message{Role: llm.RoleUser, Content: prompts.SummaryHeading + "\n" + d.Summary}
+			st.History = slices.Concat(st.History[:d.From], []llm.Message{summary}, st.History[d.From+d.Count:])
+			st.Usage = st.Usage.Add(d.Usage)
+		}
+	}
+	st.Started = started
+	return st, rows.Err()
+}
+
+// LastAttempt is the number of the last attempt of a phase (the planner's
+// too) that recorded an event; 0 when none did.
+func (db *DB) LastAttempt(ctx context.Context, runID, phaseID string) (int, error) {
+	var n int
+	err := db.ro.QueryRowContext(ctx, `
+		SELECT COALESCE(MAX(attempt), 0) FROM events WHERE run_id = ? AND phase_id = ?`, runID, phaseID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("last attempt of %s of run %s: %w", phaseID, runID, err)
+	}
+	return n, nil
 }

@@ -49,7 +49,8 @@ type JobRun struct {
 	CompletedAt  time.Time
 	// Status is event.StatusQueued (claimed, waiting for a slot, a retry or
 	// the run before it), StatusRunning (dispatched: RunID names the run),
-	// StatusCompleted, StatusFailed (the run failed, timed out or was
+	// StatusWaiting (the run waits for a person or a time, and holds no
+	// process), StatusCompleted, StatusFailed (the run failed, timed out or was
 	// interrupted), StatusCancelled (the run was cancelled, or the
 	// scheduler stopped first) or StatusSkipped (the overlap policy
 	// skipped the tick).
@@ -369,17 +370,18 @@ func (db *DB) JobRuns(ctx context.Context, jobID string, limit int) ([]JobRun, e
 		WHERE job_id = ? ORDER BY scheduled_for DESC, attempt DESC LIMIT ?`, jobID, limit)
 }
 
-// RunningJobRuns returns the queued and running job runs of a job, or of
-// all jobs when jobID is "", oldest tick first.
+// RunningJobRuns returns the queued, running and waiting job runs of a
+// job, or of all jobs when jobID is "", oldest tick first.
 func (db *DB) RunningJobRuns(ctx context.Context, jobID string) ([]JobRun, error) {
 	return db.queryJobRuns(ctx, "running job runs", `SELECT `+jobRunColumns+` FROM job_runs
-		WHERE status IN ('queued', 'running') AND (? = '' OR job_id = ?)
+		WHERE status IN ('queued', 'running', 'waiting') AND (? = '' OR job_id = ?)
 		ORDER BY scheduled_for, attempt`, jobID, jobID)
 }
 
 func validJobRunStatus(s string) bool {
 	switch s {
-	case event.StatusQueued, event.StatusRunning, event.StatusCompleted, event.StatusFailed, event.StatusCancelled, event.StatusSkipped:
+	case event.StatusQueued, event.StatusRunning, event.StatusCompleted, event.StatusFailed, event.StatusCancelled, event.StatusSkipped,
+		event.StatusWaiting:
 		return true
 	}
 	return false

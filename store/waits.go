@@ -15,6 +15,7 @@ type Wait struct {
 	RunID     string
 	SessionID string
 	PhaseID   string
+	Attempt   int   // of the phase, when a phase asked it
 	Seq       int64 // of its first run.waiting
 	Waiting   event.RunWaitingData
 	Until     time.Time
@@ -35,19 +36,22 @@ func (e *AnsweredError) Error() string {
 }
 
 // recordWait is the projection of run.waiting: the wait's row, once, and
-// the run's status. Asked again (a wake-up without an answer, a resume
-// after a crash), the row stays as first recorded.
+// the status of the run, or of the phase attempt that asked it. Asked
+// again (a wake-up without an answer, a resume after a crash), the row
+// stays as first recorded.
 func recordWait(ctx context.Context, tx *txn, e event.Event, d event.RunWaitingData, now time.Time) error {
 	_, err := tx.ExecContext(ctx, `
-		INSERT INTO waits (run_id, wait_id, seq, phase_id, kind, call_id, until_at, data, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		INSERT INTO waits (run_id, wait_id, seq, phase_id, attempt, kind, call_id, until_at, data, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (run_id, wait_id) DO NOTHING`,
-		e.RunID, d.WaitID, e.Seq, e.PhaseID, d.Kind, d.CallID, formatTime(d.UntilTime(now)), string(e.Data), formatTime(now))
+		e.RunID, d.WaitID, e.Seq, e.PhaseID, e.Attempt, d.Kind, d.CallID, formatTime(d.UntilTime(now)), string(e.Data), formatTime(now))
 	if err != nil {
 		return err
 	}
 	if e.PhaseID != "" {
-		return nil // a harness parks once no phase can go on: its own run.waiting says so
+		// The attempt parks (its phase.started continues it); the harness
+		// parks once no phase can go on, and its own run.waiting says so.
+		return waitAttempt(ctx, tx, e, now)
 	}
 	return setRunStatus(ctx, tx, e.RunID, event.StatusWaiting, now)
 }
@@ -165,7 +169,7 @@ func (db *DB) Wakeable(ctx context.Context, now time.Time) (runIDs []string, nex
 }
 
 const waitSelect = `
-	SELECT w.run_id, COALESCE(r.session_id, ''), w.phase_id, w.seq, w.until_at, w.data,
+	SELECT w.run_id, COALESCE(r.session_id, ''), w.phase_id, w.attempt, w.seq, w.until_at, w.data,
 		COALESCE(w.resolution, ''), w.journaled, w.created_at
 	FROM waits w JOIN runs r ON r.id = w.run_id`
 
@@ -179,7 +183,7 @@ func scanWaits(rows *rows, err error) ([]Wait, error) {
 		var w Wait
 		var data, resolution string
 		var journaled int
-		if err := rows.Scan(&w.RunID, &w.SessionID, &w.PhaseID, &w.Seq, timeValue{&w.Until}, &data,
+		if err := rows.Scan(&w.RunID, &w.SessionID, &w.PhaseID, &w.Attempt, &w.Seq, timeValue{&w.Until}, &data,
 			&resolution, &journaled, timeValue{&w.CreatedAt}); err != nil {
 			return nil, err
 		}

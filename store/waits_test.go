@@ -3,10 +3,12 @@ package store
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
 	"agent/event"
+	"agent/prompts"
 )
 
 // appendOne stores e as the run's next event.
@@ -80,5 +82,101 @@ func TestWaitIsAnsweredOnce(t *testing.T) {
 	}
 	if open, _ := db.OpenWaits(ctx); len(open) != 1 || open[0].RunID != "r2" {
 		t.Fatalf("inbox = %+v, want r2 only", open)
+	}
+}
+
+// A phase's wait parks its attempt and its phase, not the run; a resume
+// leaves the waiting attempt alone (InterruptAttempts), and its
+// phase.started continues it, keeping when it started. The attempt's
+// conversation is rebuilt from its own events, though another phase's are
+// interleaved with them, a compaction replaced part of it and a wait tool
+// was left started.
+func TestPhaseWaitParksTheAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	createRun(t, db, "h1")
+	usage := func(p, c int) *event.Usage { return &event.Usage{PromptTokens: p, CompletionTokens: c} }
+	for _, e := range []event.Event{
+		planEvent(twoPhaseMission),
+		phaseEvent(event.PhaseStarted, "gather", 1, event.PhaseData{Title: "Gather sources"}),
+		phaseEvent(event.PhaseStarted, "write", 1, nil),
+		phaseEvent(event.MessageCompleted, "gather", 1, event.MessageData{Role: "user", Text: "gather three"}),
+		phaseEvent(event.MessageCompleted, "write", 1, event.MessageData{Role: "user", Text: "not gather's"}),
+		phaseEvent(event.MessageCompleted, "gather", 1, event.MessageData{Role: "assistant", Usage: usage(10, 1),
+			ToolCalls: []event.ToolCall{{ID: "c1", Name: "list_files", Arguments: `{}`}}}),
+		phaseEvent(event.ToolStarted, "gather", 1, event.ToolStartedData{CallID: "c1", Name: "list_files"}),
+		phaseEvent(event.ToolCompleted, "gather", 1, event.ToolCompletedData{CallID: "c1", OK: true, Output: "a.md"}),
+		phaseEvent(event.MessageCompleted, "gather", 1, event.MessageData{Role: "assistant", Text: "reading", Usage: usage(20, 2)}),
+		phaseEvent(event.ContextCompacted, "gather", 1, event.ContextCompactedData{From: 1, Count: 2, Summary: "listed a.md",
+			Usage: event.Usage{PromptTokens: 5}}),
+		phaseEvent(event.MessageCompleted, "gather", 1, event.MessageData{Role: "assistant", Usage: usage(30, 3),
+			ToolCalls: []event.ToolCall{{ID: "c2", Name: "ask_human", Arguments: `{"question":"which?"}`}}}),
+		phaseEvent(event.ToolStarted, "gather", 1, event.ToolStartedData{CallID: "c2", Name: "ask_human"}),
+		phaseEvent(event.RunWaiting, "gather", 1, event.RunWaitingData{WaitID: "w1", Kind: event.WaitQuestion, CallID: "c2",
+			Until: time.Now().Add(time.Hour).UTC().Format(time.RFC3339), OnTimeout: event.OnTimeoutContinue}),
+	} {
+		appendOne(t, db, "h1", e)
+	}
+	statuses := func() (phases, attempts map[string]string) {
+		t.Helper()
+		ps, err := db.PlanState(ctx, "h1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		as, err := db.Attempts(ctx, "h1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		phases, attempts = map[string]string{}, map[string]string{}
+		for _, p := range ps.Phases {
+			phases[p.ID] = p.Status
+		}
+		for _, a := range as {
+			attempts[a.PhaseID] = a.Status
+		}
+		return phases, attempts
+	}
+	phases, attempts := statuses()
+	if phases["gather"] != event.StatusWaiting || attempts["gather"] != event.StatusWaiting || attempts["write"] != event.StatusRunning {
+		t.Fatalf("phases %v, attempts %v; want gather and its attempt waiting, write running", phases, attempts)
+	}
+	if r, _ := db.GetRun(ctx, "h1"); r.Status != event.StatusRunning {
+		t.Errorf("run status %s: a phase's wait does not park the harness", r.Status)
+	}
+	if ws, err := db.Waits(ctx, "h1"); err != nil || len(ws) != 1 || ws[0].PhaseID != "gather" || ws[0].Attempt != 1 {
+		t.Fatalf("waits = %+v, %v; want gather's, of attempt 1", ws, err)
+	}
+
+	st, err := db.AttemptState(ctx, "h1", "gather", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, m := range st.History {
+		roles = append(roles, string(m.Role)+":"+m.Content)
+	}
+	wantRoles := []string{"user:gather three", "user:" + prompts.SummaryHeading + "\nlisted a.md", "assistant:reading", "assistant:"}
+	if !reflect.DeepEqual(roles, wantRoles) || len(st.History[3].ToolCalls) != 1 || st.History[3].ToolCalls[0].ID != "c2" {
+		t.Errorf("history = %q (%+v), want %q ending in the ask_human call", roles, st.History, wantRoles)
+	}
+	if !reflect.DeepEqual(st.Started, []string{"c2"}) || st.Turns != 3 || st.Usage.PromptTokens != 65 || st.Usage.CompletionTokens != 6 || st.Iteration != 0 {
+		t.Errorf("state = %+v; want c2 started, 3 turns, 65+6 tokens", st)
+	}
+
+	// A resume interrupts what was running and leaves what waits.
+	interrupted, err := db.InterruptAttempts(ctx, "h1")
+	if err != nil || len(interrupted) != 1 || interrupted[0].PhaseID != "write" {
+		t.Fatalf("interrupted %+v, %v; want write's attempt only", interrupted, err)
+	}
+	before, _ := db.Attempts(ctx, "h1")
+	appendOne(t, db, "h1", phaseEvent(event.PhaseStarted, "gather", 1, event.PhaseData{Title: "Gather sources"}))
+	phases, attempts = statuses()
+	if phases["gather"] != event.StatusRunning || attempts["gather"] != event.StatusRunning {
+		t.Errorf("after phase.started: phases %v, attempts %v; want gather running again", phases, attempts)
+	}
+	after, _ := db.Attempts(ctx, "h1")
+	if !after[0].StartedAt.Equal(before[0].StartedAt) || after[0].Attempt != 1 {
+		t.Errorf("the continued attempt %+v, was %+v: want attempt 1 with its first start", after[0], before[0])
 	}
 }

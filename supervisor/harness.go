@@ -60,6 +60,7 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 		MaxTurns: o.MaxTurns, ContextBudget: o.ContextBudget, Parallel: o.Parallel, PhaseTimeout: phaseTimeout,
 		Exe: s.cfg.Exe, Env: s.cfg.Env, HeartbeatTimeout: s.cfg.HeartbeatTimeout, Grace: s.cfg.KillGrace,
 		Blobs: s.blobs(), Spawn: spawn,
+		Waits: o.waitOptions(), ExpireWaits: func(ctx context.Context) error { return s.expireWaits(ctx, r.ID) },
 	})
 	if err != nil {
 		return failed(ctx, err)
@@ -74,7 +75,11 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 	fresh := errors.Is(err, store.ErrNotFound)
 	switch {
 	case fresh && given == nil:
-		if _, err := orch.Plan(ctx, r.Prompt); err != nil {
+		_, err := orch.Plan(ctx, r.Prompt)
+		if errors.Is(err, orchestrator.ErrParked) {
+			return s.parkHarness(ctx, r, sink)
+		}
+		if err != nil {
 			return failed(ctx, err)
 		}
 	case fresh:
@@ -116,6 +121,8 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 		}}
 	case event.StatusInterrupted:
 		return failed(ctx, errors.New("interrupted"))
+	case event.StatusWaiting:
+		return s.parkHarness(ctx, r, sink)
 	}
 	report := &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonVerification, Detail: strings.Join(out.Reasons, "; ")}
 	if out.Stop != "" {
@@ -126,6 +133,40 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 			out.FailedPhase, strings.Join(out.Reasons, "; "), r.ID)
 	}
 	return Outcome{Report: report, Cause: cause(ctx)}
+}
+
+// parkHarness parks a harness whose planner, or whose every phase that
+// could go on, waits for a person or a time (docs/PROTOCOL.md#waits). Its
+// own run.waiting names the first of their waits by its id: the same
+// wait, with one answer, but recorded for the run, so that the run is
+// waiting and its drive ends as a single run's does. Once answered, a
+// resume (or a gateway's or worker's wake-up) continues the waiting
+// attempts where they stopped.
+func (s *Supervisor) parkHarness(ctx context.Context, r *store.Run, sink Sink) Outcome {
+	if ctx.Err() != nil {
+		return failed(ctx, context.Cause(ctx))
+	}
+	persist := context.WithoutCancel(ctx)
+	ws, err := s.db.Waits(persist, r.ID)
+	if err != nil {
+		return failed(ctx, err)
+	}
+	// An open wait, or else one answered since the phases were last
+	// looked at: then the harness is woken at once.
+	var first *store.Wait
+	for i, w := range ws {
+		if w.PhaseID != "" && !w.Journaled && (first == nil || first.Resolution != nil && w.Resolution == nil) {
+			first = &ws[i]
+		}
+	}
+	if first == nil {
+		return failed(ctx, errors.New("a phase parked without a wait on record"))
+	}
+	if err := sink.Emit(persist, event.New(event.RunWaiting, first.Waiting)); err != nil {
+		return failed(ctx, err)
+	}
+	return Outcome{Report: &event.RunnerResultData{Status: event.StatusWaiting, Reason: event.ReasonWaiting,
+		Detail: fmt.Sprintf("phase %s waits for %s", first.PhaseID, describeWait(first.Waiting))}}
 }
 
 // editedMission returns the run's mission.json when a person changed it

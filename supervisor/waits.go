@@ -75,11 +75,18 @@ func withNames(allow []string, names ...string) []string {
 	return append(allow[:len(allow):len(allow)], names...)
 }
 
+// waitOptions are the run's approval rules and wait tools, as each of its
+// loops gets them.
+func (o Options) waitOptions() adapter.WaitOptions {
+	return adapter.WaitOptions{
+		Ask: o.Ask, AskOnTimeout: o.AskOnTimeout, AskHuman: o.AskHuman, WaitTools: o.WaitTools,
+		AskTimeoutMS: time.Duration(o.AskTimeout).Milliseconds(), MaxWaitMS: time.Duration(o.MaxWait).Milliseconds(),
+	}
+}
+
 // waitSpec sets the spec's waits: the run's options and the waits it has.
 func (s *Supervisor) waitSpec(ctx context.Context, runID string, o Options, spec *adapter.PhaseSpec) error {
-	spec.Ask, spec.AskOnTimeout, spec.AskHuman, spec.WaitTools = o.Ask, o.AskOnTimeout, o.AskHuman, o.WaitTools
-	spec.AskTimeoutMS = time.Duration(o.AskTimeout).Milliseconds()
-	spec.MaxWaitMS = time.Duration(o.MaxWait).Milliseconds()
+	spec.WaitOptions = o.waitOptions()
 	ws, err := s.db.Waits(ctx, runID)
 	if err != nil {
 		return err
