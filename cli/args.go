@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"agent/gateway/api"
 )
 
 // normalizeArgs moves flags that follow positional arguments in front of
@@ -50,7 +52,7 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 		name := strings.TrimLeft(a, "-")
 		// --gateway may stand alone: the default gateway. Only an
 		// address-like next word is its value; anything else is the prompt.
-		if name == "gateway" && (i+1 >= len(rest) || !looksLikeAddress(rest[i+1])) {
+		if name == "gateway" && (i+1 >= len(rest) || !api.IsAddress(rest[i+1])) {
 			flagArgs = append(flagArgs, "--gateway="+gatewayDefaultValue)
 			continue
 		}
@@ -105,16 +107,4 @@ func takesValue(flags []cli.Flag, name string) bool {
 		}
 	}
 	return false
-}
-
-// looksLikeAddress reports whether s is a gateway address rather than a
-// prompt: a URL, or host:port without spaces.
-func looksLikeAddress(s string) bool {
-	for _, p := range []string{"http://", "https://", "ws://", "wss://"} {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	host, port, ok := strings.Cut(s, ":")
-	return ok && host != "" && port != "" && !strings.ContainsAny(s, " \t\n") && strings.Trim(port, "0123456789") == ""
 }

@@ -20,6 +20,7 @@ import (
 	"agent/gateway/api"
 	"agent/llm"
 	"agent/mcp"
+	"agent/mcpserve"
 	"agent/runner"
 	"agent/sandbox"
 	"agent/store"
@@ -167,23 +168,9 @@ func (e *exitError) Error() string { return e.msg }
 // place that does.
 func exitCode(err error) int {
 	var (
-		usage   *usageError
-		gw      *gatewayError
-		dial    *api.DialError
-		gone    *api.UnreachableError
-		exit    *exitError
-		cfg     *config.Error
-		option  *supervisor.OptionError
-		spec    *runner.SpecError
-		setup   *llm.SetupError
-		token   *api.TokenError
-		model   *llm.Error
-		leased  *store.LeaseHeldError
-		stopped *supervisor.NotResumableError
-		dbEnv   *store.UnusableError
-		homeEnv *config.HomeError
-		portEnv *gateway.ListenError
-		mcpCfg  *mcp.ConfigError
+		exit *exitError
+		dial *api.DialError
+		gw   *gatewayError
 	)
 	switch {
 	case errors.As(err, &exit):
@@ -195,14 +182,16 @@ func exitCode(err error) int {
 		return 3
 	case errors.As(err, &gw):
 		return gatewayExitCode(gw.err)
-	case errors.As(err, &usage), errors.As(err, &cfg), errors.As(err, &option), errors.As(err, &spec),
-		errors.As(err, &setup), errors.As(err, &token), errors.As(err, &mcpCfg):
+	case errors.As(err, new(*usageError)), errors.As(err, new(*config.Error)), errors.As(err, new(*supervisor.OptionError)),
+		errors.As(err, new(*runner.SpecError)), errors.As(err, new(*llm.SetupError)), errors.As(err, new(*api.TokenError)),
+		errors.As(err, new(*mcp.ConfigError)), errors.Is(err, api.ErrNoToken):
 		return 2
-	case errors.As(err, &model), errors.As(err, &gone):
+	case errors.As(err, new(*llm.Error)), errors.As(err, new(*api.UnreachableError)):
 		return 3
-	case errors.As(err, &leased), errors.As(err, &stopped):
+	case errors.As(err, new(*store.LeaseHeldError)), errors.As(err, new(*supervisor.NotResumableError)):
 		return 4
-	case errors.As(err, &dbEnv), errors.As(err, &homeEnv), errors.As(err, &portEnv):
+	case errors.As(err, new(*store.UnusableError)), errors.As(err, new(*config.HomeError)), errors.As(err, new(*gateway.ListenError)),
+		errors.As(err, new(*mcpserve.DirError)):
 		return 5
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrAmbiguous):
 		return 2
@@ -240,6 +229,16 @@ func errorLine(err error) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// output prints v: one JSON object with --json, else as print shows it to
+// people.
+func output(c *cli.Context, v any, print func(w io.Writer)) error {
+	if c.Bool("json") {
+		return json.NewEncoder(c.App.Writer).Encode(v)
+	}
+	print(c.App.Writer)
+	return nil
 }
 
 // jsonLines prints each item as one JSON object on a line of its own, as

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -18,32 +17,28 @@ import (
 	"agent/supervisor"
 )
 
-// defaultGateway is where the CLI looks for a gateway when --gateway has no
-// value and AGENT_GATEWAY is unset.
-const defaultGateway = "http://" + api.DefaultListen
-
 // gatewayDefaultValue stands for a bare --gateway (see normalizeArgs).
 const gatewayDefaultValue = "default"
 
-// gatewayAddress resolves the gateway to talk to: the flag's value, else
-// AGENT_GATEWAY, else the default. ok is false when neither the flag nor
-// the environment asks for a gateway.
+// gatewayAddress resolves the gateway to talk to (api.Address); a bare
+// --gateway asks for AGENT_GATEWAY's or the default. ok is false when
+// neither the flag nor the environment asks for a gateway.
 func gatewayAddress(c *cli.Context) (addr string, ok bool) {
-	v := c.String("gateway")
-	env := os.Getenv("AGENT_GATEWAY")
-	switch {
-	case v != "" && v != gatewayDefaultValue:
-		return v, true
-	case env != "":
-		return env, true
+	if c.String("gateway") == gatewayDefaultValue {
+		addr, _ = api.Address("")
+		return addr, true
 	}
-	return defaultGateway, v == gatewayDefaultValue
+	return api.Address(c.String("gateway"))
 }
 
 // dialGateway connects and authenticates (api.Connect) with the token
-// this client presents.
+// this client presents (api.ClientToken).
 func dialGateway(ctx context.Context, addr string) (*api.Stream, error) {
-	token, err := clientToken()
+	home, err := config.Home()
+	if err != nil {
+		return nil, err
+	}
+	token, err := api.ClientToken(home)
 	if err != nil {
 		// Without a token, most likely no gateway was ever started: if
 		// nothing answers, say that, which is what there is to fix first.
@@ -58,19 +53,6 @@ func dialGateway(ctx context.Context, addr string) (*api.Stream, error) {
 		return nil, &gatewayError{err: err}
 	}
 	return s, err
-}
-
-// clientToken is the token this client presents to a gateway.
-func clientToken() (string, error) {
-	home, err := config.Home()
-	if err != nil {
-		return "", err
-	}
-	t, err := api.ClientToken(home)
-	if errors.Is(err, api.ErrNoToken) {
-		return "", usageErrorf("no gateway token: %s", strings.TrimSuffix(err.Error(), ": "+api.ErrNoToken.Error()))
-	}
-	return t, err
 }
 
 // gatewayError is a failure to use the gateway: exit 3, like an
@@ -92,9 +74,7 @@ func gatewayExitCode(err error) int {
 	return 3
 }
 
-// runViaGateway sends a run to the gateway and renders its events exactly
-// as a local run would, with the same exit codes. Ctrl-C interrupts the
-// run resumably, as it does locally.
+// runViaGateway sends a run to the gateway and follows it (viaGateway).
 func runViaGateway(c *cli.Context, addr, prompt string, opts supervisor.Options) error {
 	if opts.Record != "" {
 		return usageErrorf("--record is not supported with --gateway: the gateway makes the model calls")
@@ -103,47 +83,39 @@ func runViaGateway(c *cli.Context, addr, prompt string, opts supervisor.Options)
 	if err != nil {
 		return usageErrorf("--workspace: %v", err)
 	}
-	s, err := dialGateway(c.Context, addr)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	started, err := s.StartRun(c.Context, api.RunStartParams{
-		SessionID: c.String("session"), Input: prompt, Workspace: ws, Options: opts,
-	}, console.OneLine(prompt, 60))
-	if err != nil {
-		return gatewayCallError(err)
-	}
-	return follow(c, s, started)
+	return viaGateway(c, addr, func(s *api.Stream) (api.RunStartResult, error) {
+		p := api.RunStartParams{SessionID: c.String("session"), Input: prompt, Workspace: ws, Options: opts}
+		return s.StartRun(c.Context, p, console.OneLine(prompt, 60))
+	})
 }
 
 // resumeViaGateway asks the gateway to resume one of its sessions' runs,
-// and follows it as runViaGateway does.
+// and follows it (viaGateway).
 func resumeViaGateway(c *cli.Context, addr, runID string) error {
 	for _, name := range []string{"model", "base-url", "max-turns", "model-attempts", "model-idle-timeout", "model-call-timeout", "timeout", "record", "replay"} {
 		if c.IsSet(name) {
 			return usageErrorf("--%s with --gateway: the gateway resumes a run with the options it was started with", name)
 		}
 	}
+	return viaGateway(c, addr, func(s *api.Stream) (api.RunStartResult, error) {
+		return s.ResumeRun(c.Context, api.RunResumeParams{RunID: runID, ResendUnknown: c.Bool("resend-unknown")})
+	})
+}
+
+// viaGateway starts a run on the gateway at addr and shows its events
+// exactly as a local run would, and exits as the run did. Ctrl-C
+// interrupts the run resumably, as it does locally; a second one stops
+// waiting.
+func viaGateway(c *cli.Context, addr string, start func(*api.Stream) (api.RunStartResult, error)) error {
 	s, err := dialGateway(c.Context, addr)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	started, err := s.ResumeRun(c.Context, api.RunResumeParams{RunID: runID, ResendUnknown: c.Bool("resend-unknown")})
+	started, err := start(s)
 	if err != nil {
-		return gatewayCallError(err)
+		return &gatewayError{err: err}
 	}
-	return follow(c, s, started)
-}
-
-func gatewayCallError(err error) error {
-	return &exitError{code: gatewayExitCode(err), msg: "gateway: " + err.Error()}
-}
-
-// follow shows the run's events until its end, and exits as the run did.
-// Ctrl-C interrupts the run; a second one stops waiting.
-func follow(c *cli.Context, s *api.Stream, started api.RunStartResult) error {
 	show := newDisplay(c, false)
 	defer show.Close()
 	sig := make(chan os.Signal, 2)
@@ -157,9 +129,7 @@ func follow(c *cli.Context, s *api.Stream, started api.RunStartResult) error {
 		return finished(c, fin)
 	case errors.Is(err, api.ErrStoppedWaiting):
 		return &exitError{code: 130, msg: err.Error()}
-	case errors.As(err, &problem):
-		return &exitError{code: 3, msg: "gateway: " + err.Error()}
-	case errors.As(err, &lost):
+	case errors.As(err, &problem), errors.As(err, &lost):
 		return &gatewayError{err: err}
 	}
 	return &exitError{code: 130, msg: "gateway: " + err.Error()} // the interrupt could not be sent
@@ -179,7 +149,7 @@ func attachCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print events as JSON lines"},
 			&cli.Int64Flag{Name: "after-seq", Usage: "replay only events after this seq"},
-			&cli.StringFlag{Name: "gateway", Usage: "gateway URL (default $AGENT_GATEWAY or " + defaultGateway + ")"},
+			&cli.StringFlag{Name: "gateway", Usage: "gateway URL (default $AGENT_GATEWAY or " + api.DefaultURL + ")"},
 		},
 		Action: attachAction,
 	}
@@ -209,12 +179,8 @@ func attachAction(c *cli.Context) error {
 	// Frames are shown from this goroutine, so what it says itself comes
 	// before the replay rather than somewhere in it.
 	begin := func(res api.SessionResumeResult) {
-		switch {
-		case !human:
-		case res.LastSeq > afterSeq:
-			printer.Note("replaying session %s after seq %d, then following it; Ctrl-C stops", res.SessionID, afterSeq)
-		default:
-			printer.Note("following session %s: nothing after seq %d yet; new events show as they come; Ctrl-C stops", res.SessionID, afterSeq)
+		if human {
+			printer.Following(res.SessionID, afterSeq, res.LastSeq)
 		}
 	}
 	err = s.Attach(ctx, sessionID, afterSeq, begin, show.Print)
@@ -225,5 +191,5 @@ func attachAction(c *cli.Context) error {
 	case errors.As(err, &problem):
 		return &exitError{code: 3, msg: fmt.Sprintf("gateway: %v; re-attach with --after-seq %d", problem.Frame.Error, problem.Frame.AfterSeq)}
 	}
-	return &exitError{code: gatewayExitCode(err), msg: "gateway: " + err.Error()}
+	return &gatewayError{err: err}
 }

@@ -1,15 +1,15 @@
 package cli
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 
 	"agent/config"
+	"agent/console"
 	"agent/event"
 	"agent/gateway/api"
 	"agent/store"
@@ -31,30 +31,22 @@ func doctorCommand() *cli.Command {
 	}
 }
 
-// finding is one check of agent doctor.
-type finding struct {
-	Check string `json:"check"`
-	OK    bool   `json:"ok"`
-	Say   string `json:"say"`
-}
-
 func doctorAction(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return usageErrorf("doctor takes no arguments")
 	}
-	var found []finding
-	add := func(check string, err error, ok string) {
+	var checks []console.Check
+	add := func(what string, err error, ok string) {
 		if err != nil {
-			found = append(found, finding{Check: check, Say: errorLine(err)})
-			return
+			ok = errorLine(err)
 		}
-		found = append(found, finding{Check: check, OK: true, Say: ok})
+		checks = append(checks, console.Check{Check: what, OK: err == nil, Say: ok})
 	}
 	settings, err := config.Load()
 	if err != nil {
 		return err
 	}
-	add("data directory", writable(settings.Home), settings.Home+" can be written")
+	add("data directory", config.Writable(settings.Home), settings.Home+" can be written")
 	db, err := store.Open(settings.Database)
 	if err == nil {
 		defer db.Close()
@@ -66,52 +58,21 @@ func doctorAction(c *cli.Context) error {
 		add("gateway token", err, "the token file is readable by you alone")
 	}
 	if db != nil {
-		runs, err := db.ListRuns(c.Context, 0)
-		waiting := 0
-		for _, r := range runs {
-			if r.Status == event.StatusRunning || r.Status == event.StatusInterrupted {
-				waiting++
-			}
-		}
+		st, err := db.Stats(c.Context) // by the status people are shown
+		waiting := st.Runs[event.StatusRunning] + st.Runs[event.StatusQueued] + st.Runs[event.StatusInterrupted] + st.Runs[event.StatusPlanned]
 		say := "no run is waiting to be resumed"
 		if waiting > 0 {
 			say = fmt.Sprintf("%d runs were left running or interrupted; 'agent runs list' shows them, 'agent resume RUN_ID' continues one", waiting)
 		}
 		add("runs", err, say)
 	}
-
-	failed := false
-	for _, f := range found {
-		failed = failed || !f.OK
-		if c.Bool("json") {
-			_ = json.NewEncoder(c.App.Writer).Encode(f)
-			continue
-		}
-		mark := "ok     "
-		if !f.OK {
-			mark = "PROBLEM"
-		}
-		fmt.Fprintf(c.App.Writer, "%s %-15s %s\n", mark, f.Check, f.Say)
+	if c.Bool("json") {
+		_ = jsonLines(c.App.Writer, checks)
+	} else {
+		console.PrintChecks(c.App.Writer, checks)
 	}
-	if failed {
+	if slices.ContainsFunc(checks, func(ch console.Check) bool { return !ch.OK }) {
 		return &exitError{code: 5}
 	}
 	return nil
-}
-
-// writable tries to create a file in dir.
-func writable(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, ".doctor-*")
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return fmt.Errorf("%s cannot be written: %v; make it writable, or set AGENT_HOME to a directory you own", dir, pe.Err)
-		}
-		return err
-	}
-	f.Close()
-	return os.Remove(f.Name())
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -15,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"agent/config"
+	"agent/console"
 	"agent/gateway"
 	"agent/gateway/api"
 	"agent/store"
@@ -139,14 +139,7 @@ func gatewayAction(c *cli.Context) error {
 			"version": version, "pid": os.Getpid(), "token_from": tokenFrom, "scheduler": cfg.Scheduler.Enabled, "workers": cfg.Workers,
 		})
 	} else {
-		state := "off (--scheduler turns it on)"
-		if cfg.Scheduler.Enabled {
-			state = "on"
-		}
-		fmt.Fprintf(c.App.ErrWriter, "agent gateway listening on http://%s (token: %s), scheduler %s\n", addr, tokenFrom, state)
-		if cfg.Workers {
-			fmt.Fprintf(c.App.ErrWriter, "store %s: runs are queued for 'agent worker' processes\n", store.Redact(settings.Database))
-		}
+		console.PrintListening(c.App.ErrWriter, addr, tokenFrom, cfg.Scheduler.Enabled, cfg.Workers, store.Redact(settings.Database))
 	}
 	err = srv.StopOnSignal(sigs)
 	if errors.Is(err, context.Canceled) {

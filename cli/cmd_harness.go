@@ -87,8 +87,8 @@ func harnessAction(c *cli.Context) error {
 // confirmPlan asks on a terminal whether to run a new plan; elsewhere, or
 // with --yes or --json, it does not ask (nil).
 func confirmPlan(c *cli.Context) func(missionPath string) bool {
-	if c.Bool("yes") || c.Bool("json") || !console.IsTerminal(c.App.Reader) {
+	if c.Bool("yes") || c.Bool("json") {
 		return nil
 	}
-	return func(missionPath string) bool { return console.ConfirmPlan(c.App.Reader, c.App.ErrWriter, missionPath) }
+	return console.PlanConfirmation(c.App.Reader, c.App.ErrWriter)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ import (
 
 func jobsCommand() *cli.Command {
 	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print JSON: one object per line for lists, one object otherwise"}
-	gatewayFlag := &cli.StringFlag{Name: "gateway", Usage: "gateway `URL` (default $AGENT_GATEWAY or " + defaultGateway + ")"}
+	gatewayFlag := &cli.StringFlag{Name: "gateway", Usage: "gateway `URL` (default $AGENT_GATEWAY or " + api.DefaultURL + ")"}
 	common := func(fs ...cli.Flag) []cli.Flag { return append(fs, jsonFlag, gatewayFlag) }
 	idArg := "ID (a job id, unique id prefix or name)"
 	return &cli.Command{
@@ -137,10 +138,10 @@ var policyKeys = []struct{ flag, key string }{
 	{"max-attempts", "retry.max_attempts"}, {"retry-base", "retry.base"}, {"retry-cap", "retry.cap"},
 }
 
-// policyFlags is the policy object of the policy flags given (fields left
-// out keep their values, or take the defaults on create); nil if none.
+// policyFlags is the partial policy the policy flags given make
+// (scheduler.PolicyPatch); nil if none is given.
 func policyFlags(c *cli.Context) json.RawMessage {
-	p, retry := map[string]any{}, map[string]any{}
+	given := map[string]any{}
 	for _, k := range policyKeys {
 		if !c.IsSet(k.flag) {
 			continue
@@ -152,20 +153,9 @@ func policyFlags(c *cli.Context) json.RawMessage {
 		if k.flag == "tools" {
 			v = append([]string{}, splitList([]string{c.String("tools")})...) // "": the default tools
 		}
-		if key, ok := strings.CutPrefix(k.key, "retry."); ok {
-			retry[key] = v
-		} else {
-			p[k.key] = v
-		}
+		given[k.key] = v
 	}
-	if len(retry) > 0 {
-		p["retry"] = retry
-	}
-	if len(p) == 0 {
-		return nil
-	}
-	data, _ := json.Marshal(p) // strings, numbers and booleans
-	return data
+	return scheduler.PolicyPatch(given)
 }
 
 func jobsListAction(c *cli.Context) error {
@@ -189,51 +179,32 @@ func jobsListAction(c *cli.Context) error {
 }
 
 func jobsPauseResumeAction(c *cli.Context) error {
-	id, err := jobArg(c)
-	if err != nil {
-		return err
-	}
 	method := api.MethodJobPause
 	if c.Command.Name == "resume" {
 		method = api.MethodJobResume
 	}
 	var job scheduler.Job
-	if _, err := callJobs(c, method, api.JobParams{JobID: id}, &job); err != nil {
+	if _, err := callJob(c, method, &job); err != nil {
 		return err
 	}
 	return printJob(c, job)
 }
 
 func jobsDeleteAction(c *cli.Context) error {
-	id, err := jobArg(c)
-	if err != nil {
-		return err
-	}
 	var res api.JobDeleted
-	if _, err := callJobs(c, api.MethodJobDelete, api.JobParams{JobID: id}, &res); err != nil {
+	if _, err := callJob(c, api.MethodJobDelete, &res); err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		return json.NewEncoder(c.App.Writer).Encode(res)
-	}
-	fmt.Fprintf(c.App.Writer, "deleted job %s (%s)\n", res.Name, res.JobID)
-	return nil
+	return output(c, res, func(w io.Writer) { fmt.Fprintf(w, "deleted job %s (%s)\n", res.Name, res.JobID) })
 }
 
 func jobsRunNowAction(c *cli.Context) error {
-	id, err := jobArg(c)
+	var run scheduler.JobRun
+	id, err := callJob(c, api.MethodJobRunNow, &run)
 	if err != nil {
 		return err
 	}
-	var run scheduler.JobRun
-	if _, err := callJobs(c, api.MethodJobRunNow, api.JobParams{JobID: id}, &run); err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return json.NewEncoder(c.App.Writer).Encode(run)
-	}
-	console.PrintJobRun(c.App.Writer, run, id)
-	return nil
+	return output(c, run, func(w io.Writer) { console.PrintJobRun(w, run, id) })
 }
 
 func jobsRunsAction(c *cli.Context) error {
@@ -266,6 +237,14 @@ func jobArg(c *cli.Context) (string, error) {
 	return c.Args().First(), nil
 }
 
+// callJob makes a job.* request about the one job the command names.
+func callJob(c *cli.Context, method string, result any) (id string, err error) {
+	if id, err = jobArg(c); err == nil {
+		_, err = callJobs(c, method, api.JobParams{JobID: id}, result)
+	}
+	return id, err
+}
+
 // warnSchedulingOff says, on stderr, that the gateway fires no job.
 func warnSchedulingOff(c *cli.Context, gw api.ConnectResult, what string) {
 	if gw.Scheduling != nil && !*gw.Scheduling {
@@ -291,29 +270,23 @@ func callJobs(c *cli.Context, method string, params, result any) (api.ConnectRes
 	}
 	err = gc.Call(ctx, method, params, result)
 	var ge *api.Error
-	if !errors.As(err, &ge) {
-		if err != nil {
-			return connected, &gatewayError{err: err}
-		}
+	switch {
+	case err == nil:
 		return connected, nil
+	case !errors.As(err, &ge):
+		return connected, &gatewayError{err: err}
+	case ge.Code == api.CodeInvalidJob:
+		return connected, &usageError{msg: "invalid job: " + ge.Message}
+	case ge.Code == api.CodeNotFound:
+		return connected, &usageError{msg: ge.Message + "; see 'agent jobs list'"}
+	case ge.Code == api.CodeSchedulerOff:
+		return connected, usageErrorf("scheduling is off in the gateway at %s, so jobs do not run; restart it with 'agent gateway --scheduler' (or set SchedulerEnabled = true in config.toml)", addr)
 	}
-	msg := "gateway: " + ge.Error()
-	switch ge.Code {
-	case api.CodeInvalidJob:
-		msg = "invalid job: " + ge.Message
-	case api.CodeNotFound:
-		msg = ge.Message + "; see 'agent jobs list'"
-	case api.CodeSchedulerOff:
-		msg = "scheduling is off in the gateway at " + addr + ", so jobs do not run; restart it with 'agent gateway --scheduler' (or set SchedulerEnabled = true in config.toml)"
-	}
-	return connected, &exitError{code: gatewayExitCode(err), msg: msg}
+	return connected, &gatewayError{err: err}
 }
 
 // printJob shows one job: one JSON object with --json, else a summary.
 func printJob(c *cli.Context, j scheduler.Job) error {
-	if c.Bool("json") {
-		return json.NewEncoder(c.App.Writer).Encode(j)
-	}
-	console.PrintJob(c.App.Writer, j, supervisor.Options{Sandbox: j.Policy.Sandbox, Network: j.Policy.Network}.SandboxSummary())
-	return nil
+	sandbox := supervisor.Options{Sandbox: j.Policy.Sandbox, Network: j.Policy.Network}.SandboxSummary()
+	return output(c, j, func(w io.Writer) { console.PrintJob(w, j, sandbox) })
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"agent/config"
 	"agent/console"
 	"agent/mcpserve"
-	"agent/store"
 	"agent/supervisor"
 )
 
@@ -70,11 +68,7 @@ func mcpListAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	dir, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	listings, err := supervisor.ListServers(c.Context, settings.Home, dir, o, version)
+	listings, err := supervisor.ListServers(c.Context, settings.Home, "", o, version)
 	if err != nil {
 		return err
 	}
@@ -141,24 +135,15 @@ func mcpServeAction(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return usageErrorf("mcp serve takes no arguments; an MCP client starts it and calls its tools")
 	}
-	settings, err := config.Load()
-	if err != nil {
-		return err
-	}
-	db, err := store.Open(settings.Database)
+	settings, db, err := openStore()
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err = mcpserve.Serve(ctx, mcpserve.Config{
+	return mcpserve.Serve(ctx, mcpserve.Config{
 		DB: db, Home: settings.Home, Version: version,
 		Log: slog.New(slog.NewTextHandler(c.App.ErrWriter, nil)),
 	})
-	var dir *mcpserve.DirError
-	if errors.As(err, &dir) {
-		return &exitError{code: 5, msg: err.Error()}
-	}
-	return err
 }

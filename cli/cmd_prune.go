@@ -11,7 +11,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"agent/checkpoint"
-	"agent/config"
 	"agent/console"
 	"agent/store"
 )
@@ -72,11 +71,7 @@ func pruneAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	settings, err := config.Load()
-	if err != nil {
-		return err
-	}
-	db, err := store.Open(settings.Database)
+	settings, db, err := openStore()
 	if err != nil {
 		return err
 	}
@@ -87,9 +82,12 @@ func pruneAction(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
+		runs := "runs are"
+		if n == 1 {
+			runs = "run is"
+		}
 		if n > 0 {
-			return &exitError{code: 4, msg: fmt.Sprintf("--vacuum: %d %s in progress, and the rewrite would hold them up; prune without --vacuum, or again once they have ended",
-				n, map[bool]string{true: "run is", false: "runs are"}[n == 1])}
+			return &exitError{code: 4, msg: fmt.Sprintf("--vacuum: %d %s in progress, and the rewrite would hold them up; prune without --vacuum, or again once they have ended", n, runs)}
 		}
 	}
 	before := time.Now().Add(-age)

@@ -1,8 +1,8 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
+	"io"
 
 	"github.com/urfave/cli/v2"
 
@@ -85,12 +85,7 @@ func rewindAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		err = json.NewEncoder(c.App.Writer).Encode(rep)
-	} else {
-		err = console.PrintRewind(c.App.Writer, rep)
-	}
-	if err != nil {
+	if err := output(c, rep, func(w io.Writer) { console.PrintRewind(w, rep) }); err != nil {
 		return err
 	}
 	if rep.Count(event.StatusFailed) > 0 {

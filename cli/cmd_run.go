@@ -15,6 +15,7 @@ import (
 	"agent/config"
 	"agent/console"
 	"agent/event"
+	"agent/gateway/api"
 	"agent/llm"
 	"agent/store"
 	"agent/supervisor"
@@ -60,7 +61,7 @@ func runCommand() *cli.Command {
 		mcpConfigFlag(),
 		&cli.StringFlag{Name: "until", Usage: "Ralph loop: repeat with fresh context until the final message has this `PROMISE` line"},
 		&cli.IntFlag{Name: "max-iterations", Usage: "Ralph loop: give up after N iterations", DefaultText: "10"},
-		&cli.StringFlag{Name: "gateway", Usage: "send the run to a gateway: `URL`, or bare for $AGENT_GATEWAY or " + defaultGateway},
+		&cli.StringFlag{Name: "gateway", Usage: "send the run to a gateway: `URL`, or bare for $AGENT_GATEWAY or " + api.DefaultURL},
 		&cli.StringFlag{Name: "session", Usage: "with --gateway: run in this gateway session, seeing its earlier messages (default: a new session)"},
 	)
 	return &cli.Command{
@@ -98,7 +99,7 @@ func resumeCommand() *cli.Command {
 			"resumes a run of one of its sessions.",
 		Flags: append(modelFlags(),
 			&cli.BoolFlag{Name: "resend-unknown", Usage: "send side effects whose outcome is unknown (lost in a crash) again, first"},
-			&cli.StringFlag{Name: "gateway", Usage: "resume in a gateway: `URL`, or bare for $AGENT_GATEWAY or " + defaultGateway},
+			&cli.StringFlag{Name: "gateway", Usage: "resume in a gateway: `URL`, or bare for $AGENT_GATEWAY or " + api.DefaultURL},
 		),
 		Action: resumeAction,
 	}
@@ -211,27 +212,27 @@ var optionFlags = []struct {
 	name string
 	set  func(c *cli.Context, name string, o *supervisor.Options) error
 }{
-	{"model", text(func(o *supervisor.Options) *string { return &o.Model })},
-	{"base-url", text(func(o *supervisor.Options) *string { return &o.BaseURL })},
-	{"max-turns", number(func(o *supervisor.Options) *int { return &o.MaxTurns })},
-	{"model-attempts", number(func(o *supervisor.Options) *int { return &o.ModelAttempts })},
+	{"model", value(func(o *supervisor.Options) *string { return &o.Model })},
+	{"base-url", value(func(o *supervisor.Options) *string { return &o.BaseURL })},
+	{"max-turns", value(func(o *supervisor.Options) *int { return &o.MaxTurns })},
+	{"model-attempts", value(func(o *supervisor.Options) *int { return &o.ModelAttempts })},
 	{"model-idle-timeout", duration(func(o *supervisor.Options) *supervisor.Duration { return &o.ModelIdleTimeout })},
 	{"model-call-timeout", duration(func(o *supervisor.Options) *supervisor.Duration { return &o.ModelCallTimeout })},
 	{"timeout", duration(func(o *supervisor.Options) *supervisor.Duration { return &o.Timeout })},
 	{"allow-tools", list(func(o *supervisor.Options) *[]string { return &o.AllowTools })},
 	{"deny-tools", list(func(o *supervisor.Options) *[]string { return &o.DenyTools })},
 	{"mcp-config", paths(func(o *supervisor.Options) *[]string { return &o.MCPConfig })},
-	{"sandbox", text(func(o *supervisor.Options) *string { return &o.Sandbox })},
-	{"network", boolean(func(o *supervisor.Options) *bool { return &o.Network })},
-	{"context-window", number(func(o *supervisor.Options) *int { return &o.ContextWindow })},
-	{"compact", text(func(o *supervisor.Options) *string { return &o.Compact })},
-	{"max-tokens", number(func(o *supervisor.Options) *int { return &o.MaxTokens })},
-	{"max-cost", money(func(o *supervisor.Options) *float64 { return &o.MaxCost })},
+	{"sandbox", value(func(o *supervisor.Options) *string { return &o.Sandbox })},
+	{"network", value(func(o *supervisor.Options) *bool { return &o.Network })},
+	{"context-window", value(func(o *supervisor.Options) *int { return &o.ContextWindow })},
+	{"compact", value(func(o *supervisor.Options) *string { return &o.Compact })},
+	{"max-tokens", value(func(o *supervisor.Options) *int { return &o.MaxTokens })},
+	{"max-cost", value(func(o *supervisor.Options) *float64 { return &o.MaxCost })},
 	{"until", trimmed(func(o *supervisor.Options) *string { return &o.Until })},
-	{"max-iterations", number(func(o *supervisor.Options) *int { return &o.MaxIterations })},
-	{"parallel", number(func(o *supervisor.Options) *int { return &o.Parallel })},
+	{"max-iterations", value(func(o *supervisor.Options) *int { return &o.MaxIterations })},
+	{"parallel", value(func(o *supervisor.Options) *int { return &o.Parallel })},
 	{"phase-timeout", duration(func(o *supervisor.Options) *supervisor.Duration { return &o.PhaseTimeout })},
-	{"context-budget", number(func(o *supervisor.Options) *int { return &o.ContextBudget })},
+	{"context-budget", value(func(o *supervisor.Options) *int { return &o.ContextBudget })},
 	{"record", path(func(o *supervisor.Options) *string { return &o.Record })},
 	{"replay", path(func(o *supervisor.Options) *string { return &o.Replay })},
 }
@@ -239,8 +240,17 @@ var optionFlags = []struct {
 // The kinds of option flags: what each reads from its flag and how.
 type optionSetter = func(c *cli.Context, name string, o *supervisor.Options) error
 
-func text(field func(*supervisor.Options) *string) optionSetter {
-	return func(c *cli.Context, name string, o *supervisor.Options) error { *field(o) = c.String(name); return nil }
+// value is the flag's value as its kind reads it: text, a number, money,
+// a yes or no.
+func value[T any](field func(*supervisor.Options) *T) optionSetter {
+	return func(c *cli.Context, name string, o *supervisor.Options) error {
+		v, ok := c.Value(name).(T)
+		if !ok {
+			return fmt.Errorf("not a %T", v)
+		}
+		*field(o) = v
+		return nil
+	}
 }
 
 // trimmed is text without the spaces around it (a promise line).
@@ -249,21 +259,6 @@ func trimmed(field func(*supervisor.Options) *string) optionSetter {
 		*field(o) = strings.TrimSpace(c.String(name))
 		return nil
 	}
-}
-
-func number(field func(*supervisor.Options) *int) optionSetter {
-	return func(c *cli.Context, name string, o *supervisor.Options) error { *field(o) = c.Int(name); return nil }
-}
-
-func money(field func(*supervisor.Options) *float64) optionSetter {
-	return func(c *cli.Context, name string, o *supervisor.Options) error {
-		*field(o) = c.Float64(name)
-		return nil
-	}
-}
-
-func boolean(field func(*supervisor.Options) *bool) optionSetter {
-	return func(c *cli.Context, name string, o *supervisor.Options) error { *field(o) = c.Bool(name); return nil }
 }
 
 func duration(field func(*supervisor.Options) *supervisor.Duration) optionSetter {
@@ -405,18 +400,9 @@ func interruptOnSignal(parent context.Context) (context.Context, func()) {
 	}
 }
 
-// jsonDisplay is --json: every event as one line on stdout.
-type jsonDisplay struct{ enc *event.Encoder }
-
-func (d jsonDisplay) Print(e event.Event) { _ = d.enc.Encode(e) }
-func (d jsonDisplay) Close()              {}
-
 // newDisplay picks the display for a command's output flags.
 func newDisplay(c *cli.Context, harness bool) console.Display {
-	if c.Bool("json") {
-		return jsonDisplay{enc: event.NewEncoder(c.App.Writer)}
-	}
-	return console.NewDisplay(c.App.Writer, c.App.ErrWriter, harness)
+	return console.NewDisplay(c.App.Writer, c.App.ErrWriter, harness, c.Bool("json"))
 }
 
 // readPrompt joins the arguments, or reads stdin for "-" or no arguments

@@ -1,8 +1,8 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/urfave/cli/v2"
 
@@ -52,13 +52,14 @@ func runsCommand() *cli.Command {
 	}
 }
 
-// loadStore reads the settings and opens the store.
-func loadStore() (*store.DB, error) {
+// openStore reads the settings and opens the store they name.
+func openStore() (config.Settings, *store.DB, error) {
 	settings, err := config.Load()
 	if err != nil {
-		return nil, err
+		return settings, nil, err
 	}
-	return store.Open(settings.Database)
+	db, err := store.Open(settings.Database)
+	return settings, db, err
 }
 
 // openRun opens the store and finds the run named by the only argument.
@@ -66,7 +67,7 @@ func openRun(c *cli.Context, command string) (*store.DB, *store.Run, error) {
 	if c.Args().Len() != 1 {
 		return nil, nil, usageErrorf("%s needs exactly one RUN_ID; see 'agent runs list'", command)
 	}
-	db, err := loadStore()
+	_, db, err := openStore()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -82,7 +83,7 @@ func runsListAction(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return usageErrorf("runs list takes no arguments")
 	}
-	db, err := loadStore()
+	_, db, err := openStore()
 	if err != nil {
 		return err
 	}
@@ -93,11 +94,7 @@ func runsListAction(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	if c.Bool("json") {
-		views := make([]store.RunView, len(runs))
-		for i := range runs {
-			views[i] = db.RunView(&runs[i])
-		}
-		return jsonLines(w, views)
+		return jsonLines(w, db.RunViews(runs))
 	}
 	if len(runs) == 0 {
 		fmt.Fprintln(c.App.ErrWriter, "no runs yet; start one with: agent run \"PROMPT\"")
@@ -116,11 +113,7 @@ func runsShowAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		return json.NewEncoder(c.App.Writer).Encode(v)
-	}
-	console.PrintRun(c.App.Writer, v)
-	return nil
+	return output(c, v, func(w io.Writer) { console.PrintRun(w, v) })
 }
 
 func runsEventsAction(c *cli.Context) error {

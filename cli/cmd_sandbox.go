@@ -1,7 +1,7 @@
 package cli
 
 import (
-	"encoding/json"
+	"io"
 
 	"github.com/urfave/cli/v2"
 
@@ -42,10 +42,8 @@ func sandboxCheckAction(c *cli.Context) error {
 		return usageErrorf("sandbox check takes no arguments")
 	}
 	sup := sandbox.Check()
-	if c.Bool("json") {
-		_ = json.NewEncoder(c.App.Writer).Encode(sup)
-	} else {
-		console.PrintSandbox(c.App.Writer, sup)
+	if err := output(c, sup, func(w io.Writer) { console.PrintSandbox(w, sup) }); err != nil {
+		return err
 	}
 	if len(sup.Problems) > 0 {
 		return &exitError{code: 5, msg: "the sandbox cannot be enforced here; runs need --sandbox off (see the problem above)"}

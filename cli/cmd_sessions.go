@@ -42,7 +42,7 @@ func sessionsListAction(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return usageErrorf("sessions list takes no arguments")
 	}
-	db, err := loadStore()
+	_, db, err := openStore()
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func sessionsShowAction(c *cli.Context) error {
 	if c.Args().Len() != 1 {
 		return usageErrorf("sessions show needs exactly one SESSION")
 	}
-	db, err := loadStore()
+	_, db, err := openStore()
 	if err != nil {
 		return err
 	}
@@ -91,14 +91,10 @@ func sessionsShowAction(c *cli.Context) error {
 	if !c.Bool("json") {
 		return console.PrintSession(c.App.Writer, *s, runs)
 	}
-	v := struct {
+	return json.NewEncoder(c.App.Writer).Encode(struct {
 		store.SessionView
 		RunList []store.RunView `json:"run_list,omitempty"`
-	}{SessionView: s.View()}
-	for i := range runs {
-		v.RunList = append(v.RunList, db.RunView(&runs[i]))
-	}
-	return json.NewEncoder(c.App.Writer).Encode(v)
+	}{s.View(), db.RunViews(runs)})
 }
 
 func sessionsForkAction(c *cli.Context) error {
@@ -108,7 +104,7 @@ func sessionsForkAction(c *cli.Context) error {
 	if c.Int64("seq") < 0 {
 		return usageErrorf("--seq must not be negative")
 	}
-	db, err := loadStore()
+	_, db, err := openStore()
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -67,12 +66,7 @@ func workerAction(c *cli.Context) error {
 	}
 	defer db.Close()
 	logger := slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))
-	cfg := supervisor.ConfigFor(settings, db, version)
-	cfg.LogDir, cfg.Logger = filepath.Join(settings.Home, "logs"), logger
-	cfg.Unshown = true          // gateways read the events from the store
-	cfg.QueueAttempts = true    // any worker runs a harness's phase attempts
-	cfg.BackgroundExport = true // a run's slot is not held for a trace collector
-	sup, err := supervisor.New(cfg)
+	sup, err := supervisor.New(worker.SupervisorConfig(settings, db, version, logger))
 	if err != nil {
 		return err
 	}

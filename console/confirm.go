@@ -10,9 +10,18 @@ import (
 	"strings"
 )
 
-// ConfirmPlan asks on errw whether to run the plan written to missionPath
+// PlanConfirmation asks a person at the terminal in whether to run a new
+// plan; nil when in is not a terminal, where nobody would answer.
+func PlanConfirmation(in io.Reader, errw io.Writer) func(missionPath string) bool {
+	if !IsTerminal(in) {
+		return nil
+	}
+	return func(missionPath string) bool { return confirmPlan(in, errw, missionPath) }
+}
+
+// confirmPlan asks on errw whether to run the plan written to missionPath
 // and reads the answer from in: yes, unless the person says otherwise.
-func ConfirmPlan(in io.Reader, errw io.Writer, missionPath string) bool {
+func confirmPlan(in io.Reader, errw io.Writer, missionPath string) bool {
 	// The path on a line of its own, relative when it is under the
 	// working directory: a long one wraps there, not through the question.
 	if wd, err := os.Getwd(); err == nil {

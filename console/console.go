@@ -1,7 +1,8 @@
 // Package console renders a run's events for people: assistant text as it
 // streams, one line per tool call, diagnostics on stderr, and, when stderr
 // is a terminal, a spinner for as long as the run waits on the model or a
-// tool. Scripts use --json instead, which bypasses this package.
+// tool; scripts get the events as JSON lines instead. It also says, for
+// people, what the other commands answer: runs, sessions, jobs, reports.
 package console
 
 import (
@@ -33,15 +34,25 @@ type Display interface {
 	Close()
 }
 
-// NewDisplay is how people see a run's events: a harness's phase board on
+// NewDisplay is how a run's events are shown: for scripts (asJSON), every
+// event as one JSON line on out; for people, a harness's phase board on
 // out, redrawn in place when out is a terminal, or else the printer, with
 // its spinner on errw when errw is a terminal.
-func NewDisplay(out, errw io.Writer, harness bool) Display {
-	if harness {
+func NewDisplay(out, errw io.Writer, harness, asJSON bool) Display {
+	switch {
+	case asJSON:
+		return jsonDisplay{enc: event.NewEncoder(out)}
+	case harness:
 		return NewBoard(out, errw, IsTerminal(out))
 	}
 	return NewPrinter(out, errw, IsTerminal(errw))
 }
+
+// jsonDisplay writes each event as one JSON line, and nothing else.
+type jsonDisplay struct{ enc *event.Encoder }
+
+func (d jsonDisplay) Print(e event.Event) { _ = d.enc.Encode(e) }
+func (d jsonDisplay) Close()              {}
 
 // Printer renders events. Out gets the assistant's words and tool lines;
 // Err gets diagnostics and the spinner. It is safe for concurrent use.

@@ -66,3 +66,36 @@ func PrintSandbox(w io.Writer, sup sandbox.Support) {
 		fmt.Fprintf(w, "problem     %s\n", p)
 	}
 }
+
+// PrintListening says where a gateway listens, where its token comes
+// from, whether it fires scheduled jobs and, when workers drive its runs,
+// from which store.
+func PrintListening(w io.Writer, addr, tokenFrom string, scheduling, workers bool, store string) {
+	state := "off (--scheduler turns it on)"
+	if scheduling {
+		state = "on"
+	}
+	fmt.Fprintf(w, "agent gateway listening on http://%s (token: %s), scheduler %s\n", addr, tokenFrom, state)
+	if workers {
+		fmt.Fprintf(w, "store %s: runs are queued for 'agent worker' processes\n", store)
+	}
+}
+
+// Check is one check of `agent doctor`: what was checked, whether it is
+// well, and what to say of it (what to do, when it is not).
+type Check struct {
+	Check string `json:"check"`
+	OK    bool   `json:"ok"`
+	Say   string `json:"say"`
+}
+
+// PrintChecks is `agent doctor`'s report, a line per check.
+func PrintChecks(w io.Writer, checks []Check) {
+	for _, c := range checks {
+		mark := "ok     "
+		if !c.OK {
+			mark = "PROBLEM"
+		}
+		fmt.Fprintf(w, "%s %-15s %s\n", mark, c.Check, c.Say)
+	}
+}

@@ -12,9 +12,10 @@ import (
 )
 
 // PrintRewind shows what a rewind did: a line per file and a summary.
-func PrintRewind(w io.Writer, rep checkpoint.Report) error {
+func PrintRewind(w io.Writer, rep checkpoint.Report) {
 	if len(rep.Files) == 0 && rep.To == 0 {
-		return noCheckpoints(w, rep.RunID)
+		noCheckpoints(w, rep.RunID)
+		return
 	}
 	for _, f := range rep.Files {
 		switch {
@@ -26,10 +27,9 @@ func PrintRewind(w io.Writer, rep checkpoint.Report) error {
 			fmt.Fprintf(w, "%s %s (%s)\n", f.Outcome, f.Path, f.Reason)
 		}
 	}
-	_, err := fmt.Fprintf(w, "rewound run %s to checkpoint %d: %d restored, %d removed, %d skipped, %d failed\n",
+	fmt.Fprintf(w, "rewound run %s to checkpoint %d: %d restored, %d removed, %d skipped, %d failed\n",
 		ShortID(rep.RunID), rep.To, rep.Count(event.StatusRestored), rep.Count(event.StatusRemoved),
 		rep.Count(event.StatusSkipped), rep.Count(event.StatusFailed))
-	return err
 }
 
 // PrintCheckpoints is the table of `agent rewind --list`: each file as it

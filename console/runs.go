@@ -252,3 +252,13 @@ func ForkPoint(seq int64) string {
 	}
 	return fmt.Sprintf("at seq %d", seq)
 }
+
+// Following says, between events, that a session is replayed after a seq
+// and then followed, or, with nothing after that seq, followed.
+func (p *Printer) Following(sessionID string, afterSeq, lastSeq int64) {
+	if lastSeq > afterSeq {
+		p.Note("replaying session %s after seq %d, then following it; Ctrl-C stops", sessionID, afterSeq)
+		return
+	}
+	p.Note("following session %s: nothing after seq %d yet; new events show as they come; Ctrl-C stops", sessionID, afterSeq)
+}

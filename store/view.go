@@ -60,6 +60,15 @@ func (db *DB) RunView(r *Run) RunView {
 	return v
 }
 
+// RunViews are runs as the front-ends show them.
+func (db *DB) RunViews(runs []Run) []RunView {
+	views := make([]RunView, len(runs))
+	for i := range runs {
+		views[i] = db.RunView(&runs[i])
+	}
+	return views
+}
+
 // HolderGone reports whether the process that holds a running run is
 // gone: its lease expired, or it is provably dead. Nothing drives the run
 // any more, and resume takes it over at once.

@@ -65,10 +65,17 @@ func (s *Supervisor) Reopen(ctx context.Context, r *store.Run, o Options) (Optio
 	return o, s.Acquire(ctx, r.ID)
 }
 
-// ListServers starts each MCP server a run in dir with o would have
-// (config.toml's and o.MCPConfig's) as that run would start it, in its
-// sandbox (o.Sandbox), lists its tools and stops it.
+// ListServers starts each MCP server a run in dir (default the current
+// directory) with o would have (config.toml's and o.MCPConfig's) as that
+// run would start it, in its sandbox (o.Sandbox), lists its tools and
+// stops it.
 func ListServers(ctx context.Context, home, dir string, o Options, version string) ([]mcp.Listing, error) {
+	var err error
+	if dir == "" {
+		if dir, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
 	f, servers, err := mcp.Configured(home, o.MCPConfig)
 	if err != nil {
 		return nil, err

@@ -6,12 +6,41 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"strings"
 	"syscall"
 	"time"
 )
 
 // DialTimeout bounds connecting to a gateway, its handshake included.
 const DialTimeout = 10 * time.Second
+
+// DefaultURL is the gateway a client talks to when nothing names another.
+const DefaultURL = "http://" + DefaultListen
+
+// Address is the gateway a client talks to: given, else AGENT_GATEWAY's,
+// else DefaultURL. named is false when neither names one.
+func Address(given string) (addr string, named bool) {
+	if given != "" {
+		return given, true
+	}
+	if env := os.Getenv("AGENT_GATEWAY"); env != "" {
+		return env, true
+	}
+	return DefaultURL, false
+}
+
+// IsAddress reports whether s is a gateway's address, a URL or host:port,
+// rather than a prompt.
+func IsAddress(s string) bool {
+	for _, p := range []string{"http://", "https://", "ws://", "wss://"} {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	host, port, ok := strings.Cut(s, ":")
+	return ok && host != "" && port != "" && !strings.ContainsAny(s, " \t\n") && strings.Trim(port, "0123456789") == ""
+}
 
 // UnreachableError is an address where no gateway answers. It says so in
 // one line, with how to start a gateway there.

@@ -33,7 +33,7 @@ func ClientToken(home string) (string, error) {
 	path := TokenPath(home)
 	t, err := ReadTokenFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("set AGENT_GATEWAY_TOKEN or start 'agent gateway' once to create %s: %w", path, ErrNoToken)
+		return "", fmt.Errorf("%w: set AGENT_GATEWAY_TOKEN or start 'agent gateway' once to create %s", ErrNoToken, path)
 	}
 	return t, err
 }
