@@ -9,10 +9,10 @@ import (
 	"agent/store"
 )
 
-// The JSON the CLI prints, as a script reads it: these are the shapes the
-// cli package prints (its runView, sessionView, pruneView and
-// serverListing), declared again on the reading side, as any client of
-// the CLI would, so that no test imports the CLI.
+// The JSON the CLI prints, as a script reads it: these are the shapes it
+// prints (store.RunView and RunDetail, store.SessionView, its pruneView,
+// mcp.Listing's JSON), declared again on the reading side, as any client
+// of the CLI would, so that a change of what it prints fails a test.
 
 // RunView is a run as 'agent runs show --json' and 'agent runs list
 // --json' print it.
