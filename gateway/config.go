@@ -92,6 +92,10 @@ type Config struct {
 	DrainGrace        time.Duration // how long Stop lets running runs finish
 	ReclaimPolicy     string        // ReclaimResume (default) or ReclaimFail
 	LeaseTTL          time.Duration // run leases; renewed every LeaseTTL/3
+	// WakePoll is how often the gateway looks for waits another process
+	// answered (default 50 ms, a query of the open waits alone; PostgreSQL
+	// also notifies it at once).
+	WakePoll time.Duration
 	// SubscriberBuffer is how many events a client may fall behind a
 	// session's live stream before it is disconnected (CodeSlowConsumer).
 	SubscriberBuffer int
@@ -176,6 +180,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL
 	}
+	if c.WakePoll == 0 {
+		c.WakePoll = defaultWakePoll
+	}
 	if c.SubscriberBuffer == 0 {
 		c.SubscriberBuffer = DefaultSubscriberBuffer
 	}
@@ -216,7 +223,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("gateway: the token has %d characters; at least %d are required: set AGENT_GATEWAY_TOKEN to a longer one (e.g. openssl rand -hex 32), or unset it and delete the token file $AGENT_HOME/gateway.token to get a new one", utf8.RuneCountInString(c.Token), MinTokenLength)
 	case c.MaxConcurrentRuns < 1:
 		return fmt.Errorf("gateway: max concurrent runs must be at least 1, got %d", c.MaxConcurrentRuns)
-	case c.RunTimeout < 0, c.DrainGrace < 0, c.LeaseTTL < 0, c.HeartbeatTimeout < 0, c.KillGrace < 0,
+	case c.RunTimeout < 0, c.DrainGrace < 0, c.LeaseTTL < 0, c.HeartbeatTimeout < 0, c.KillGrace < 0, c.WakePoll < 0,
 		c.ReadHeaderTimeout < 0, c.ReadTimeout < 0, c.IdleTimeout < 0, c.ConnectTimeout < 0:
 		return errors.New("gateway: durations must be positive")
 	case c.RetentionDays < 0:

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"agent/event"
 	"agent/gateway/api"
 	"agent/store"
 
@@ -38,6 +39,7 @@ type conn struct {
 	ws     *websocket.Conn
 	ctx    context.Context // ends when the connection does
 	cancel context.CancelFunc
+	via    string // who answers a wait through it: the web view or an API client
 	// protect marks the TCP connection as doing authorised work once
 	// connect succeeds, so it is not evicted over the connection cap;
 	// release undoes it at cleanup.
@@ -71,7 +73,10 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	ctx, cancel := context.WithCancel(ctx)
 	c := &conn{s: s, id: s.nextID.Add(1), ws: ws, ctx: ctx, cancel: cancel, subs: map[string]*attachment{},
-		protect: func() func() { return protectRequest(r) }}
+		protect: func() func() { return protectRequest(r) }, via: event.ViaGateway}
+	if authed {
+		c.via = requestVia(r)
+	}
 
 	s.connMu.Lock()
 	if s.connsClosed {
@@ -403,6 +408,13 @@ func (c *conn) handle(req api.Request) (result any, then func(), err error) {
 		}
 		rep, err := s.rewind(ctx, p)
 		return rep, nil, err
+	case api.MethodWaitAnswer:
+		var p api.WaitAnswerParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
+		}
+		info, err := s.answerWait(ctx, p, c.via)
+		return info, nil, err
 	case api.MethodJobCreate, api.MethodJobUpdate, api.MethodJobPause, api.MethodJobResume, api.MethodJobDelete,
 		api.MethodJobList, api.MethodJobRunNow, api.MethodJobGetRuns:
 		if s.jobs != nil { // else unknown: this gateway has no scheduler

@@ -9,6 +9,7 @@ import (
 	"agent/gateway/api"
 	"agent/scheduler"
 	"agent/store"
+	"agent/supervisor"
 )
 
 // Sentinels the handlers return; toError gives them their codes.
@@ -26,6 +27,8 @@ func errorf(code, format string, args ...any) *api.Error {
 func toError(err error) *api.Error {
 	var e *api.Error
 	var held *store.LeaseHeldError
+	var answered *store.AnsweredError
+	var fits *supervisor.AnswerError
 	switch {
 	case err == nil:
 		return nil
@@ -45,6 +48,10 @@ func toError(err error) *api.Error {
 		return &api.Error{Code: api.CodeBadRequest, Message: err.Error()}
 	case errors.As(err, &held):
 		return &api.Error{Code: api.CodeConflict, Message: err.Error(), Retryable: true}
+	case errors.As(err, &answered):
+		return &api.Error{Code: api.CodeAnswered, Message: "the wait is " + answered.Error() + ": the first answer wins"}
+	case errors.As(err, &fits):
+		return &api.Error{Code: api.CodeConflict, Message: fits.Error()}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &api.Error{Code: api.CodeUnavailable, Message: err.Error(), Retryable: true}
 	}
@@ -62,7 +69,7 @@ func httpStatus(code string) int {
 		return http.StatusBadRequest
 	case api.CodeNotFound, api.CodeUnknownMethod:
 		return http.StatusNotFound
-	case api.CodeSessionLocked, api.CodeConflict, api.CodeSchedulerOff:
+	case api.CodeSessionLocked, api.CodeConflict, api.CodeSchedulerOff, api.CodeAnswered:
 		return http.StatusConflict
 	case api.CodeUnavailable:
 		return http.StatusServiceUnavailable

@@ -28,6 +28,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{id}/phases", s.bounded(s.httpPhases))
 	mux.HandleFunc("POST /v1/runs", s.bounded(s.httpStartRun))
 	mux.HandleFunc("GET /metrics", s.bounded(s.httpMetrics))
+	s.waitRoutes(mux)
 	mux.HandleFunc("/", s.bounded(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(api.CodeNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	}))

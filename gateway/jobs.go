@@ -415,8 +415,15 @@ func (d *jobDispatcher) Cancel(runID string) {
 	if ok && time.Since(a.began) >= a.timeout {
 		cause = supervisor.Timeout(a.timeout)
 	}
-	if waiting, _ := d.s.queue.stop(runID, cause); waiting != nil {
+	waiting, found := d.s.queue.stop(runID, cause)
+	if waiting != nil {
 		d.s.endUnstarted(context.Background(), waiting, cause)
+	}
+	if row, err := d.s.db.GetRun(context.Background(), runID); !found && err == nil && row.Status == event.StatusWaiting && row.SessionID != "" {
+		// Parked on a wait: nothing drives it to stop.
+		if err := d.s.cancelWaiting(context.Background(), row, cause); err != nil {
+			d.s.log.Error("stop a job's waiting run", "run_id", runID, "err", err)
+		}
 	}
 }
 
@@ -458,21 +465,34 @@ func (d *jobDispatcher) watch(runID string) <-chan scheduler.Result {
 				d.s.log.Error("read how a job's run ended", "run_id", runID, "err", err)
 				return // closed without a Result: the attempt failed
 			}
-			// Paused by a rate limit, not failed: the gateway resumes it
-			// at its resume_after (ratelimit.go), and the attempt is the
-			// resumed run's.
-			if row.Status != event.StatusInterrupted || row.Reason != event.ReasonRateLimited || !d.awaitResume(runID) {
+			if !paused(row) {
 				done <- runResult(row)
 				return
 			}
+			// Paused, not ended: the attempt is the continued run's. The
+			// scheduler frees its slot and stops its timeout meanwhile; a
+			// gateway that stops leaves it waiting, for the next one.
+			done <- scheduler.Result{Status: event.StatusWaiting}
+			if !d.awaitResume(runID) {
+				return
+			}
+			done <- scheduler.Result{Status: event.StatusRunning}
 			r, _, live = d.s.queue.get(runID)
 		}
 	}()
 	return done
 }
 
-// awaitResume waits until a rate-limited run is queued again, or has
-// moved on already; false if the gateway stops first.
+// paused says a run stopped without ending, and goes on by itself: it
+// waits (for a person, a time, a rate limit), which the gateway or a
+// worker wakes it from, or it is a harness the provider rate-limited,
+// which the gateway resumes at its resume_after (ratelimit.go).
+func paused(r *store.Run) bool {
+	return r.Status == event.StatusWaiting || r.Status == event.StatusInterrupted && r.Reason == event.ReasonRateLimited
+}
+
+// awaitResume waits until a paused run is queued again, or has moved on
+// already; false if the gateway stops first.
 func (d *jobDispatcher) awaitResume(runID string) bool {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -484,7 +504,7 @@ func (d *jobDispatcher) awaitResume(runID string) bool {
 			return true
 		}
 		row, err := d.s.db.GetRun(context.Background(), runID)
-		if err != nil || row.Status != event.StatusInterrupted || row.Reason != event.ReasonRateLimited {
+		if err != nil || !paused(row) {
 			return true
 		}
 	}

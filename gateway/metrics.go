@@ -52,7 +52,7 @@ func (m *metrics) observe(e event.Event) {
 // Statuses every scrape reports, zero or not, so that a series exists
 // before its first run.
 var (
-	runStatuses = []string{event.StatusRunning, event.StatusQueued, event.StatusCompleted, event.StatusFailed,
+	runStatuses = []string{event.StatusRunning, event.StatusQueued, event.StatusWaiting, event.StatusCompleted, event.StatusFailed,
 		event.StatusInterrupted, event.StatusPlanned, event.StatusCancelled}
 	jobRunStatuses = []string{event.StatusQueued, event.StatusRunning, event.StatusCompleted, event.StatusFailed,
 		event.StatusCancelled, event.StatusSkipped}
@@ -75,7 +75,7 @@ func (s *Server) httpMetrics(w http.ResponseWriter, r *http.Request) {
 		calls.Samples = append(calls.Samples, sample(float64(c.Count), "tool", c.Tool, "outcome", outcome))
 	}
 	families := []telemetry.Family{
-		byStatus("agent_runs", "Runs in the store by status; queued ones wait for a worker.", runStatuses, st.Runs),
+		byStatus("agent_runs", "Runs in the store by status; queued ones wait for a worker, waiting ones for a person or a time.", runStatuses, st.Runs),
 		{Name: "agent_tokens_total", Type: telemetry.Counter, Help: "Tokens the model reported, over every run in the store.",
 			Samples: []telemetry.Sample{
 				sample(float64(st.PromptTokens), "type", "prompt"),

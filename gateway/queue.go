@@ -12,6 +12,7 @@ type run struct {
 	sessionID string
 	resumed   bool // reclaimed or resumed: continue it rather than start it
 	resend    bool // resumed with resend_unknown
+	woken     bool // a waiting run the wake loop queued (waits.go)
 
 	// Set by the queue under its lock.
 	running bool

@@ -208,6 +208,13 @@ func (s *Server) cancelRun(ctx context.Context, p api.RunCancelParams) (*api.Run
 	}
 	waiting, found := s.queue.stop(row.ID, cause)
 	switch {
+	case !found && row.Status == event.StatusWaiting && row.SessionID != "":
+		if p.Mode == api.CancelModeInterrupt {
+			return nil, errorf(api.CodeConflict, "run %s waits already: nothing runs until it is answered (wait.answer) or cancelled", row.ID)
+		}
+		if err := s.cancelWaiting(ctx, row, cause); err != nil {
+			return nil, err
+		}
 	case !found:
 		return nil, errorf(api.CodeConflict, "run %s is not running here (status %s)", row.ID, row.Status)
 	case waiting != nil:
@@ -251,10 +258,14 @@ func (s *Server) endUnstarted(ctx context.Context, r *run, cause error) {
 // waited to start.
 func (s *Server) unstartedEnd(ctx context.Context, runID string, cause error) event.Event {
 	typ, fin := supervisor.Ending(supervisor.Outcome{Cause: cause})
-	if !errors.Is(cause, errDrained) { // the next start looks for exactly reasonDrained
+	row, err := s.db.GetRun(ctx, runID)
+	switch {
+	case err == nil && row.Status == event.StatusWaiting:
+		fin.Detail += " while it waited"
+	case !errors.Is(cause, errDrained): // the next start looks for exactly reasonDrained
 		fin.Detail += " before it started"
 	}
-	if row, err := s.db.GetRun(ctx, runID); err == nil {
+	if err == nil {
 		fin.Turns, fin.Usage = row.Turns, row.Usage // a resumed run has some already
 	}
 	e := event.New(typ, fin)
@@ -315,7 +326,15 @@ func (s *Server) execute(ctx context.Context, r *run) {
 		log.Error("the end of the run was not recorded; the next start reclaims it", "err", err)
 		return
 	}
+	if end.Type == event.RunWaiting {
+		log.Info("run waits; its slot is free", "detail", end.Data.Detail)
+		s.parked(r)
+		return
+	}
 	log.Info("run ended", "status", end.Data.Status, "exit_code", end.Data.ExitCode, "reason", end.Data.Reason, "detail", end.Data.Detail)
+	if r.woken {
+		s.wakes.driven(r.id, false)
+	}
 	s.resumeWhenLimited(r.id, end.Data)
 }
 

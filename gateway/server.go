@@ -32,6 +32,7 @@ type Server struct {
 
 	sessions *sessions
 	queue    *queue
+	wakes    *wakes       // waking waiting runs (waits.go)
 	metrics  *metrics     // what /metrics counts itself (metrics.go)
 	web      *webSessions // signed-in web pages (web.go)
 
@@ -85,6 +86,7 @@ func New(cfg Config) (*Server, error) {
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, sup: sup, metrics: m,
 		sessions: newSessions(cfg.DB, cfg.SubscriberBuffer, m),
 		web:      newWebSessions(cfg.DB),
+		wakes:    newWakes(),
 		conns:    map[*conn]struct{}{},
 		quit:     make(chan struct{}),
 	}
@@ -136,6 +138,14 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := s.startJobs(ctx); err != nil {
 		ln.Close()
 		return err
+	}
+	if !s.cfg.Workers {
+		// Workers wake the runs they parked (store.QueueParkedRun).
+		s.background.Add(1)
+		go func() {
+			defer s.background.Done()
+			s.wakeLoop()
+		}()
 	}
 	s.background.Add(3)
 	go func() {
@@ -191,6 +201,13 @@ func (s *Server) stop(ctx context.Context) error {
 		s.jobs.Stop()
 	}
 	for _, r := range s.queue.close() {
+		if r.woken {
+			// It still waits, as far as anyone can tell: the next start
+			// wakes it again.
+			_ = s.sup.Release(context.WithoutCancel(ctx), r.id)
+			s.queue.forget(r)
+			continue
+		}
 		s.endUnstarted(ctx, r, errDrained)
 	}
 	drainErr := s.queue.drain(ctx, s.cfg.DrainGrace, errDrained)
@@ -272,7 +289,7 @@ func (s *Server) renew(id string) {
 var methods = []string{
 	api.MethodSessionCreate, api.MethodSessionResume, api.MethodSessionFork, api.MethodSessionList, api.MethodSessionGet,
 	api.MethodSessionLock, api.MethodSessionRelease, api.MethodRunStart, api.MethodRunCancel, api.MethodRunResume, api.MethodRunGet,
-	api.MethodCheckpointList, api.MethodCheckpointRewind,
+	api.MethodCheckpointList, api.MethodCheckpointRewind, api.MethodWaitAnswer,
 }
 
 // Events the gateway emits: the run events of docs/PROTOCOL.md#run-events a gateway run
@@ -286,6 +303,7 @@ var events = []string{
 	event.ToolStarted, event.ToolCompleted, event.ArtifactCreated, event.ReceiptRecorded,
 	event.LearningRecorded, event.ApproachFailed, event.VerificationCompleted,
 	event.CheckpointCreated, event.RewindCompleted, event.Retry, event.Warning, event.EffectFailed, event.EffectUnknown,
+	event.RunWaiting, event.WaitResolved,
 }
 
 // jobMethods are advertised when the gateway has a scheduler, whether or

@@ -135,9 +135,11 @@ func (s *Server) stopQueued(ctx context.Context, row *store.Run, kind string, ca
 	return &info, nil
 }
 
-// ended returns a channel closed once the run has ended: its status is
-// no longer running and it waits for no worker. It is nil for a run this
-// gateway would drive itself (the local queue says when those end).
+// ended returns a channel closed once the run's drive has ended: its
+// status is no longer running and it waits for no worker to start it; a
+// run parked on a wait has ended its drive, though it is queued for the
+// worker that wakes it. It is nil for a run this gateway would drive
+// itself (the local queue says when those end).
 func (s *Server) ended(ctx context.Context, runID string) <-chan struct{} {
 	if !s.cfg.Workers {
 		return nil
@@ -149,7 +151,7 @@ func (s *Server) ended(ctx context.Context, runID string) <-chan struct{} {
 		defer t.Stop()
 		for {
 			row, err := s.db.GetRun(ctx, runID)
-			if err != nil || (row.Status != event.StatusRunning && row.Queue != event.StatusWaiting) {
+			if err != nil || row.Status == event.StatusWaiting || (row.Status != event.StatusRunning && row.Queue != event.StatusWaiting) {
 				return
 			}
 			select {

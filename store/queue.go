@@ -44,7 +44,18 @@ func (db *DB) QueueRunAt(ctx context.Context, runID string, at time.Time) error 
 		return fmt.Errorf("queue run %s: %w", runID, err)
 	}
 	defer tx.Rollback()
-	now := db.now()
+	if err := queueAt(ctx, tx, runID, at, db.now()); err != nil {
+		return fmt.Errorf("queue run %s: %w", runID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("queue run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// queueAt queues a run no process holds, claimable from at (now if
+// earlier).
+func queueAt(ctx context.Context, tx *txn, runID string, at, now time.Time) error {
 	if at.Before(now) {
 		at = now
 	}
@@ -52,22 +63,16 @@ func (db *DB) QueueRunAt(ctx context.Context, runID string, at time.Time) error 
 		UPDATE runs SET queue = 'waiting', queued_at = ?, stop_request = NULL, updated_at = ?
 		WHERE id = ? AND lease_owner IS NULL`, formatTime(at), formatTime(now), runID)
 	if err != nil {
-		return fmt.Errorf("queue run %s: %w", runID, err)
+		return err
 	}
 	if err := oneRow(res); err != nil {
 		var owner string
 		if tx.QueryRowContext(ctx, `SELECT COALESCE(lease_owner, '') FROM runs WHERE id = ?`, runID).Scan(&owner) == nil && owner != "" {
-			return fmt.Errorf("queue run %s: %w", runID, &LeaseHeldError{RunID: runID, Owner: owner})
+			return &LeaseHeldError{RunID: runID, Owner: owner}
 		}
-		return fmt.Errorf("queue run %s: %w", runID, err)
+		return err
 	}
-	if err := notify(ctx, tx, ChannelRuns, runID); err != nil {
-		return fmt.Errorf("queue run %s: %w", runID, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("queue run %s: %w", runID, err)
-	}
-	return nil
+	return notify(ctx, tx, ChannelRuns, runID)
 }
 
 // Claim is a run a worker claimed.

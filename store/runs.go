@@ -82,8 +82,12 @@ type Run struct {
 
 // ShownStatus is the status people are shown: a harness stopped after
 // planning (--plan) is "planned", not interrupted; one waiting for a
-// worker is "queued".
+// worker is "queued"; one parked on a wait is "waiting", though it is
+// queued for whichever worker wakes it (QueueParkedRun).
 func (r *Run) ShownStatus() string {
+	if r.Status == event.StatusWaiting {
+		return event.StatusWaiting
+	}
 	if r.Queue == event.StatusWaiting {
 		return event.StatusQueued
 	}

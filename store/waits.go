@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -115,7 +116,60 @@ func (db *DB) ResolveWait(ctx context.Context, runID, waitID string, res event.W
 	if err := notify(ctx, tx, ChannelWaits, runID); err != nil {
 		return Wait{}, err
 	}
+	// A run parked in the workers' queue until its deadline may go on
+	// now, on whichever worker is free, whoever answered.
+	woken, err := tx.ExecContext(ctx, `
+		UPDATE runs SET queued_at = ? WHERE id = ? AND status = ? AND queue = 'waiting' AND lease_owner IS NULL AND queued_at > ?`,
+		formatTime(now), runID, event.StatusWaiting, formatTime(now))
+	if err != nil {
+		return Wait{}, fmt.Errorf("resolve wait %s of run %s: %w", waitID, runID, err)
+	}
+	if n, _ := woken.RowsAffected(); n > 0 {
+		if err := notify(ctx, tx, ChannelRuns, runID); err != nil {
+			return Wait{}, err
+		}
+	}
 	return ws[0], tx.Commit()
+}
+
+// wakeTimes are the waits not yet journaled as resolved (run_id, at),
+// with when each lets its run go on: at once once answered (at is an
+// empty string, which sorts first), else at its deadline. Each half reads
+// a partial index, so a poll costs what is open, not the history (joined
+// to runs by CROSS JOIN, which keeps SQLite from scanning runs instead).
+const wakeTimes = `(SELECT run_id, until_at AS at FROM waits WHERE outcome IS NULL
+	UNION ALL SELECT run_id, '' AS at FROM waits WHERE outcome IS NOT NULL AND journaled = 0)`
+
+// QueueParkedRun queues a run that parked (on a worker), for a worker to
+// claim once it may go on: at once if a wait has an answer its journal
+// lacks, else at the soonest deadline. An answer that comes later moves
+// it up (ResolveWait). It reads the waits in its write transaction, so an
+// answer given meanwhile is never missed. A run with nothing to wait for
+// is left unqueued (false).
+func (db *DB) QueueParkedRun(ctx context.Context, runID string) (at time.Time, queued bool, err error) {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return at, false, fmt.Errorf("queue parked run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	var when sql.NullString
+	if err := tx.QueryRowContext(ctx, `SELECT MIN(w.at) FROM `+wakeTimes+` w WHERE w.run_id = ?`, runID).Scan(&when); err != nil {
+		return at, false, fmt.Errorf("queue parked run %s: %w", runID, err)
+	}
+	if !when.Valid {
+		return at, false, nil
+	}
+	now := db.now()
+	at = now
+	if when.String != "" {
+		if at, err = time.Parse(timeLayout, when.String); err != nil {
+			at = now // unreadable: go on now rather than never
+		}
+	}
+	if err := queueAt(ctx, tx, runID, at, now); err != nil {
+		return at, false, fmt.Errorf("queue parked run %s: %w", runID, err)
+	}
+	return at, true, tx.Commit()
 }
 
 // Waits returns a run's waits, oldest first.
@@ -143,10 +197,8 @@ func (db *DB) OpenWaits(ctx context.Context) ([]Wait, error) {
 // deadline after now of the others (zero if none).
 func (db *DB) Wakeable(ctx context.Context, now time.Time) (runIDs []string, next time.Time, err error) {
 	rows, err := db.ro.QueryContext(ctx, `
-		SELECT w.run_id, MIN(CASE WHEN w.outcome IS NOT NULL AND w.journaled = 0 THEN '' ELSE w.until_at END)
-		FROM waits w JOIN runs r ON r.id = w.run_id
-		WHERE r.status = ? AND (w.outcome IS NULL OR w.journaled = 0)
-		GROUP BY w.run_id`, event.StatusWaiting)
+		SELECT w.run_id, MIN(w.at) FROM `+wakeTimes+` w CROSS JOIN runs r
+		WHERE r.id = w.run_id AND r.status = ? GROUP BY w.run_id`, event.StatusWaiting)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("waiting runs: %w", err)
 	}

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -82,6 +83,65 @@ func TestWaitIsAnsweredOnce(t *testing.T) {
 	}
 	if open, _ := db.OpenWaits(ctx); len(open) != 1 || open[0].RunID != "r2" {
 		t.Fatalf("inbox = %+v, want r2 only", open)
+	}
+}
+
+// A run parked on a worker waits in the queue until it may go on: no
+// worker claims it before its deadline, an answer from anyone makes it
+// claimable at once, and people are shown it waiting, not queued.
+func TestParkedRunQueuedUntilWoken(t *testing.T) {
+	t.Parallel()
+	db, now := openClocked(t)
+	*now = now.Truncate(time.Second)
+	ctx := context.Background()
+	createSession(t, db, "s1")
+	queueRun(t, db, "s1", "r1")
+	if id, _ := claim(t, db, "w/1/a"); id != "r1" {
+		t.Fatalf("claimed %q, want r1", id)
+	}
+	deadline := now.Add(time.Hour)
+	appendOne(t, db, "r1", event.New(event.RunWaiting, event.RunWaitingData{WaitID: "w1", Kind: event.WaitApproval,
+		Until: deadline.Format(time.RFC3339), OnTimeout: event.OnTimeoutDeny, CallID: "c1", Tool: "bash"}))
+	if _, _, err := db.QueueParkedRun(ctx, "r1"); err == nil {
+		t.Fatal("queued a parked run whose lease is still held")
+	}
+	if err := db.ReleaseLease(ctx, "r1", "w/1/a"); err != nil {
+		t.Fatal(err)
+	}
+	at, queued, err := db.QueueParkedRun(ctx, "r1")
+	if err != nil || !queued || !at.Equal(deadline) {
+		t.Fatalf("queued %v at %v (%v), want at the deadline %v", queued, at, err, deadline)
+	}
+	r, _ := db.GetRun(ctx, "r1")
+	if r.ShownStatus() != event.StatusWaiting {
+		t.Errorf("a parked run shows %q, want waiting", r.ShownStatus())
+	}
+	if id, _ := claim(t, db, "w/2/b"); id != "" {
+		t.Fatalf("a worker claimed %q before the deadline or an answer", id)
+	}
+	if _, err := db.ResolveWait(ctx, "r1", "w1", event.WaitResolvedData{Outcome: event.WaitAllowed, Via: event.ViaCLI}); err != nil {
+		t.Fatal(err)
+	}
+	if id, c := claim(t, db, "w/2/b"); id != "r1" || !c.Resume {
+		t.Fatalf("after the answer a worker claimed %q, want r1 to resume", id)
+	}
+
+	// Answered before it was queued: queued to go on at once.
+	queueRun(t, db, "s1", "r2")
+	createSession(t, db, "s2")
+	createRun(t, db, "r3")
+	appendOne(t, db, "r3", event.New(event.RunWaiting, event.RunWaitingData{WaitID: "w3", Kind: event.WaitQuestion,
+		Until: deadline.Format(time.RFC3339), OnTimeout: event.OnTimeoutContinue, CallID: "c3"}))
+	if _, err := db.ResolveWait(ctx, "r3", "w3", event.WaitResolvedData{Outcome: event.WaitAnswered, Via: event.ViaWeb, Answer: "yes"}); err != nil {
+		t.Fatal(err)
+	}
+	if at, queued, err := db.QueueParkedRun(ctx, "r3"); err != nil || !queued || !at.Equal(*now) {
+		t.Fatalf("answered run queued %v at %v (%v), want now", queued, at, err)
+	}
+	// Nothing to wait for: not queued.
+	createRun(t, db, "r4")
+	if _, queued, err := db.QueueParkedRun(ctx, "r4"); err != nil || queued {
+		t.Fatalf("a run without waits queued %v (%v)", queued, err)
 	}
 }
 
@@ -178,5 +238,47 @@ func TestPhaseWaitParksTheAttempt(t *testing.T) {
 	after, _ := db.Attempts(ctx, "h1")
 	if !after[0].StartedAt.Equal(before[0].StartedAt) || after[0].Attempt != 1 {
 		t.Errorf("the continued attempt %+v, was %+v: want attempt 1 with its first start", after[0], before[0])
+	}
+}
+
+// BenchmarkWakeable is what a gateway's wake loop pays per poll on a
+// store with a history of 10,000 answered waits and 20 open ones: it
+// reads the open waits, not the history.
+func BenchmarkWakeable(b *testing.B) {
+	db := openTest(b)
+	ctx := context.Background()
+	until := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	for i := range 2000 {
+		id := fmt.Sprintf("r%04d", i)
+		if err := db.CreateRun(ctx, &Run{ID: id, Prompt: "p"}, "", 0); err != nil {
+			b.Fatal(err)
+		}
+		seq := int64(0)
+		add := func(e event.Event) {
+			seq++
+			e.RunID, e.Seq = id, seq
+			if err := db.AppendEvents(ctx, []event.Event{e}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for j := range 5 {
+			waitID := fmt.Sprintf("w%d", j)
+			add(event.New(event.RunWaiting, event.RunWaitingData{WaitID: waitID, Kind: event.WaitApproval, Until: until, OnTimeout: event.OnTimeoutDeny}))
+			if i%100 == 0 && j == 4 {
+				break // one run in a hundred waits
+			}
+			res := event.WaitResolvedData{Outcome: event.WaitAllowed, Via: event.ViaCLI}
+			if _, err := db.ResolveWait(ctx, id, waitID, res); err != nil {
+				b.Fatal(err)
+			}
+			res.WaitID = waitID
+			add(event.New(event.WaitResolved, res))
+		}
+	}
+	now := time.Now()
+	for b.Loop() {
+		if ids, _, err := db.Wakeable(ctx, now); err != nil || len(ids) != 0 {
+			b.Fatal(ids, err)
+		}
 	}
 }

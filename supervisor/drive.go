@@ -106,6 +106,9 @@ func (s *Supervisor) driveToEnd(ctx context.Context, r *store.Run, d Drive) (End
 		return s.park(persist, r, out.Report, began, halt)
 	}
 	typ, fin := Ending(out)
+	if fin.Reason == event.ReasonRateLimited && r.Kind == store.KindRun && s.sleepRateLimited(persist, r.ID, sink, fin) {
+		return s.park(persist, r, out.Report, began, halt)
+	}
 	if fin.Reason == event.ReasonEnvironment {
 		fin.Detail += fmt.Sprintf("; once this is fixed, 'agent resume %s' continues the run", r.ID)
 	}
@@ -136,7 +139,10 @@ func (s *Supervisor) driveToEnd(ctx context.Context, r *store.Run, d Drive) (End
 // the loop recorded; the lease is given up and nothing else is written.
 func (s *Supervisor) park(ctx context.Context, r *store.Run, report *event.RunnerResultData, began time.Time, halt func()) (End, error) {
 	fin := event.RunFinishedData{Status: event.StatusWaiting, Reason: event.ReasonWaiting, ExitCode: exitCode(event.ReasonWaiting),
-		Result: report.Output, DurationMS: time.Since(began).Milliseconds()}
+		DurationMS: time.Since(began).Milliseconds()}
+	if report != nil {
+		fin.Result = report.Output
+	}
 	fin.Turns, fin.Usage = s.totals(ctx, r.ID)
 	fin.Detail = "waiting"
 	if ws, err := s.db.Waits(ctx, r.ID); err == nil {
@@ -172,6 +178,9 @@ func (s *Supervisor) drive(ctx context.Context, r *store.Run, d Drive, sink Sink
 			return failed(ctx, err)
 		}
 		if err := s.settle(persist, r, sink, d.ResendUnknown); err != nil {
+			return failed(ctx, err)
+		}
+		if err := s.resolveOwnWaits(persist, r.ID, sink); err != nil {
 			return failed(ctx, err)
 		}
 	}

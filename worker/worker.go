@@ -249,13 +249,27 @@ func (w *Worker) drive(ctx context.Context, c *store.Claim) {
 	}
 	log.Info("run ended", "status", end.Data.Status, "exit_code", end.Data.ExitCode, "reason", end.Data.Reason)
 	switch {
+	case end.Type == event.RunWaiting:
+		// Parked on a wait (docs/PROTOCOL.md#waits): the slot is free, and
+		// the run waits in the queue until it may go on, for whichever
+		// worker is free then; an answer from anywhere moves it up.
+		at, queued, err := w.cfg.DB.QueueParkedRun(persist, r.ID)
+		switch {
+		case err != nil:
+			log.Error("queue the waiting run to go on", "err", err)
+		case !queued:
+			log.Warn("the run waits for nothing; it stays parked until resumed")
+		default:
+			log.Info("run waits; queued to go on", "at", at.Format(time.RFC3339))
+		}
 	case end.Data.Detail == reasonStopped:
 		if err := w.cfg.DB.QueueRun(persist, r.ID); err != nil {
 			log.Error("requeue the run", "err", err)
 		}
 	case end.Data.Reason == event.ReasonRateLimited:
-		// The provider said when to come back: the run waits in the
-		// queue until then, for whichever worker is free.
+		// A harness the provider rate-limited (a single run waits, as
+		// above): it waits in the queue until then, for whichever worker
+		// is free.
 		at := end.Data.ResumeAt(time.Now())
 		if err := w.cfg.DB.QueueRunAt(persist, r.ID, at); err != nil {
 			log.Error("queue the rate-limited run to resume", "err", err)

@@ -333,8 +333,9 @@ func TestClusterRewind(t *testing.T) {
 }
 
 // TestClusterRateLimitPause: a run a worker drives that the provider
-// rate-limits past its retries ends interrupted (rate_limited) and waits in
-// the queue until resume_after; then a worker resumes it, not before.
+// rate-limits past its retries waits (kind sleep, reason rate_limited,
+// docs/PROTOCOL.md#waits) in the queue until resume_after; then a worker
+// resumes it, not before.
 func TestClusterRateLimitPause(t *testing.T) {
 	t.Parallel()
 	e := e2etest.New(t,
@@ -344,12 +345,11 @@ func TestClusterRateLimitPause(t *testing.T) {
 	dsn, c, sid := e.SmallCluster(t)
 	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "go",
 		Options: api.RunOptions{ModelCallTimeout: supervisor.Duration(time.Second)}})
-	first := e2etest.GwWait(t, c, run.RunID)
-	fin := e2etest.FinishedFrame(t, e2etest.LastFrame(first))
-	if e2etest.LastFrame(first).Event != event.RunInterrupted || fin.Reason != event.ReasonRateLimited || fin.ResumeAfter == "" {
-		t.Fatalf("first end %s %+v, want run.interrupted rate_limited with resume_after", e2etest.LastFrame(first).Event, fin)
+	paused, w := e2etest.GwWaiting(t, c, run.RunID, 0)
+	if w.Kind != event.WaitSleep || w.Reason != event.ReasonRateLimited || w.ResumeAfter == "" || w.Until != w.ResumeAfter {
+		t.Fatalf("the pause %+v, want a sleep until resume_after, reason rate_limited", w)
 	}
-	resumeAfter, err := time.Parse(time.RFC3339, fin.ResumeAfter)
+	resumeAfter, err := time.Parse(time.RFC3339, w.ResumeAfter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,8 +368,11 @@ func TestClusterRateLimitPause(t *testing.T) {
 	}
 	for _, ev := range evs {
 		// resume_after has whole seconds; the resume may not start before it.
-		if ev.Type == event.RunStarted && ev.Seq > first[0].Seq && ev.TS.Before(resumeAfter.Add(-time.Second)) {
-			t.Errorf("resumed at %s, before resume_after %s", ev.TS.Format(time.RFC3339Nano), fin.ResumeAfter)
+		if ev.Type == event.RunStarted && ev.Seq > paused.Seq && ev.TS.Before(resumeAfter.Add(-time.Second)) {
+			t.Errorf("resumed at %s, before resume_after %s", ev.TS.Format(time.RFC3339Nano), w.ResumeAfter)
+		}
+		if event.IsTerminal(ev.Type) && ev.Seq < paused.Seq {
+			t.Errorf("the paused run ended (%s) before it was resumed", ev.Type)
 		}
 	}
 }

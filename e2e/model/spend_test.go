@@ -13,6 +13,7 @@ import (
 	"agent/e2e/internal/e2etest"
 	"agent/event"
 	"agent/gateway/api"
+	"agent/gateway/gatewaytest"
 	"agent/llm/llmtest"
 	"agent/scheduler"
 	"agent/store"
@@ -216,9 +217,10 @@ func TestBudgetHarnessCountsEveryPhase(t *testing.T) {
 	}
 }
 
-// A 429 whose wait is longer than the call may take interrupts a gateway
-// run rate_limited with resume_after, and the gateway resumes it by
-// itself at that time.
+// A 429 whose wait is longer than the call may take pauses a gateway run
+// (docs/PROTOCOL.md#waits): it waits, kind sleep, reason rate_limited,
+// until its resume_after, with no end, and the gateway resumes it by
+// itself at that time, not before.
 func TestRateLimitPausesThenGatewayResumes(t *testing.T) {
 	t.Parallel()
 	e := e2etest.New(t,
@@ -230,18 +232,31 @@ func TestRateLimitPausesThenGatewayResumes(t *testing.T) {
 	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
 	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "go",
 		Options: api.RunOptions{ModelCallTimeout: supervisor.Duration(time.Second)}})
-	first := e2etest.GwWait(t, c, run.RunID)
-	fin := e2etest.FinishedFrame(t, e2etest.LastFrame(first))
-	if e2etest.LastFrame(first).Event != event.RunInterrupted || fin.Reason != "rate_limited" || fin.ResumeAfter == "" || fin.ExitCode != 3 {
-		t.Fatalf("first end %s %+v, want run.interrupted rate_limited with resume_after", e2etest.LastFrame(first).Event, fin)
+	paused, w := e2etest.GwWaiting(t, c, run.RunID, 0)
+	if w.Kind != event.WaitSleep || w.Reason != event.ReasonRateLimited || w.ResumeAfter == "" || w.Until != w.ResumeAfter {
+		t.Fatalf("the pause: %+v, want a sleep until resume_after, reason rate_limited", w)
 	}
-	began := time.Now()
-	e2etest.WaitFor(t, "the gateway to resume the run", func() bool {
-		r, err := db.GetRun(context.Background(), run.RunID)
-		return err == nil && r.Status == "completed"
-	})
-	if waited := time.Since(began); waited < time.Second {
-		t.Errorf("resumed after %s, before the 2s Retry-After", waited)
+	resumeAfter, err := time.Parse(time.RFC3339, w.ResumeAfter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := e2etest.GwCall[api.RunInfo](t, c, api.MethodRunGet, api.RunParams{RunID: run.RunID}); info.Status != event.StatusWaiting {
+		t.Errorf("run.get during the pause: %s, want waiting", info.Status)
+	}
+	evs := e2etest.GwWait(t, c, run.RunID)
+	if end := e2etest.LastFrame(evs); end.Event != event.RunCompleted {
+		t.Fatalf("the run ended %s", end.Event)
+	}
+	for _, f := range evs {
+		switch {
+		case f.Seq < paused.Seq && gatewaytest.IsTerminal(f.Event):
+			t.Errorf("the paused run ended (%s) before it was resumed", f.Event)
+		case f.Seq < paused.Seq && f.Event == event.Warning && !strings.Contains(string(f.Data), "quota exceeded"):
+			t.Errorf("the warning says %s; want the provider's message", f.Data)
+		case f.Seq > paused.Seq && f.Event == event.RunStarted && f.TS.Before(resumeAfter.Add(-time.Second)):
+			// resume_after has whole seconds; the resume may not start before it.
+			t.Errorf("resumed at %s, before resume_after %s", f.TS.Format(time.RFC3339Nano), w.ResumeAfter)
+		}
 	}
 	if r, _ := db.GetRun(context.Background(), run.RunID); r.Result != "Done after the pause." {
 		t.Errorf("result %q", r.Result)

@@ -506,7 +506,7 @@ class View {
         r.line('warn', d.message || '', 'warning');
         break;
       case 'run.waiting':
-        r.line('warn', `waiting for ${d.kind === 'approval' ? `approval of ${d.tool} ${oneLine(JSON.stringify(d.args || {}), 200)}` : d.kind === 'question' ? `an answer: ${oneLine(d.question, 200)}` : d.kind === 'signal' ? `signal ${d.name}` : 'a time'} until ${d.until}`, 'wait');
+        r.line('warn', `waiting for ${d.kind === 'approval' ? `approval of ${d.tool} ${oneLine(JSON.stringify(d.args || {}), 200)}` : d.kind === 'question' ? `an answer: ${oneLine(d.question, 200)}` : d.kind === 'signal' ? `signal ${d.name}` : `a time${d.reason ? ' (' + d.reason.replace('_', ' ') + ')' : ''}`} until ${d.until}`, 'wait');
         break;
       case 'wait.resolved':
         r.line(d.outcome === 'denied' || d.outcome === 'timed_out' ? 'bad' : 'ok', `${d.outcome.replace('_', ' ')} (${d.via}${d.who ? ', ' + d.who : ''})${d.reason ? ': ' + oneLine(d.reason, 200) : ''}${d.answer ? ': ' + oneLine(d.answer, 200) : ''}`, 'wait');
@@ -617,6 +617,7 @@ function onEvent(f) {
     state.view.runs.get(f.run_id)?.refresh();
     if (atEnd) box.scrollTop = box.scrollHeight;
   }
+  if (f.event === 'run.waiting' || f.event === 'wait.resolved') scheduleInbox(100);
   if (f.run_id && f.run_id === state.selectedRun) {
     renderRunPanel();
     if (BOARD_EVENTS.has(f.event) || TERMINAL.has(f.event)) scheduleBoard();
@@ -637,6 +638,8 @@ function trackRun(f) {
   if (f.event === 'run.started') {
     info.status = 'running';
     if (d.prompt) info.prompt = d.prompt;
+  } else if (f.event === 'run.waiting' && !f.phase_id) {
+    info.status = 'waiting';
   } else if (f.event === 'plan.created' || f.event === 'phase.started') {
     info.kind = 'harness';
   } else if (TERMINAL.has(f.event)) {
@@ -780,8 +783,9 @@ function renderRunPanel() {
   if (info.model) meta.push(info.model);
   if (info.workspace) meta.push(info.workspace);
   $('run-meta').textContent = meta.join(' · ');
-  const active = info.status === 'running' || info.status === 'queued';
+  const active = info.status === 'running' || info.status === 'queued' || info.status === 'waiting';
   $('run-actions').hidden = !active;
+  $('interrupt').hidden = info.status === 'waiting'; // it runs nothing: cancel it, or answer it
   for (const b of document.querySelectorAll('.rewind')) b.disabled = active;
 }
 
@@ -901,7 +905,7 @@ async function loadCheckpoints() {
 function renderCheckpoints(cps) {
   $('checkpoints-panel').hidden = cps.length === 0;
   const info = state.runs.get(state.selectedRun) || {};
-  const active = info.status === 'running' || info.status === 'queued';
+  const active = info.status === 'running' || info.status === 'queued' || info.status === 'waiting';
   const ul = $('checkpoints');
   ul.replaceChildren();
   for (const c of cps) {
@@ -938,6 +942,211 @@ async function rewind(c, cps) {
         `${x.outcome} ${x.path}${x.reason ? ': ' + x.reason : ''}`))));
   } catch (err) {
     out.replaceChildren(h('p', { class: 'error', text: err.message }));
+  }
+}
+
+// ---- The inbox: runs that wait for a person (docs/PROTOCOL.md#waits) ----
+
+// INBOX_POLL is how often the inbox is read again: a wait may start or be
+// answered in a session this page does not follow, or by another process.
+// Events of the sessions it follows refresh it at once.
+const INBOX_POLL = 2000;
+// CONTEXT_EVENTS is how many of a run's events before its wait are shown.
+const CONTEXT_EVENTS = 12;
+
+const inbox = { cards: new Map(), timer: null, active: false };
+
+const waitKey = (w) => `${w.run_id}/${w.wait_id}`;
+
+function scheduleInbox(delay) {
+  clearTimeout(inbox.timer);
+  inbox.timer = setTimeout(refreshInbox, delay);
+}
+
+async function refreshInbox() {
+  clearTimeout(inbox.timer);
+  if (!inbox.active) return;
+  try {
+    const list = await api('GET', '/v1/waiting');
+    renderInbox(list.waits || []);
+  } catch (err) {
+    if (err.status === 401) {
+      signedOut(err.message);
+      return;
+    }
+  }
+  if (inbox.active) inbox.timer = setTimeout(refreshInbox, INBOX_POLL);
+}
+
+function startInbox() {
+  inbox.active = true;
+  scheduleInbox(0);
+}
+
+function stopInbox() {
+  inbox.active = false;
+  clearTimeout(inbox.timer);
+  renderInbox([]);
+}
+
+// renderInbox shows every open wait once: a card already shown stays as
+// it is, so what someone is typing in it is kept; answered ones go.
+function renderInbox(waits) {
+  const box = $('inbox');
+  const keep = new Set(waits.map(waitKey));
+  for (const [k, card] of inbox.cards) {
+    if (!keep.has(k)) {
+      card.remove();
+      inbox.cards.delete(k);
+    }
+  }
+  for (const w of waits) {
+    if (!inbox.cards.has(waitKey(w))) {
+      const card = waitCard(w);
+      inbox.cards.set(waitKey(w), card);
+      box.append(card);
+    }
+  }
+  $('inbox-panel').hidden = waits.length === 0;
+  $('inbox-count').textContent = String(waits.length);
+  document.title = waits.length ? `(${waits.length}) agent` : 'agent';
+}
+
+// waitCard is one wait: the run it stops and its prompt, what it waits
+// for in full (the tool and its arguments, or the question and its
+// options), the run's last events, and the answers it takes.
+function waitCard(w) {
+  const error = h('p', { class: 'error', role: 'alert', hidden: true });
+  const card = h('article', { class: 'wait', role: 'listitem', dataset: { run: w.run_id, wait: w.wait_id, kind: w.kind } },
+    h('div', { class: 'wait-head' },
+      h('span', { class: 'badge s-waiting', text: w.kind }),
+      h('button', { type: 'button', class: 'link mono', title: 'Open the run in its session', onclick: () => openRun(w.run_id) }, `run ${short(w.run_id)}`),
+      w.phase_id ? h('span', { class: 'muted', text: `phase ${phaseName(w.phase_id)}` }) : null,
+      h('span', { class: 'prompt-line', title: w.prompt, text: oneLine(w.prompt, 160) }),
+      h('span', { class: 'muted small until', title: w.until, text: `until ${new Date(w.until).toLocaleString()}${w.on_timeout ? ', then ' + w.on_timeout : ''}` })),
+    waitAsk(w));
+  const actions = waitActions(w, card, error);
+  if (actions) card.append(actions);
+  card.append(error);
+  const context = h('div', { class: 'ctx' }, h('p', { class: 'muted small', text: 'Loading the run’s last events…' }));
+  card.append(h('details', { class: 'context', open: true }, h('summary', { text: 'What the run did before it asked' }), context));
+  loadContext(w, context);
+  return card;
+}
+
+function waitAsk(w) {
+  switch (w.kind) {
+    case 'approval': {
+      let args = w.args;
+      try {
+        args = JSON.stringify(typeof w.args === 'string' ? JSON.parse(w.args) : w.args, null, 2);
+      } catch {
+        args = String(w.args ?? '');
+      }
+      return h('div', { class: 'ask' },
+        h('div', {}, 'Run ', h('strong', { class: 'tool-name', text: w.tool }), w.rule ? h('span', { class: 'muted' }, ' (rule ', h('code', { text: w.rule }), ')') : null, '?'),
+        h('pre', { class: 'args', text: args }));
+    }
+    case 'question':
+      return h('div', { class: 'ask' }, h('p', { class: 'question', text: w.question }));
+    case 'signal':
+      return h('div', { class: 'ask' }, 'Waits for the signal ', h('code', { text: w.name }), '.');
+  }
+  return h('div', { class: 'ask' }, `Sleeps until ${new Date(w.until).toLocaleString()}${w.reason ? ` (${w.reason.replace('_', ' ')})` : ''}; it goes on by itself.`);
+}
+
+// waitActions are the answers a wait takes; none for a sleep.
+function waitActions(w, card, error) {
+  const post = (path, body, done) => async () => {
+    for (const b of card.querySelectorAll('.actions button')) b.disabled = true;
+    error.hidden = true;
+    try {
+      const res = await api('POST', path, body);
+      card.dataset.state = 'answered';
+      card.append(h('p', { class: 'outcome', role: 'status', text: done(res.resolution || {}) }));
+      scheduleInbox(1500); // the card goes once the run has it
+    } catch (err) {
+      error.textContent = err.message;
+      error.hidden = false;
+      if (err.code === 'already_answered') card.dataset.state = 'answered';
+      else for (const b of card.querySelectorAll('.actions button')) b.disabled = false;
+      if (err.status === 401) signedOut(err.message);
+    }
+  };
+  const answer = `/v1/runs/${encodeURIComponent(w.run_id)}/waits/${encodeURIComponent(w.wait_id)}`;
+  switch (w.kind) {
+    case 'approval': {
+      const reason = h('input', { type: 'text', class: 'reason', 'aria-label': 'Why you deny it (the model is told)', placeholder: 'Reason, if you deny it (the model is told)', maxlength: 2000 });
+      return h('div', { class: 'actions row' },
+        h('button', { type: 'button', class: 'allow', onclick: post(answer, { decision: 'allow' }, () => 'Allowed: the run goes on.') }, 'Allow'),
+        h('button', { type: 'button', class: 'allow-always', title: w.rule ? `Allow ${w.rule} for the rest of the run` : 'Allow this rule for the rest of the run',
+          onclick: post(answer, { decision: 'allow', always: true }, () => `Allowed ${w.rule || 'the rule'} for the rest of the run: it goes on.`) }, 'Allow always'),
+        reason,
+        h('button', { type: 'button', class: 'danger deny', onclick: () => post(answer, { decision: 'deny', reason: reason.value.trim() }, () => 'Denied: the call does not run, and the model is told why.')() }, 'Deny'));
+    }
+    case 'question': {
+      const text = h('input', { type: 'text', class: 'answer-text', 'aria-label': 'Your answer', placeholder: 'Your answer', maxlength: 20000 });
+      const send = (v) => post(answer, { decision: 'answer', text: v }, () => 'Answered: the run goes on.')();
+      const options = (w.options || []).map((o) => h('button', { type: 'button', class: 'option', onclick: () => send(o) }, o));
+      text.addEventListener('keydown', (ev) => {
+        if (ev.key === 'Enter' && text.value.trim()) send(text.value.trim());
+      });
+      return h('div', { class: 'actions row' }, options, text,
+        h('button', { type: 'button', class: 'primary answer', onclick: () => text.value.trim() ? send(text.value.trim()) : text.focus() }, 'Answer'));
+    }
+    case 'signal': {
+      const data = h('textarea', { class: 'signal-data', rows: 1, 'aria-label': `Data sent with ${w.name} (JSON, optional)`, placeholder: 'Data (JSON, optional)' });
+      const path = `/v1/runs/${encodeURIComponent(w.run_id)}/signals/${encodeURIComponent(w.name)}`;
+      return h('div', { class: 'actions row' }, data,
+        h('button', { type: 'button', class: 'primary signal', onclick: () => {
+          let body = null;
+          try {
+            body = data.value.trim() ? JSON.parse(data.value) : null;
+          } catch {
+            error.textContent = 'The data is not JSON.';
+            error.hidden = false;
+            return;
+          }
+          post(path, body, () => `Sent ${w.name}: the run goes on.`)();
+        } }, 'Send signal'));
+    }
+  }
+  return null;
+}
+
+// loadContext shows the run's last events before its wait, as the stream
+// shows them, from the stored events (GET /v1/runs/ID/events ends at once
+// for a run nobody drives).
+async function loadContext(w, box) {
+  const ctl = new AbortController();
+  const stop = setTimeout(() => ctl.abort(), 5000);
+  try {
+    const after = Math.max(0, (w.seq || 0) - 4 * CONTEXT_EVENTS);
+    const res = await fetch(`/v1/runs/${encodeURIComponent(w.run_id)}/events?after_seq=${after}`, { credentials: 'same-origin', signal: ctl.signal });
+    const text = await res.text();
+    const frames = [];
+    for (const block of text.split('\n\n')) {
+      const line = block.split('\n').find((l) => l.startsWith('data: '));
+      if (!line) continue;
+      try {
+        const e = JSON.parse(line.slice(6));
+        if (e.seq > w.seq || e.type === 'message.delta') continue;
+        frames.push({ event: e.type, data: e.data, run_id: e.run_id, phase_id: e.phase_id, attempt: e.attempt, seq: e.seq });
+      } catch {
+        // not an event
+      }
+    }
+    box.replaceChildren();
+    if (!state.runs.has(w.run_id)) {
+      state.runs.set(w.run_id, { run_id: w.run_id, session_id: w.session_id, status: 'waiting', kind: w.phase_id ? 'harness' : 'run', prompt: w.prompt });
+    }
+    const view = new View(box);
+    for (const f of frames.slice(-CONTEXT_EVENTS)) view.apply(f);
+    if (!frames.length) box.append(h('p', { class: 'muted small', text: 'No events before the wait.' }));
+  } catch {
+    box.replaceChildren(h('p', { class: 'muted small', text: 'The run’s events could not be read.' }));
+  } finally {
+    clearTimeout(stop);
   }
 }
 
@@ -1069,6 +1278,7 @@ async function onConnected(hello) {
     $('jobs-note').textContent = 'Scheduling is off in this gateway (start it with --scheduler): jobs do not fire.';
   }
   for (const st of state.streams.values()) st.attached = false;
+  if (state.methods.has('wait.answer')) startInbox();
   try {
     await refreshSessions();
     const want = state.selected || sessionStorage.getItem('agent.selected');
@@ -1095,6 +1305,7 @@ function hideError(id) {
 
 function showSignIn(error, note) {
   gw.stop();
+  stopInbox();
   setConn('offline');
   $('app-view').hidden = true;
   $('signout').hidden = true;

@@ -1,0 +1,56 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"agent/event"
+)
+
+// Waits (docs/PROTOCOL.md#waits): the inbox of every run that waits for a
+// person, and the answers a gateway takes, by WebSocket and HTTP.
+
+// MethodWaitAnswer answers one wait: WaitAnswerParams, a WaitInfo.
+const MethodWaitAnswer = "wait.answer"
+
+// CodeAnswered refuses an answer to a wait that has one: the first answer
+// wins, and the message names it (outcome, when, via).
+const CodeAnswered = "already_answered"
+
+// WaitAnswerParams are wait.answer's params; POST
+// /v1/runs/ID/waits/WAIT_ID takes them as its body, without run_id and
+// wait_id. Decision is supervisor.DecideAllow, DecideDeny or DecideAnswer
+// (DecideSignal with Name and Data, as POST /v1/runs/ID/signals/NAME).
+type WaitAnswerParams struct {
+	RunID    string `json:"run_id"`
+	WaitID   string `json:"wait_id"`
+	Decision string `json:"decision"`
+	Text     string `json:"text,omitempty"`   // answer: the answer
+	Reason   string `json:"reason,omitempty"` // deny: why, for the model
+	Always   bool   `json:"always,omitempty"` // allow: the rule for the rest of the run
+	Who      string `json:"who,omitempty"`    // who answers, for the record
+	// signal
+	Name string          `json:"name,omitempty"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// WaitInfo is one wait as a gateway shows it: what the run waits for
+// (run.waiting's data, flattened: wait_id, kind, until, on_timeout,
+// call_id, tool, args, rule, question, options, reason, resume_after,
+// name), the run it stops, and its answer once it has one.
+type WaitInfo struct {
+	RunID     string `json:"run_id"`
+	SessionID string `json:"session_id,omitempty"`
+	PhaseID   string `json:"phase_id,omitempty"`
+	Prompt    string `json:"prompt"` // the run's
+	Seq       int64  `json:"seq"`    // of the wait's first run.waiting: the run's events up to it are its context
+	event.RunWaitingData
+	Resolution *event.WaitResolvedData `json:"resolution,omitempty"`
+	CreatedAt  time.Time               `json:"created_at"`
+}
+
+// WaitingList answers GET /v1/waiting: every open wait of a run that
+// waits, the soonest deadline first.
+type WaitingList struct {
+	Waits []WaitInfo `json:"waits"`
+}
