@@ -149,6 +149,21 @@ func TestGatewayAnswersOverHTTP(t *testing.T) {
 
 	deny, _ := startAsking(t, c, "deny this", api.RunOptions{Ask: []string{"bash"}})
 	_, w := e2etest.GwWaiting(t, c, deny.RunID, 0)
+	// The gateway's auth holds: no token, or another site's page, answers nothing.
+	for _, h := range []map[string]string{{}, {"Authorization": "Bearer " + e2etest.GwToken, "Origin": "http://evil.example"}} {
+		req, _ := http.NewRequest("POST", base+deny.RunID+"/waits/"+w.WaitID, strings.NewReader(`{"decision":"allow"}`))
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+			t.Errorf("an answer with headers %v: %d, want 401 or 403", h, resp.StatusCode)
+		}
+	}
 	var info api.WaitInfo
 	if code := e2etest.HTTPJSON(t, "POST", base+deny.RunID+"/waits/"+w.WaitID, `{"decision":"deny","reason":"not on Fridays"}`, &info); code != http.StatusOK ||
 		info.Resolution == nil || info.Resolution.Outcome != event.WaitDenied || info.Resolution.Reason != "not on Fridays" {
