@@ -37,6 +37,7 @@ func (s *Server) routes() http.Handler {
 	root.HandleFunc("/ws", s.serveWS)
 	root.Handle("/", s.authenticated(mux))
 	s.webRoutes(root)
+	s.linkRoutes(root)
 	return secureHeaders(root)
 }
 

@@ -80,6 +80,7 @@ func (s *Server) startJobs(ctx context.Context) error {
 // requires.
 func (s *Server) publishJobEvent(e event.Event) {
 	s.jobEvents.publish(newItem(e))
+	s.notifyJob(e)
 }
 
 // watchJobs sends the job events to the client from now on. One that

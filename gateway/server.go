@@ -72,17 +72,19 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var s *Server
 	sup, err := supervisor.New(supervisor.Config{
 		DB: cfg.DB, Home: cfg.Home, Env: cfg.Env, APIKey: cfg.Model.APIKey,
 		Exe: cfg.Exe, HeartbeatTimeout: cfg.HeartbeatTimeout, KillGrace: cfg.KillGrace, LogDir: cfg.LogDir,
 		LeaseTTL: cfg.LeaseTTL, Version: cfg.Version, Logger: cfg.Logger,
 		BackgroundExport: true, // a run's slot is not held for a trace collector
+		RecordInSession:  func(ctx context.Context, r *store.Run, e event.Event) error { return s.recordInSession(ctx, r, e) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	m := newMetrics()
-	s := &Server{
+	s = &Server{
 		cfg: cfg, db: cfg.DB, log: cfg.Logger, sup: sup, metrics: m,
 		sessions: newSessions(cfg.DB, cfg.SubscriberBuffer, m),
 		web:      newWebSessions(cfg.DB),
@@ -163,6 +165,7 @@ func (s *Server) Start(ctx context.Context) error {
 		s.heartbeat()
 	}()
 	s.startRetention()
+	s.startNotifications()
 	s.log.Debug("gateway listening", "addr", s.Addr(), "version", s.cfg.Version, "lease_owner", s.sup.Owner())
 	return nil
 }

@@ -264,6 +264,9 @@ func (n *Notifier) Run(ctx context.Context) {
 
 // Deliver tries each notification that is due (of run runID, or of every
 // run when it is ""), and returns when the next falls due (zero if none).
+// Once ctx ends it starts no more tries; those under way go on to their
+// end (bounded by the timeout), since one cut short after it was sent
+// could only be unknown.
 func (n *Notifier) Deliver(ctx context.Context, runID string) time.Time {
 	keys, next, err := n.cfg.DB.DueNotifications(ctx, runID, n.cfg.DB.Now())
 	if err != nil {
@@ -273,14 +276,20 @@ func (n *Notifier) Deliver(ctx context.Context, runID string) time.Time {
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, parallel)
 	for _, key := range keys {
-		slots <- struct{}{}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			n.try(ctx, key)
+			n.try(context.WithoutCancel(ctx), key)
 		})
 	}
 	wg.Wait()
-	if _, again, err := n.cfg.DB.DueNotifications(ctx, runID, n.cfg.DB.Now()); err == nil {
+	if _, again, err := n.cfg.DB.DueNotifications(context.WithoutCancel(ctx), runID, n.cfg.DB.Now()); err == nil {
 		next = again // a try may have queued a retry sooner
 	}
 	return next

@@ -35,7 +35,7 @@ type received struct {
 	ok   bool
 }
 
-func newReceiver(t *testing.T, statuses ...int) *receiver {
+func newReceiver(t testing.TB, statuses ...int) *receiver {
 	rc := &receiver{statuses: statuses}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -76,7 +76,7 @@ type setup struct {
 	warnings []string
 }
 
-func newSetup(t *testing.T, conf string, tune func(*Config)) *setup {
+func newSetup(t testing.TB, conf string, tune func(*Config)) *setup {
 	t.Helper()
 	home := t.TempDir()
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), []byte(conf), 0o600); err != nil {
@@ -110,7 +110,7 @@ func newSetup(t *testing.T, conf string, tune func(*Config)) *setup {
 }
 
 // record stores e as the run's next event.
-func (s *setup) record(t *testing.T, e event.Event) event.Event {
+func (s *setup) record(t testing.TB, e event.Event) event.Event {
 	t.Helper()
 	next, err := s.db.NextSeq(context.Background(), s.run.ID)
 	if err != nil {
@@ -329,5 +329,56 @@ func TestGivesUp(t *testing.T) {
 	defer s.mu.Unlock()
 	if len(s.warnings) != 1 || !strings.Contains(s.warnings[0], "giving up") {
 		t.Fatalf("warnings %q", s.warnings)
+	}
+}
+
+// BenchmarkEndedToWebhook is what telling one channel costs a drive's
+// end: planning, the claim, the POST to a webhook on the loopback, and
+// the receipt.
+func BenchmarkEndedToWebhook(b *testing.B) {
+	rc := newReceiver(b)
+	s := newSetup(b, webhookConf(rc.srv.URL, "completed"), nil)
+	ctx := context.Background()
+	for b.Loop() {
+		s.record(b, event.New(event.RunCompleted, event.RunFinishedData{Status: event.StatusCompleted}))
+		if err := s.n.Ended(ctx, s.run, event.RunCompleted); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if got := len(rc.requests()); got != b.N {
+		b.Fatalf("%d requests for %d ends", got, b.N)
+	}
+}
+
+// A Slack channel is posted to as slack_post posts (AGENT_SLACK_TOKEN,
+// chat.postMessage), the text and the link in one message.
+func TestSlackChannel(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var posts []map[string]string
+	slack := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p map[string]string
+		_ = json.NewDecoder(r.Body).Decode(&p)
+		mu.Lock()
+		posts = append(posts, map[string]string{"path": r.URL.Path, "auth": r.Header.Get("Authorization"), "channel": p["channel"], "text": p["text"]})
+		mu.Unlock()
+		fmt.Fprint(w, `{"ok":true,"channel":"C0OPS","ts":"1700000000.000100"}`)
+	}))
+	defer slack.Close()
+	env := map[string]string{"AGENT_SLACK_TOKEN": "xoxb-test", "AGENT_SLACK_API_URL": slack.URL}
+	s := newSetup(t, "public_url = \"https://agent.example.com\"\n[[notify]]\non = [\"waiting\"]\nslack_channel = \"#ops\"\n",
+		func(c *Config) { c.Getenv = func(k string) string { return env[k] } })
+	s.park(t, "w1")
+	if err := s.n.Ended(context.Background(), s.run, event.RunWaiting); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(posts) != 1 || posts[0]["path"] != "/chat.postMessage" || posts[0]["auth"] != "Bearer xoxb-test" || posts[0]["channel"] != "#ops" ||
+		!strings.Contains(posts[0]["text"], "approval of bash") || !strings.Contains(posts[0]["text"], "Decide: https://agent.example.com/w/") {
+		t.Fatalf("slack got %v", posts)
+	}
+	if n := s.notifications(t)[0]; n.State != event.StatusDone || !strings.Contains(string(n.Details), "1700000000.000100") {
+		t.Fatalf("notification %+v", n)
 	}
 }
