@@ -172,6 +172,35 @@ func (db *DB) QueueParkedRun(ctx context.Context, runID string) (at time.Time, q
 	return at, true, tx.Commit()
 }
 
+// RequeueStranded queues a waiting run that its worker left claimed, once
+// that worker is gone: it died (or could not queue it) between recording
+// the run's run.waiting and queueing it (QueueParkedRun). A worker calls it
+// for the runs Wakeable finds, so the answer or the deadline that was to
+// wake it still does. False: the run is not stranded.
+func (db *DB) RequeueStranded(ctx context.Context, runID string) (bool, error) {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("requeue run %s: %w", runID, err)
+	}
+	defer tx.Rollback()
+	r, err := getRun(ctx, tx, runID)
+	if err != nil {
+		return false, fmt.Errorf("requeue run %s: %w", runID, err)
+	}
+	now := db.now()
+	if r.Status != event.StatusWaiting || r.Queue != event.StatusClaimed || r.LeaseOwner != "" && !db.abandoned(*r, now) {
+		return false, nil
+	}
+	if _, err := tx.ExecContext(ctx, `
+		UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, lease_heartbeat_at = NULL WHERE id = ?`, runID); err != nil {
+		return false, fmt.Errorf("requeue run %s: %w", runID, err)
+	}
+	if err := queueAt(ctx, tx, runID, now, now); err != nil {
+		return false, fmt.Errorf("requeue run %s: %w", runID, err)
+	}
+	return true, tx.Commit()
+}
+
 // Waits returns a run's waits, oldest first.
 func (db *DB) Waits(ctx context.Context, runID string) ([]Wait, error) {
 	ws, err := scanWaits(db.ro.QueryContext(ctx, waitSelect+` WHERE w.run_id = ? ORDER BY w.seq, w.wait_id`, runID))

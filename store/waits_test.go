@@ -241,6 +241,35 @@ func TestPhaseWaitParksTheAttempt(t *testing.T) {
 	}
 }
 
+// A waiting run its worker left claimed (it died before queueing it) is
+// queued again once that worker is gone, and only then.
+func TestStrandedWaitingRunRequeued(t *testing.T) {
+	t.Parallel()
+	db, now := openClocked(t)
+	db.OwnerDead = func(string) bool { return false } // another machine's
+	ctx := context.Background()
+	createSession(t, db, "s1")
+	queueRun(t, db, "s1", "r1")
+	if id, _ := claim(t, db, "far/1/x"); id != "r1" {
+		t.Fatalf("claimed %q", id)
+	}
+	appendOne(t, db, "r1", event.New(event.RunWaiting, event.RunWaitingData{WaitID: "w1", Kind: event.WaitApproval,
+		Until: now.Add(time.Hour).Format(time.RFC3339), OnTimeout: event.OnTimeoutDeny, CallID: "c1"}))
+	if ok, err := db.RequeueStranded(ctx, "r1"); err != nil || ok {
+		t.Fatalf("requeued a run its worker still holds: %v %v", ok, err)
+	}
+	*now = now.Add(2 * time.Minute) // the lease ran out
+	if ok, err := db.RequeueStranded(ctx, "r1"); err != nil || !ok {
+		t.Fatalf("requeue of a stranded run: %v %v", ok, err)
+	}
+	if ok, _ := db.RequeueStranded(ctx, "r1"); ok {
+		t.Error("requeued a run twice")
+	}
+	if id, c := claim(t, db, "near/1/y"); id != "r1" || !c.Resume {
+		t.Fatalf("claimed %q, want r1 to resume", id)
+	}
+}
+
 // BenchmarkWakeable is what a gateway's wake loop pays per poll on a
 // store with a history of 10,000 answered waits and 20 open ones: it
 // reads the open waits, not the history.

@@ -114,6 +114,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-poll.C:
+			w.requeueStranded(ctx)
 		case <-w.freed:
 		case <-w.work:
 		}
@@ -276,6 +277,26 @@ func (w *Worker) drive(ctx context.Context, c *store.Claim) {
 			return
 		}
 		log.Info("run paused by a rate limit; queued to resume", "at", at.Format(time.RFC3339))
+	}
+}
+
+// requeueStranded queues the waiting runs that may go on but that a worker
+// left claimed, dying between parking them and queueing them: any answer
+// or deadline wakes a run that waits, whatever happened to its worker.
+func (w *Worker) requeueStranded(ctx context.Context) {
+	ids, _, err := w.cfg.DB.Wakeable(ctx, w.cfg.DB.Now())
+	if err != nil {
+		return // the next poll looks again
+	}
+	for _, id := range ids {
+		if r, err := w.cfg.DB.GetRun(ctx, id); err != nil || r.Queue != event.StatusClaimed {
+			continue // queued already, or not a worker's run
+		}
+		if ok, err := w.cfg.DB.RequeueStranded(ctx, id); err != nil {
+			w.log.Error("requeue a waiting run its worker left", "run_id", id, "err", err)
+		} else if ok {
+			w.log.Warn("a waiting run's worker died before it queued the run; queued it", "run_id", id)
+		}
 	}
 }
 

@@ -512,3 +512,39 @@ func TestClaimFailureIsLoggedAndRetried(t *testing.T) {
 		t.Fatalf("once the store worked again the worker started %s %s, want r1", x.kind, x.id)
 	}
 }
+
+// A worker that dies between recording its run's run.waiting and queueing
+// the run leaves it claimed: once the wait is answered, another worker
+// finds the run (Wakeable), queues it and continues it.
+func TestWorkerRequeuesAStrandedWaitingRun(t *testing.T) {
+	t.Parallel()
+	db, _ := openStore(t)
+	ctx := context.Background()
+	queue(t, db, store.KindRun, "r1")
+	if c, err := db.ClaimRun(ctx, "gone-host/1/x", time.Millisecond, ""); err != nil || c == nil {
+		t.Fatalf("claim: %v %v", c, err)
+	}
+	j, err := db.SessionJournal(ctx, "s-r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := event.New(event.RunWaiting, event.RunWaitingData{WaitID: "w1", Kind: event.WaitApproval,
+		Until: time.Now().Add(time.Hour).UTC().Format(time.RFC3339), OnTimeout: event.OnTimeoutDeny, CallID: "c1", Tool: "bash"})
+	w.RunID = "r1"
+	if _, err := j.Append(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ResolveWait(ctx, "r1", "w1", event.WaitResolvedData{Outcome: event.WaitAllowed, Via: event.ViaCLI}); err != nil {
+		t.Fatal(err)
+	}
+	tw := startWorker(t, db, 1, 20*time.Millisecond, nil)
+	x := tw.next()
+	if x.id != "r1" || !x.drive.Resume {
+		t.Fatalf("the worker started %s %s (resume %v), want r1 resumed", x.kind, x.id, x.drive.Resume)
+	}
+	close(x.finish)
+	awaitEnd(t, x)
+}
