@@ -74,6 +74,7 @@ func jobFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "network", Usage: "give the runs' commands the network in a sandboxed mode"},
 		&cli.IntFlag{Name: "max-tokens", Usage: "stop each run once it has used `N` tokens", DefaultText: "no limit"},
 		&cli.Float64Flag{Name: "max-cost", Usage: "stop each run once it has cost `USD`, at the model's price in config.toml", DefaultText: "no limit"},
+		&cli.StringFlag{Name: "ask", Usage: "approval `RULES` of each run, as agent run --ask takes them (\"\" on update: none); a run waits for agent approve or the web view"},
 		&cli.IntFlag{Name: "max-attempts", Usage: "`N` attempts per tick, the first included", DefaultText: "1, no retry"},
 		&cli.DurationFlag{Name: "retry-base", Usage: "wait `DUR` before the first retry, doubling for each next one", DefaultText: "30s"},
 		&cli.DurationFlag{Name: "retry-cap", Usage: "wait at most `DUR` between retries", DefaultText: "10m"},
@@ -135,7 +136,7 @@ func changeJob(c *cli.Context, method string, params any) error {
 var policyKeys = []struct{ flag, key string }{
 	{"overlap", "overlap"}, {"missed", "missed"}, {"timeout", "timeout"}, {"tools", "tools"},
 	{"sandbox", "sandbox"}, {"network", "network"}, {"max-tokens", "max_tokens"}, {"max-cost", "max_cost"},
-	{"max-attempts", "retry.max_attempts"}, {"retry-base", "retry.base"}, {"retry-cap", "retry.cap"},
+	{"max-attempts", "retry.max_attempts"}, {"retry-base", "retry.base"}, {"retry-cap", "retry.cap"}, {"ask", "ask"},
 }
 
 // policyFlags is the partial policy the policy flags given make
@@ -152,6 +153,9 @@ func policyFlags(c *cli.Context) json.RawMessage {
 		}
 		if k.flag == "tools" {
 			v = append([]string{}, splitList([]string{c.String("tools")})...) // "": the default tools
+		}
+		if k.flag == "ask" {
+			v = []string{c.String("ask")} // the rules split themselves: a glob may hold a comma
 		}
 		given[k.key] = v
 	}

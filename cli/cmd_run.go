@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"agent/approval"
 	"agent/config"
 	"agent/console"
 	"agent/event"
@@ -44,6 +45,11 @@ func modelFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "network", Usage: "give the model's commands the network in a sandboxed mode"},
 		&cli.StringFlag{Name: "record", Usage: "append every model exchange to this cassette `FILE`"},
 		&cli.StringFlag{Name: "replay", Usage: "answer model calls from this cassette `FILE`, offline"},
+		&cli.StringSliceFlag{Name: "ask", Usage: "ask a person before these tool calls run, `RULES` like bash, 'bash(git push*)', " +
+			"'write_file(*.go)', mcp__SERVER or effects (comma separated, repeatable); on a terminal it asks inline, " +
+			"otherwise the run waits (exit 6) for agent approve or deny"},
+		&cli.BoolFlag{Name: "ask-human", Usage: "offer the model ask_human, to ask you a question and wait for the answer", DefaultText: "on a terminal"},
+		&cli.BoolFlag{Name: "wait-tools", Usage: "offer the model wait_until and wait_for_signal (agent signal), to pause without holding a process"},
 	}
 }
 
@@ -133,6 +139,9 @@ func runAction(c *cli.Context) error {
 func runHere(c *cli.Context, settings config.Settings, prompt string, d supervisor.Drive) error {
 	defaults := supervisor.DefaultOptions(settings)
 	defaults.Harness = d.Options.Harness
+	// A person at the terminal can answer the model's questions (a
+	// cassette replays the tools it was recorded with).
+	defaults.AskHuman = inline(c) && !c.IsSet("replay")
 	opts, err := flagOptions(c, defaults)
 	if err != nil {
 		return err
@@ -161,6 +170,12 @@ func resumeAction(c *cli.Context) error {
 	if addr, ok := gatewayAddress(c); ok {
 		return resumeViaGateway(c, addr, c.Args().First())
 	}
+	return resumeHere(c, c.Args().First())
+}
+
+// resumeHere continues run id in this process, with the options the
+// command's flags change.
+func resumeHere(c *cli.Context, id string) error {
 	settings, err := config.Load()
 	if err != nil {
 		return err
@@ -170,7 +185,7 @@ func resumeAction(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
-	r, opts, err := sup.Load(c.Context, c.Args().First())
+	r, opts, err := sup.Load(c.Context, id)
 	if err != nil {
 		return err
 	}
@@ -235,6 +250,9 @@ var optionFlags = []struct {
 	{"context-budget", value(func(o *supervisor.Options) *int { return &o.ContextBudget })},
 	{"record", path(func(o *supervisor.Options) *string { return &o.Record })},
 	{"replay", path(func(o *supervisor.Options) *string { return &o.Replay })},
+	{"ask", rules(func(o *supervisor.Options) *[]string { return &o.Ask })},
+	{"ask-human", value(func(o *supervisor.Options) *bool { return &o.AskHuman })},
+	{"wait-tools", value(func(o *supervisor.Options) *bool { return &o.WaitTools })},
 }
 
 // The kinds of option flags: what each reads from its flag and how.
@@ -273,6 +291,19 @@ func list(field func(*supervisor.Options) *[]string) optionSetter {
 	return func(c *cli.Context, name string, o *supervisor.Options) error {
 		*field(o) = splitList(c.StringSlice(name))
 		return nil
+	}
+}
+
+// rules are approval rules; a comma in a glob survives the flag's own
+// splitting on commas.
+func rules(field func(*supervisor.Options) *[]string) optionSetter {
+	return func(c *cli.Context, name string, o *supervisor.Options) error {
+		rs, err := approval.Parse([]string{strings.Join(c.StringSlice(name), ",")})
+		*field(o) = nil
+		for _, r := range rs {
+			*field(o) = append(*field(o), r.Text)
+		}
+		return err
 	}
 }
 
@@ -345,6 +376,9 @@ func driveRun(c *cli.Context, sup *supervisor.Supervisor, r *store.Run, d superv
 	show := newDisplay(c, harness)
 	defer show.Close()
 	d.Show = show.Print
+	if inline(c) {
+		d.Ask = newTerminalAsker(c.App.Reader, c.App.ErrWriter).Ask
+	}
 	ctx, stop := interruptOnSignal(c.Context)
 	defer stop()
 	end, err := sup.Drive(ctx, r, d)
@@ -361,8 +395,8 @@ func finished(c *cli.Context, fin event.RunFinishedData) error {
 		return nil
 	}
 	msg := ""
-	if c.Bool("json") {
-		msg = fin.Detail // without --json the display already said it
+	if c.Bool("json") || fin.Status == event.StatusWaiting {
+		msg = fin.Detail // without --json the display already said it, but how to answer
 	}
 	return &exitError{code: fin.ExitCode, msg: msg}
 }
@@ -398,6 +432,12 @@ func interruptOnSignal(parent context.Context) (context.Context, func()) {
 		close(done)
 		cancel(nil)
 	}
+}
+
+// inline reports whether a person at this terminal can answer the run's
+// questions and approvals as it runs.
+func inline(c *cli.Context) bool {
+	return !c.Bool("json") && console.IsTerminal(c.App.Reader) && console.IsTerminal(c.App.ErrWriter)
 }
 
 // newDisplay picks the display for a command's output flags.

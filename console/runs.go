@@ -50,7 +50,12 @@ func PrintRun(w io.Writer, v store.RunDetail) {
 		}
 		fmt.Fprintln(w)
 	}
-	if v.Status != event.StatusCompleted && v.Status != event.StatusCancelled {
+	for _, wait := range v.Waiting {
+		fmt.Fprintf(w, "waiting   %s\n", strings.TrimPrefix(WaitLine(wait), "⏸ waiting "))
+	}
+	if len(v.Waiting) > 0 {
+		fmt.Fprintf(w, "answer    agent approve, deny or answer %s (see agent waiting); then agent resume %s\n", ShortID(v.ID), ShortID(v.ID))
+	} else if v.Status != event.StatusCompleted && v.Status != event.StatusCancelled {
 		fmt.Fprintf(w, "resume    agent resume %s\n", ShortID(v.ID))
 	}
 	if v.PrunedAt != nil {

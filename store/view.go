@@ -88,13 +88,15 @@ func timePtr(t time.Time) *time.Time {
 // and learnings (its messages come from many phases).
 type RunDetail struct {
 	RunView
-	Sandbox   string          `json:"sandbox,omitempty"` // e.g. "workspace-write, network off", from its options
-	Phases    []BoardPhase    `json:"phases,omitempty"`
-	Receipts  []BoardReceipt  `json:"receipts,omitempty"`
-	Learnings []string        `json:"learnings,omitempty"` // "PHASE: text"
-	Messages  []MessageView   `json:"messages,omitempty"`
-	ToolCalls []ToolCallView  `json:"tool_calls,omitempty"`
-	Config    json.RawMessage `json:"config,omitempty"`
+	Sandbox   string         `json:"sandbox,omitempty"` // e.g. "workspace-write, network off", from its options
+	Phases    []BoardPhase   `json:"phases,omitempty"`
+	Receipts  []BoardReceipt `json:"receipts,omitempty"`
+	Learnings []string       `json:"learnings,omitempty"` // "PHASE: text"
+	// Waiting are the waits nobody has answered (docs/PROTOCOL.md#waits).
+	Waiting   []event.RunWaitingData `json:"waiting,omitempty"`
+	Messages  []MessageView          `json:"messages,omitempty"`
+	ToolCalls []ToolCallView         `json:"tool_calls,omitempty"`
+	Config    json.RawMessage        `json:"config,omitempty"`
 }
 
 // MessageView is one message of a run's transcript.
@@ -119,6 +121,15 @@ type ToolCallView struct {
 // RunDetail reads r's story. Sandbox is left to who reads r's options.
 func (db *DB) RunDetail(ctx context.Context, r *Run) (RunDetail, error) {
 	d := RunDetail{RunView: db.RunView(r), Config: r.Config}
+	waits, err := db.Waits(ctx, r.ID)
+	if err != nil {
+		return d, err
+	}
+	for _, w := range waits {
+		if w.Resolution == nil {
+			d.Waiting = append(d.Waiting, w.Waiting)
+		}
+	}
 	if r.Kind == KindHarness {
 		board, err := db.Board(ctx, r)
 		if err != nil {

@@ -190,7 +190,11 @@ func pick(ws []store.Wait, d Decision) (store.Wait, error) {
 		return store.Wait{}, &AnswerError{Msg: fmt.Sprintf("decision %q: want allow, deny, answer or signal", d.Decide)}
 	}
 	var open, fits []store.Wait
+	var last *store.Wait // the latest answered wait d would have fit
 	for _, w := range ws {
+		if w.Resolution != nil && contains(kinds, w.Waiting.Kind) {
+			last = &w
+		}
 		switch {
 		case d.WaitID != "" && w.Waiting.WaitID == d.WaitID, d.WaitID == "" && d.CallID != "" && w.Waiting.CallID == d.CallID && w.Resolution == nil:
 			if !contains(kinds, w.Waiting.Kind) {
@@ -218,6 +222,9 @@ func pick(ws []store.Wait, d Decision) (store.Wait, error) {
 			ids = append(ids, w.Waiting.CallID)
 		}
 		return store.Wait{}, &AnswerError{Msg: fmt.Sprintf("the run waits for %d answers; name one with --call (%s)", len(fits), strings.Join(ids, ", "))}
+	case len(open) == 0 && last != nil && last.Resolution.Via != event.ViaTimeout:
+		// Someone answered first.
+		return *last, &store.AnsweredError{First: *last.Resolution}
 	case d.Decide == DecideSignal:
 		return store.Wait{}, &AnswerError{Msg: fmt.Sprintf("the run waits for no signal %q", d.Name)}
 	case len(open) > 0:

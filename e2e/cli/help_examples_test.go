@@ -247,6 +247,7 @@ const (
 	fixtureMaxTurns = "fixture: stop at max turns"
 	fixtureFiles    = "fixture: write three files"
 	fixtureSession  = "fixture: many tool calls"
+	fixtureWaiting  = "fixture: a call that waits for approval"
 	fixtureRichness = 15 // tool calls in the session fixture: > 40 events
 )
 
@@ -335,7 +336,7 @@ func startExampleModel(t *testing.T) string {
 		switch {
 		case strings.Contains(all, e2etest.PlannerMarker):
 			to = planner
-		case strings.Contains(all, fixtureMaxTurns) && answers == 0:
+		case (strings.Contains(all, fixtureMaxTurns) || strings.Contains(all, fixtureWaiting)) && answers == 0:
 			to = tool
 		case strings.Contains(all, fixtureFiles) && answers < len(writes):
 			to = writes[answers]
@@ -501,6 +502,14 @@ func (e *exampleEnv) resumableRun(t *testing.T) string {
 	return id
 }
 
+// waitingRun is a run that waits for the approval of its call: a new one
+// each time, since an answer uses the wait up.
+func (e *exampleEnv) waitingRun(t *testing.T) string {
+	t.Helper()
+	id, _ := firstEvent(t, e.agent(t, 6, false, "run", "--json", "--ask", "list_files", fixtureWaiting).stdout)
+	return id
+}
+
 // gatewayResumableRun is a gateway run stopped at --max-turns.
 func (e *exampleEnv) gatewayResumableRun(t *testing.T) string {
 	t.Helper()
@@ -582,6 +591,8 @@ func (e *exampleEnv) prepare(t *testing.T, line string) (cmdline string, withGat
 			id = e.filesRun(t)
 		case sub(1) == "runs":
 			id = e.anyRun(t)
+		case sub(1) == "approve" || sub(1) == "deny":
+			id = e.waitingRun(t)
 		default:
 			t.Fatalf("%q: the test does not know what %s stands for; teach prepare", line, tok)
 		}

@@ -112,8 +112,11 @@ func (e *ProblemError) Error() string { return e.Frame.Error.Error() }
 // sent before it, until the run's terminal event, whose data it returns.
 // A signal from interrupt (signal.Notify's) asks the gateway to interrupt
 // the run resumably (run.cancel, mode interrupt), as Ctrl-C does locally;
-// a second one stops waiting (ErrStoppedWaiting).
-func (s *Stream) Follow(started RunStartResult, show func(event.Event), interrupt <-chan os.Signal) (event.RunFinishedData, error) {
+// a second one stops waiting (ErrStoppedWaiting). When the run parks
+// (run.waiting, docs/PROTOCOL.md#waits), parked says whether to stop
+// following: then Follow returns the wait as the run's end for now
+// (status waiting, exit code 6); nil follows on until the run ends.
+func (s *Stream) Follow(started RunStartResult, show func(event.Event), interrupt <-chan os.Signal, parked func(event.RunWaitingData) bool) (event.RunFinishedData, error) {
 	interrupted := false
 	var lastSeq int64
 	// handle shows one frame; done says the run has ended.
@@ -126,6 +129,11 @@ func (s *Stream) Follow(started RunStartResult, show func(event.Event), interrup
 		}
 		e := fr.RunEvent()
 		show(e)
+		var w event.RunWaitingData
+		if e.Type == event.RunWaiting && parked != nil && e.Decode(&w) == nil && parked(w) {
+			return event.RunFinishedData{Status: event.StatusWaiting, Reason: event.ReasonWaiting, ExitCode: 6,
+				Detail: fmt.Sprintf("run %s waits: answer with agent approve, deny or answer %s, or from the web view", started.RunID, started.RunID)}, true
+		}
 		if !event.IsTerminal(e.Type) {
 			return fin, false
 		}

@@ -81,3 +81,6 @@ func (s *mailSession) Data(r io.Reader) error {
 func (e *Env) WithMail(cmdEnv []string, m *Mailbox) []string {
 	return append(cmdEnv, "AGENT_SMTP_ADDR="+m.addr, "AGENT_SMTP_FROM=agent@example.com")
 }
+
+// Addr is the Mailbox's SMTP address.
+func (m *Mailbox) Addr() string { return m.addr }

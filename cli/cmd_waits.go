@@ -1,0 +1,227 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"agent/console"
+	"agent/event"
+	"agent/store"
+	"agent/supervisor"
+)
+
+// The commands that answer a waiting run (docs/PROTOCOL.md#waits): each
+// goes through supervisor.Answer, as the gateway, the web view and the
+// links do; the first answer wins.
+
+func waitingCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "waiting",
+		Usage: "list the runs that wait for a person or a time: the inbox",
+		Description: "Each line is a run, what it waits for (an approval of a tool call, an answer to a question,\n" +
+			"a signal or a time) and until when; the deadline applies the wait's on_timeout.\n\n" +
+			"Examples:\n" +
+			"  agent waiting\n" +
+			"  agent approve 3f2a --resume      # allow the call and continue the run here\n" +
+			"  agent deny 3f2a --reason \"not on a Friday\"",
+		Flags:  []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print one JSON object per wait"}},
+		Action: waitingAction,
+	}
+}
+
+func answerFlags(extra ...cli.Flag) []cli.Flag {
+	return append([]cli.Flag{
+		&cli.StringFlag{Name: "call", Usage: "the tool call's `CALL_ID`, when the run waits for more than one"},
+		&cli.BoolFlag{Name: "resume", Usage: "continue the run in this process at once (a gateway's or a waiting process's run goes on by itself)"},
+		&cli.BoolFlag{Name: "json", Usage: "print the resolved wait as JSON"},
+	}, extra...)
+}
+
+func approveCommand() *cli.Command {
+	return &cli.Command{
+		Name: "approve", Usage: "allow the tool call a run waits for", ArgsUsage: "RUN_ID",
+		Description: "Allows the call and records who did (cli). --always allows the rule that asked for the rest of\n" +
+			"the run. RUN_ID may be a unique prefix.",
+		Flags:  answerFlags(&cli.BoolFlag{Name: "always", Usage: "allow the rule that asked for the rest of the run"}),
+		Action: func(c *cli.Context) error { return answerAction(c, supervisor.DecideAllow, 1) },
+	}
+}
+
+func denyCommand() *cli.Command {
+	return &cli.Command{
+		Name: "deny", Usage: "refuse the tool call a run waits for (or a question)", ArgsUsage: "RUN_ID",
+		Description: "The call does not run; the model is told who denied it and why, and decides what to do next.",
+		Flags:       answerFlags(&cli.StringFlag{Name: "reason", Usage: "why, for the model: `TEXT`"}),
+		Action:      func(c *cli.Context) error { return answerAction(c, supervisor.DecideDeny, 1) },
+	}
+}
+
+func answerCommand() *cli.Command {
+	return &cli.Command{
+		Name: "answer", Usage: "answer the question a run asked (ask_human)", ArgsUsage: "RUN_ID TEXT",
+		Flags:  answerFlags(),
+		Action: func(c *cli.Context) error { return answerAction(c, supervisor.DecideAnswer, 2) },
+	}
+}
+
+func signalCommand() *cli.Command {
+	return &cli.Command{
+		Name: "signal", Usage: "send the named signal a run waits for (wait_for_signal)", ArgsUsage: "RUN_ID NAME",
+		Flags:  answerFlags(&cli.StringFlag{Name: "data", Usage: "the signal's payload, a `JSON` value"}),
+		Action: func(c *cli.Context) error { return answerAction(c, supervisor.DecideSignal, 2) },
+	}
+}
+
+// answerAction resolves a wait of the run the first argument names.
+func answerAction(c *cli.Context, decide string, args int) error {
+	if c.Args().Len() != args {
+		return usageErrorf("%s needs %s; see 'agent waiting'", c.Command.Name, c.Command.ArgsUsage)
+	}
+	d := supervisor.Decision{CallID: c.String("call"), Decide: decide, Via: event.ViaCLI, Who: whoAmI()}
+	switch decide {
+	case supervisor.DecideAllow:
+		d.Always = c.Bool("always")
+	case supervisor.DecideDeny:
+		d.Text = c.String("reason")
+	case supervisor.DecideAnswer:
+		d.Text = c.Args().Get(1)
+	case supervisor.DecideSignal:
+		d.Name = c.Args().Get(1)
+		if data := c.String("data"); data != "" {
+			if !json.Valid([]byte(data)) {
+				return usageErrorf("--data must be a JSON value, e.g. '{\"ok\":true}' or '\"text\"'")
+			}
+			d.Data = []byte(data)
+		}
+	}
+	_, db, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	r, err := db.GetRun(c.Context, c.Args().First())
+	if err != nil {
+		return err
+	}
+	w, err := supervisor.Answer(c.Context, db, r.ID, d)
+	var answered *store.AnsweredError
+	var fits *supervisor.AnswerError
+	switch {
+	case errors.As(err, &answered):
+		return &exitError{code: 4, msg: fmt.Sprintf("run %s: %v", r.ID, err)}
+	case errors.As(err, &fits):
+		return usageErrorf("run %s: %v", r.ID, err)
+	case err != nil:
+		return err
+	}
+	if c.Bool("json") {
+		if err := json.NewEncoder(c.App.Writer).Encode(newWaitView(w)); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(c.App.Writer, "%s: %s\n", strings.TrimSpace(console.ResolvedLine(*w.Resolution)), console.WaitLine(w.Waiting))
+	}
+	return goOn(c, db, r)
+}
+
+// goOn says how the answered run goes on, or continues it here
+// (--resume).
+func goOn(c *cli.Context, db *store.DB, r *store.Run) error {
+	held := r.LeaseOwner != "" && r.LeaseExpiresAt.After(time.Now())
+	switch {
+	case r.SessionID != "" && !c.Bool("resume"):
+		fmt.Fprintf(c.App.ErrWriter, "a gateway or worker on this store continues run %s by itself\n", r.ID)
+		return nil
+	case held:
+		fmt.Fprintf(c.App.ErrWriter, "the process that drives run %s goes on with it\n", r.ID)
+		return nil
+	case !c.Bool("resume"):
+		fmt.Fprintf(c.App.ErrWriter, "'agent resume %s' continues the run (or answer with --resume)\n", r.ID)
+		return nil
+	}
+	db.Close()
+	return resumeHere(c, r.ID)
+}
+
+// waitView is a wait as `agent waiting --json` prints it.
+type waitView struct {
+	RunID     string `json:"run_id"`
+	SessionID string `json:"session_id,omitempty"`
+	event.RunWaitingData
+	Resolution *event.WaitResolvedData `json:"resolution,omitempty"`
+	How        string                  `json:"how"`
+}
+
+func newWaitView(w store.Wait) waitView {
+	return waitView{RunID: w.RunID, SessionID: w.SessionID, RunWaitingData: w.Waiting, Resolution: w.Resolution,
+		How: supervisor.HowToAnswer(w.RunID, w.Waiting)}
+}
+
+func waitingAction(c *cli.Context) error {
+	if c.Args().Len() > 0 {
+		return usageErrorf("waiting takes no arguments")
+	}
+	_, db, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	ws, err := db.OpenWaits(c.Context)
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		views := make([]waitView, len(ws))
+		for i, w := range ws {
+			views[i] = newWaitView(w)
+		}
+		return jsonLines(c.App.Writer, views)
+	}
+	console.PrintWaits(c.App.Writer, ws, supervisor.HowToAnswer)
+	return nil
+}
+
+// whoAmI names the person answering, for the record.
+func whoAmI() string {
+	return strings.TrimSpace(os.Getenv("USER"))
+}
+
+// terminalAsker asks inline on the terminal the run was started from,
+// while the other channels stay open (docs/PROTOCOL.md#waits).
+type terminalAsker struct {
+	lines *console.Lines
+	out   io.Writer
+}
+
+func newTerminalAsker(in io.Reader, out io.Writer) *terminalAsker {
+	return &terminalAsker{lines: console.NewLines(in), out: out}
+}
+
+// Ask is a supervisor.Asker.
+func (t *terminalAsker) Ask(ctx context.Context, w event.RunWaitingData) (supervisor.Decision, error) {
+	d := supervisor.Decision{Who: whoAmI()}
+	var err error
+	switch w.Kind {
+	case event.WaitApproval:
+		var allow bool
+		allow, d.Always, d.Text, err = t.lines.AskApproval(ctx, t.out, w)
+		d.Decide = map[bool]string{true: supervisor.DecideAllow, false: supervisor.DecideDeny}[allow]
+	case event.WaitQuestion:
+		d.Decide = supervisor.DecideAnswer
+		d.Text, err = t.lines.AskQuestion(ctx, t.out, w)
+	default:
+		// A time or a signal: nothing to ask; the deadline or another
+		// channel resolves it.
+		<-ctx.Done()
+		err = context.Cause(ctx)
+	}
+	return d, err
+}
