@@ -172,21 +172,16 @@ func (s *Server) httpSignal(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(api.CodeBadRequest, "body: want the signal's data as JSON, or nothing: %v", err))
 		return
 	}
-	p := api.WaitAnswerParams{RunID: r.PathValue("id"), WaitID: "", Decision: supervisor.DecideSignal, Name: r.PathValue("name"), Data: data}
-	info, err := s.signal(r.Context(), p, requestVia(r))
+	if string(data) == "null" {
+		data = nil
+	}
+	d := supervisor.Decision{Decide: supervisor.DecideSignal, Name: r.PathValue("name"), Data: data, Via: requestVia(r)}
+	info, err := s.decide(r.Context(), r.PathValue("id"), d)
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, info)
-}
-
-// signal resolves the run's open wait for the signal p.Name.
-func (s *Server) signal(ctx context.Context, p api.WaitAnswerParams, via string) (*api.WaitInfo, error) {
-	if len(p.Data) > 0 && !json.Valid(p.Data) {
-		return nil, errorf(api.CodeBadRequest, "data must be JSON")
-	}
-	return s.decide(ctx, p.RunID, supervisor.Decision{Decide: supervisor.DecideSignal, Name: p.Name, Data: p.Data, Via: via, Who: p.Who})
 }
 
 // wakes is the gateway's record of waking its waiting runs.
