@@ -244,11 +244,10 @@ func TestGatewayDeadlineDenies(t *testing.T) {
 }
 
 // TestGatewayWaitSurvivesKill9: a gateway process is killed (kill -9)
-// while its run waits; another process (this test, through
-// supervisor.Answer on the same store, as agent approve does) answers it
-// while no gateway runs; the restarted gateway continues the run by
+// while its run waits, and started again; agent approve, another process
+// on the same store, answers the wait; the gateway continues the run by
 // itself. Then a second wait of the run is answered from another process
-// while the gateway runs, which wakes it on its own.
+// (this test, through supervisor.Answer), which wakes it on its own too.
 func TestGatewayWaitSurvivesKill9(t *testing.T) {
 	t.Parallel()
 	e := e2etest.New(t,
@@ -259,16 +258,18 @@ func TestGatewayWaitSurvivesKill9(t *testing.T) {
 	_, first := e2etest.GwWaiting(t, c, run.RunID, 0)
 	gw.Signal(t, syscall.SIGKILL)
 	gw.Wait(t)
-
-	db := e.OpenStore(t)
-	defer db.Close()
-	ctx := context.Background()
-	if _, err := supervisor.Answer(ctx, db, run.RunID, supervisor.Decision{WaitID: first.WaitID, Decide: supervisor.DecideAllow, Via: event.ViaCLI, Who: "test"}); err != nil {
-		t.Fatal(err)
-	}
 	gw = e.StartGateway()
 	c = e2etest.GwDial(t, gw.Addr)
 	e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sid})
+	if info := e2etest.GwCall[api.RunInfo](t, c, api.MethodRunGet, api.RunParams{RunID: run.RunID}); info.Status != event.StatusWaiting {
+		t.Fatalf("after the restart the run is %s, want waiting", info.Status)
+	}
+	if res := e.Run("approve", run.RunID[:8]); res.Code != 0 || !strings.Contains(res.Stderr, "continues run") {
+		t.Fatalf("agent approve: exit %d: %s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	db := e.OpenStore(t)
+	defer db.Close()
+	ctx := context.Background()
 	waiting, second := e2etest.GwWaiting(t, c, run.RunID, 0)
 	for waiting.Seq > 0 && second.WaitID == first.WaitID { // the replay has the first wait
 		waiting, second = e2etest.GwWaiting(t, c, run.RunID, waiting.Seq)
