@@ -69,6 +69,16 @@ func PrintRun(w io.Writer, v store.RunDetail) {
 		fmt.Fprintln(w, "\nside effects:")
 		printReceipts(w, "  ", v.Receipts)
 	}
+	if len(v.Notifications) > 0 {
+		fmt.Fprintln(w, "\nnotifications:")
+		for _, n := range v.Notifications {
+			fmt.Fprintf(w, "  %-9s → %s: %s", n.Event, n.Channel, n.State)
+			if n.LastError != "" {
+				fmt.Fprintf(w, " (after %d tries: %s)", n.Tries, OneLine(n.LastError, 80))
+			}
+			fmt.Fprintln(w)
+		}
+	}
 	printTranscript(w, v)
 	if v.Result != "" {
 		fmt.Fprintf(w, "\nresult:\n  %s\n", indented(v.Result))

@@ -83,6 +83,18 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
+// NotificationView is a notification as runs show tells it.
+type NotificationView struct {
+	Event string `json:"event"` // waiting, completed, failed, job_failed
+	// Channel says where, for people (config.Notify.Channel, without a
+	// webhook's secret path); Block is the [[notify]] block it is said from.
+	Channel   string          `json:"channel"`
+	Block     json.RawMessage `json:"-"`
+	State     string          `json:"state"` // queued, pending, done, unknown, failed, skipped
+	Tries     int             `json:"tries"`
+	LastError string          `json:"last_error,omitempty"`
+}
+
 // RunDetail is a run with its story, as `agent runs show` tells it: a
 // single run's transcript and side effects, or a harness's phase board
 // and learnings (its messages come from many phases).
@@ -93,10 +105,13 @@ type RunDetail struct {
 	Receipts  []BoardReceipt `json:"receipts,omitempty"`
 	Learnings []string       `json:"learnings,omitempty"` // "PHASE: text"
 	// Waiting are the waits nobody has answered (docs/PROTOCOL.md#waits).
-	Waiting   []event.RunWaitingData `json:"waiting,omitempty"`
-	Messages  []MessageView          `json:"messages,omitempty"`
-	ToolCalls []ToolCallView         `json:"tool_calls,omitempty"`
-	Config    json.RawMessage        `json:"config,omitempty"`
+	Waiting []event.RunWaitingData `json:"waiting,omitempty"`
+	// Notifications are what the run's [[notify]] blocks were told, and
+	// how each delivery stands (docs/PROTOCOL.md#notifications).
+	Notifications []NotificationView `json:"notifications,omitempty"`
+	Messages      []MessageView      `json:"messages,omitempty"`
+	ToolCalls     []ToolCallView     `json:"tool_calls,omitempty"`
+	Config        json.RawMessage    `json:"config,omitempty"`
 }
 
 // MessageView is one message of a run's transcript.
@@ -129,6 +144,13 @@ func (db *DB) RunDetail(ctx context.Context, r *Run) (RunDetail, error) {
 		if w.Resolution == nil {
 			d.Waiting = append(d.Waiting, w.Waiting)
 		}
+	}
+	ns, err := db.Notifications(ctx, r.ID)
+	if err != nil {
+		return d, err
+	}
+	for _, n := range ns {
+		d.Notifications = append(d.Notifications, NotificationView{Event: n.Event, Block: n.Channel, State: n.State, Tries: n.Tries, LastError: n.LastError})
 	}
 	if r.Kind == KindHarness {
 		board, err := db.Board(ctx, r)

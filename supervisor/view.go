@@ -2,7 +2,9 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 
+	"agent/config"
 	"agent/store"
 )
 
@@ -12,6 +14,12 @@ func RunDetail(ctx context.Context, db *store.DB, r *store.Run) (store.RunDetail
 	d, err := db.RunDetail(ctx, r)
 	if o, derr := DecodeOptions(r); derr == nil {
 		d.Sandbox = o.SandboxSummary()
+	}
+	for i, n := range d.Notifications {
+		var block config.Notify
+		if json.Unmarshal(n.Block, &block) == nil {
+			d.Notifications[i].Channel = block.Channel()
+		}
 	}
 	return d, err
 }

@@ -53,6 +53,11 @@ webhook = %q
 		t.Fatalf("notification: %v", msgs[0])
 	}
 
+	if show := e.Run("runs", "show", runID); !strings.Contains(show.Stdout, "waiting   → webhook http://127.0.0.1") ||
+		!strings.Contains(show.Stdout, "/…: done") {
+		t.Errorf("runs show does not list the notification, without the webhook's path:\n%s", show.Stdout)
+	}
+
 	if res := e.Run("run", "--json", "check"); res.Code != 0 {
 		t.Fatalf("second run: exit %d: %s", res.Code, res.Stderr)
 	}
