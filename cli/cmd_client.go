@@ -120,6 +120,9 @@ func viaGateway(c *cli.Context, addr string, start func(*api.Stream) (api.RunSta
 	}
 	show := newDisplay(c, false)
 	defer show.Close()
+	if v, ok := show.(interface{ ViaGateway(string) }); ok {
+		v.ViaGateway(addr)
+	}
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)

@@ -19,6 +19,7 @@ type Board struct {
 	mu      sync.Mutex
 	out     io.Writer
 	err     io.Writer
+	gateway string // the gateway's address, when the run is its (ViaGateway)
 	live    bool
 	now     func() time.Time
 	phases  []*phaseLine
@@ -116,6 +117,9 @@ func (b *Board) freeze() {
 }
 
 // Print renders one event.
+// ViaGateway says the run is a gateway's, at addr: how it goes on names it.
+func (b *Board) ViaGateway(addr string) { b.gateway = addr }
+
 func (b *Board) Print(e event.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -385,7 +389,7 @@ func (b *Board) finish(e event.Event) {
 	case d.Status == event.StatusPlanned:
 		b.say(b.err, "%s", detail(d))
 	case e.Type == event.RunInterrupted:
-		b.say(b.err, "%s", interrupted(e, d, took+waited))
+		b.say(b.err, "%s", interrupted(e, d, took+waited, b.gateway))
 	default:
 		b.say(b.err, "failed: %s", detail(d))
 	}

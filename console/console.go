@@ -60,6 +60,7 @@ type Printer struct {
 	mu      sync.Mutex
 	out     io.Writer
 	err     io.Writer
+	gateway string // the gateway's address, when the run is its (ViaGateway)
 	now     func() time.Time
 	spinner *spinner          // nil when Err is not a terminal
 	midLine bool              // Out has text without a trailing newline
@@ -82,6 +83,9 @@ const (
 )
 
 // NewPrinter returns a Printer. Pass spin=true only when err is a terminal.
+// ViaGateway says the run is a gateway's, at addr: how it goes on names it.
+func (p *Printer) ViaGateway(addr string) { p.gateway = addr }
+
 func NewPrinter(out, err io.Writer, spin bool) *Printer {
 	p := &Printer{out: out, err: err, now: time.Now, calls: map[string]string{}, unanswered: map[string]bool{}}
 	if spin {
@@ -318,7 +322,7 @@ func (p *Printer) finish(e event.Event) {
 	case event.RunCompleted:
 		p.printf(p.err, "done in %s · %s · %d tokens%s · run %s\n", took, plural(d.Turns, "turn"), tokens, p.sandbox, e.RunID)
 	case event.RunInterrupted:
-		p.printf(p.err, "%s\n", interrupted(e, d, took))
+		p.printf(p.err, "%s\n", interrupted(e, d, took, p.gateway))
 	default:
 		p.printf(p.err, "%s: %s (run %s, %s, exit %d)\n", statusWord(e.Type), detail(d), e.RunID, plural(d.Turns, "turn"), d.ExitCode)
 	}
@@ -347,7 +351,7 @@ const gatewayDrained = "gateway stopped; resumable"
 
 // interrupted says how an interrupted run goes on: the gateway resumes a
 // run its drain interrupted; any other is continued with agent resume.
-func interrupted(e event.Event, d event.RunFinishedData, took string) string {
+func interrupted(e event.Event, d event.RunFinishedData, took, gateway string) string {
 	if d.Detail == gatewayDrained {
 		s := fmt.Sprintf("interrupted after %s: the gateway stopped; it resumes run %s when it starts again", took, e.RunID)
 		if e.SessionID != "" {
@@ -362,6 +366,10 @@ func interrupted(e event.Event, d event.RunFinishedData, took string) string {
 		}
 		return fmt.Sprintf("paused after %s: the provider rate-limits this key until %s; continue then with: agent resume %s (a gateway resumes its runs by itself)",
 			took, at, e.RunID)
+	}
+	if gateway != "" {
+		// It ran in a gateway, which must continue it.
+		return fmt.Sprintf("interrupted after %s; continue with: agent resume %s --gateway %s", took, e.RunID, gateway)
 	}
 	return fmt.Sprintf("interrupted after %s; continue with: agent resume %s", took, e.RunID)
 }

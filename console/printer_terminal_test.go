@@ -205,6 +205,16 @@ func TestPrinterInterruptedHints(t *testing.T) {
 			t.Errorf("detail %q: board said %q, want %q", tt.detail, errb.String(), tt.want)
 		}
 	}
+	// A gateway's run goes on in the gateway: the command names it.
+	e := pev(event.RunInterrupted, event.RunFinishedData{Status: "interrupted", Reason: "interrupted", DurationMS: 2000, ExitCode: 130})
+	var out, errb bytes.Buffer
+	p := NewPrinter(&out, &errb, false)
+	p.ViaGateway("ws://127.0.0.1:7420")
+	p.Print(e)
+	p.Close()
+	if want := "interrupted after 2s; continue with: agent resume run-42 --gateway ws://127.0.0.1:7420\n"; errb.String() != want {
+		t.Errorf("a gateway's run: printer said %q, want %q", errb.String(), want)
+	}
 }
 
 // Note writes a line between events without leaving the spinner drawn

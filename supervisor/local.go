@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -51,6 +52,12 @@ func DefaultOptions(settings config.Settings) Options {
 // hold the run (a *store.LeaseHeldError). A workspace that is gone is a
 // *NotResumableError.
 func (s *Supervisor) Reopen(ctx context.Context, r *store.Run, o Options) (Options, error) {
+	if r.SessionID != "" {
+		// Its events are the session's, in the session's sequence, which
+		// the gateways on this store keep: a run resumed here would not.
+		return o, &NotResumableError{RunID: r.ID, Reason: fmt.Sprintf(
+			"it ran in gateway session %s; continue it there: agent resume %s --gateway [URL] (or from the web view)", r.SessionID, r.ID)}
+	}
 	if why := tools.MissingDir(r.Workspace); why != "" {
 		return o, &NotResumableError{RunID: r.ID, Reason: "its workspace " + r.Workspace + ": " + why}
 	}

@@ -182,6 +182,11 @@ func TestGatewayRunCLI(t *testing.T) {
 	if fin := e2etest.LastFinished(t, []event.Event{b.WaitEvent(t, event.RunInterrupted)}); fin.Reason != "interrupted" || fin.ExitCode != 130 {
 		t.Errorf("Ctrl-C ended the run %+v, want interrupted, exit 130", fin)
 	}
+	// Resumed here, it would leave a hole in the session's stream: refused,
+	// saying where it goes on.
+	if local := e.Run("resume", runID, "--json"); local.Code != 4 || !strings.Contains(local.Stderr, "agent resume "+runID+" --gateway") {
+		t.Errorf("a local resume of a gateway's run: exit %d %q; want 4 naming --gateway", local.Code, local.Stderr)
+	}
 	resumed := run("resume", runID, "--json")
 	if resumed.Code != 0 || !strings.Contains(resumed.Stdout, `"result":"Done thinking."`) {
 		t.Errorf("resume through the gateway after Ctrl-C: exit %d %s %s", resumed.Code, resumed.Stdout, resumed.Stderr)
