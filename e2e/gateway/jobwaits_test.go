@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,8 +18,8 @@ import (
 	"agent/supervisor"
 )
 
-// TestJobRunWaits: a scheduled job whose run waits for approval
-// (README.md#scheduled-jobs). The job run says waiting, not failed, and
+// TestJobRunWaits: a scheduled job (agent jobs create --ask) whose run
+// waits for approval (README.md#scheduled-jobs). The job run says waiting, not failed, and
 // is not retried; it still holds its job, so later ticks are skipped
 // (skip_if_running), saying it waits, while its timeout stops: a tick
 // past the timeout finds it waiting still. Once approved, the gateway
@@ -31,8 +30,11 @@ func TestJobRunWaits(t *testing.T) {
 	srv, db := e.JobsGateway(true)
 	c := e2etest.GwDial(t, srv.Addr())
 	ctx := context.Background()
-	job := e2etest.GwCall[scheduler.Job](t, c, api.MethodJobCreate, api.JobCreateParams{Name: "deploy", CronExpr: "@every 1s",
-		Prompt: "deploy", Policy: json.RawMessage(`{"ask":["bash(touch *)"],"timeout":"2s","retry":{"max_attempts":3}}`)})
+	job := e2etest.JSONLines[scheduler.Job](t, e.MustJobs(srv.Addr(), "create", "--name", "deploy", "--cron", "@every 1s",
+		"--prompt", "deploy", "--ask", "bash(touch *)", "--timeout", "2s", "--max-attempts", "3", "--json"))[0]
+	if !slices.Equal(job.Policy.Ask, []string{"bash(touch *)"}) {
+		t.Fatalf("job policy %+v, want its runs to ask before bash(touch *)", job.Policy)
+	}
 
 	var first store.JobRun // the tick whose run waits
 	e2etest.WaitFor(t, "the job's run to wait", func() bool {
