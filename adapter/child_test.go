@@ -109,7 +109,7 @@ func TestWatchControlsStopsWhenTheParentDies(t *testing.T) {
 		if !errors.Is(err, ErrParentGone) {
 			t.Errorf("onStop(%v), want ErrParentGone", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(patience):
 		t.Fatal("onStop not called at EOF")
 	}
 	if err := <-returned; err != nil {
@@ -129,7 +129,7 @@ func TestIntents(t *testing.T) {
 			t.Errorf("early ack: %+v, %v", c, err)
 		}
 		go func() {
-			time.Sleep(20 * time.Millisecond)
+			waitPending(t, &in, "late")
 			in.Ack(Control{Type: ControlAck, ID: "late", Receipt: &event.ReceiptData{Type: "email_sent", Key: "k"}})
 		}()
 		if c, err := in.Wait(ctx, "late"); err != nil || c.Proceed || c.Receipt == nil || c.Receipt.Key != "k" {
@@ -141,7 +141,7 @@ func TestIntents(t *testing.T) {
 		t.Parallel()
 		var in Intents
 		go func() {
-			time.Sleep(20 * time.Millisecond)
+			waitPending(t, &in, "x")
 			in.Stop(ErrParentGone)
 			in.Ack(Control{Type: ControlAck, ID: "x", Proceed: true}) // too late: ignored
 		}()
@@ -162,4 +162,21 @@ func TestIntents(t *testing.T) {
 			t.Errorf("Wait = %v, want the deadline", err)
 		}
 	})
+}
+
+// waitPending returns once a Wait for id is under way, so what the test
+// does next reaches a pending Wait, not an early one.
+func waitPending(t *testing.T, in *Intents, id string) {
+	for deadline := time.Now().Add(patience); ; time.Sleep(time.Millisecond) {
+		in.mu.Lock()
+		_, ok := in.waiting[id]
+		in.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("no Wait for %s began", id)
+			return
+		}
+	}
 }

@@ -45,7 +45,8 @@ var fakeChildren = map[string]func(f *fake) int{
 	"malformed":   fakeMalformed,
 	"crash":       fakeCrash,
 	"sigkill":     fakeSigkill,
-	"hang":        fakeHang,
+	"silent":      fakeSilent,
+	"tree":        fakeTree,
 	"sleeper":     fakeSleeper,
 	"heartbeats":  fakeHeartbeats,
 	"ignore-term": fakeIgnoreTerm,
@@ -126,7 +127,7 @@ func fakeNormal(f *fake) int {
 	fmt.Fprintln(os.Stderr, "runner log: starting")
 	f.say(fmt.Sprintf("prompt=%s cwd=%s heartbeat_ms=%d", spec.Prompt, cwd, spec.HeartbeatMS))
 	write := func(name, content string) { _ = os.WriteFile(name, []byte(content), 0o644) }
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	// The real child syncs before each tool runs, so the parent has read
 	// an artifact before the next call can change it.
@@ -198,7 +199,7 @@ func fakeLateIntent(f *fake) int {
 	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "send_email"})
 	<-cancelled
 	f.emit(event.EffectIntent, event.EffectIntentData{ID: "late", CallID: "c1", Tool: "send_email", Key: "k-late"})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	c, err := intents.Wait(ctx, "late")
 	_ = os.WriteFile(filepath.Join(f.dir, "ack"), []byte(fmt.Sprintf("proceed=%v reason=%s err=%v", c.Proceed, c.Reason, err)), 0o644)
@@ -270,7 +271,7 @@ func fakeEffects(f *fake) int {
 	f.spec()
 	intents := &Intents{}
 	go WatchControls(f.in, intents.Ack, intents.Stop)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	for i, step := range strings.Split(os.Getenv("ADAPTER_FAKE_STEPS"), ",") {
 		forged := strings.HasPrefix(step, "!")
@@ -334,9 +335,16 @@ func fakeSigkill(f *fake) int {
 	return 0
 }
 
-// fakeHang starts two grandchildren — one in its process group, one in a
-// group of its own, both holding its stdout — and goes silent.
-func fakeHang(f *fake) int {
+// fakeSilent reads its spec and says nothing more.
+func fakeSilent(f *fake) int {
+	f.spec()
+	time.Sleep(time.Hour)
+	return 0
+}
+
+// fakeTree starts two grandchildren — one in its process group, one in a
+// group of its own, both holding its stdout — says so and goes silent.
+func fakeTree(f *fake) int {
 	f.spec()
 	var pids []string
 	for _, ownGroup := range []bool{false, true} {
@@ -364,9 +372,11 @@ func fakeSleeper(*fake) int {
 	return 0
 }
 
+// fakeHeartbeats beats as often as it is told, for one and a half
+// heartbeat timeouts, and says nothing else until its result.
 func fakeHeartbeats(f *fake) int {
 	spec := f.spec()
-	for range 8 {
+	for range 6 {
 		time.Sleep(time.Duration(spec.HeartbeatMS) * time.Millisecond)
 		f.emit(event.Heartbeat, nil)
 	}
@@ -374,9 +384,11 @@ func fakeHeartbeats(f *fake) int {
 	return 0
 }
 
+// fakeIgnoreTerm says so once it ignores SIGTERM, and then only beats.
 func fakeIgnoreTerm(f *fake) int {
 	signal.Ignore(syscall.SIGTERM)
 	f.spec()
+	f.say("SIGTERM ignored")
 	for {
 		time.Sleep(50 * time.Millisecond)
 		f.emit(event.Heartbeat, nil)
@@ -407,7 +419,7 @@ func fakeIntent(f *fake) int {
 	f.spec()
 	intents := &Intents{}
 	go WatchControls(f.in, intents.Ack, intents.Stop)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	for _, id := range []string{"i1", "i2"} {
 		f.start(ctx, intents, "c-"+id, "send_email")
@@ -438,7 +450,7 @@ func fakeSync(f *fake) int {
 	f.spec()
 	intents := &Intents{}
 	go WatchControls(f.in, intents.Ack, intents.Stop)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	f.emit(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "bash"})
 	f.emit(event.Sync, event.SyncData{ID: "s1"})

@@ -23,10 +23,13 @@ type outcome struct {
 	events  []event.Event
 	intents []event.EffectIntentData
 	elapsed time.Duration
-	ctx     context.Context
-	dir     string // the fake child's scratch dir
-	ws      string // the workspace
-	log     string // the stderr log's contents
+	// stopping is how long Run took to return after the first event the
+	// test saw, which is when the cases that stop a child stop it.
+	stopping time.Duration
+	ctx      context.Context
+	dir      string // the fake child's scratch dir
+	ws       string // the workspace
+	log      string // the stderr log's contents
 }
 
 type runCase struct {
@@ -95,16 +98,32 @@ func TestRun(t *testing.T) {
 			},
 		},
 		{
-			name: "hang kills the whole tree", behaviour: "hang",
+			// Silence is a hang, whether the child is still starting or
+			// went quiet: the verdict does not depend on how far it got.
+			name: "silence is a hang", behaviour: "silent",
 			config: func(c *Config) { c.HeartbeatTimeout, c.Grace = 300*time.Millisecond, 300*time.Millisecond },
-			check:  checkHang,
+			check: func(t *testing.T, o outcome) {
+				wantStatus(t, o, event.StatusCrashed, -1)
+				if !strings.HasPrefix(o.res.Reason, "no output or heartbeat from the runner for 300ms") {
+					t.Errorf("reason %q", o.res.Reason)
+				}
+			},
 		},
 		{
+			// Stopped once it said its grandchildren run, never before.
+			name: "a stop kills the whole tree", behaviour: "tree",
+			onEvent: cancelAtFirst,
+			check:   checkTree,
+		},
+		{
+			// Only heartbeats, for longer than the heartbeat timeout. The
+			// timeout is generous: a loaded machine may take seconds to
+			// start the child or wake it between beats.
 			name: "heartbeats keep a slow child alive", behaviour: "heartbeats",
-			config: func(c *Config) { c.HeartbeatTimeout = 500 * time.Millisecond },
+			config: func(c *Config) { c.HeartbeatTimeout = 3 * time.Second },
 			check: func(t *testing.T, o outcome) {
 				wantStatus(t, o, event.StatusCompleted, 0)
-				if o.elapsed < 500*time.Millisecond {
+				if o.elapsed < 3*time.Second {
 					t.Errorf("took %v: shorter than the heartbeat timeout, proves nothing", o.elapsed)
 				}
 				if len(o.events) != 0 {
@@ -113,6 +132,8 @@ func TestRun(t *testing.T) {
 			},
 		},
 		{
+			// The verdict only: the child may still be starting when the
+			// timeout fires (the next case times the grace period).
 			name: "timeout", behaviour: "ignore-term",
 			config: func(c *Config) { c.Timeout, c.Grace = 500*time.Millisecond, 300*time.Millisecond },
 			check: func(t *testing.T, o outcome) {
@@ -120,8 +141,18 @@ func TestRun(t *testing.T) {
 				if o.res.Reason != "phase timed out after 500ms" {
 					t.Errorf("reason %q", o.res.Reason)
 				}
-				if o.elapsed < 800*time.Millisecond {
-					t.Errorf("took %v: SIGKILL came before the grace period", o.elapsed)
+			},
+		},
+		{
+			// A child that said it ignores SIGTERM is stopped: SIGKILL
+			// comes once the grace period is over, not before.
+			name: "SIGKILL after the grace period", behaviour: "ignore-term",
+			config:  func(c *Config) { c.Grace = 300 * time.Millisecond },
+			onEvent: cancelAtFirst,
+			check: func(t *testing.T, o outcome) {
+				wantStatus(t, o, event.StatusCancelled, -1)
+				if o.stopping < 300*time.Millisecond {
+					t.Errorf("Run returned %v after the stop: SIGKILL came before the grace period", o.stopping)
 				}
 			},
 		},
@@ -191,8 +222,10 @@ func TestRun(t *testing.T) {
 				if len(o.events) != 1 {
 					t.Errorf("OnEvent called %d times after failing", len(o.events)-1)
 				}
-				if o.elapsed > 1500*time.Millisecond {
-					t.Errorf("took %v to stop", o.elapsed)
+				// SIGTERM at once: not after the grace period (a minute
+				// here), nor the timeout.
+				if o.stopping > patience/2 {
+					t.Errorf("took %v to stop", o.stopping)
 				}
 			},
 		},
@@ -214,13 +247,19 @@ func runFake(t *testing.T, tc runCase) outcome {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	o.ctx = ctx
+	var first time.Time
+	// Generous bounds: a case that is about one of them sets it, and
+	// waits for the child's word before it relies on it.
 	cfg := Config{
 		Env:              childEnv(envBehaviour+"="+tc.behaviour, envDir+"="+o.dir),
 		LogPath:          logPath,
-		Timeout:          10 * time.Second,
-		Grace:            2 * time.Second,
-		HeartbeatTimeout: 5 * time.Second,
+		Timeout:          5 * patience,
+		Grace:            patience,
+		HeartbeatTimeout: patience,
 		OnEvent: func(e event.Event) error {
+			if first.IsZero() {
+				first = time.Now()
+			}
 			o.events = append(o.events, e)
 			if tc.onEvent != nil {
 				return tc.onEvent(e, cancel)
@@ -240,6 +279,9 @@ func runFake(t *testing.T, tc runCase) outcome {
 	start := time.Now()
 	o.res, o.err = Run(ctx, cfg, spec)
 	o.elapsed = time.Since(start)
+	if !first.IsZero() {
+		o.stopping = time.Since(first)
+	}
 	if o.err != nil && !errors.Is(o.err, errBoom) {
 		t.Fatalf("Run: %v", o.err)
 	}
@@ -249,6 +291,18 @@ func runFake(t *testing.T, tc runCase) outcome {
 	}
 	o.log = string(log)
 	return o
+}
+
+// patience bounds every wait for something a child or the parent does:
+// long, since a loaded machine may take seconds to start or wake a
+// process, and only a failing test waits it out.
+const patience = time.Minute
+
+// cancelAtFirst stops the attempt (as Ctrl-C does) once the child has
+// said it is ready, with its first event.
+func cancelAtFirst(_ event.Event, cancel context.CancelFunc) error {
+	cancel()
+	return nil
 }
 
 // childEnv is the fake child's environment. A -race binary sleeps 1s at
@@ -310,7 +364,7 @@ func checkNormal(t *testing.T, o outcome) {
 	}
 	// The spec reached the child, which ran in the workspace and was told
 	// to beat four times per heartbeat timeout.
-	if want := "prompt=find the sources cwd=" + o.ws + " heartbeat_ms=1250"; first.Text != want {
+	if want := fmt.Sprintf("prompt=find the sources cwd=%s heartbeat_ms=%d", o.ws, patience/4/time.Millisecond); first.Text != want {
 		t.Errorf("child echoed %q, want %q", first.Text, want)
 	}
 	if !strings.Contains(o.log, "runner log: starting") {
@@ -357,18 +411,18 @@ func checkCrash(t *testing.T, o outcome) {
 	}
 }
 
-func checkHang(t *testing.T, o outcome) {
-	wantStatus(t, o, event.StatusCrashed, -1)
-	if !strings.HasPrefix(o.res.Reason, "no output or heartbeat from the runner for 300ms") {
-		t.Errorf("reason %q", o.res.Reason)
-	}
+// checkTree: the child, stopped, took both grandchildren with it, the
+// one in a process group of its own too, though both ignore SIGTERM and
+// hold its stdout.
+func checkTree(t *testing.T, o outcome) {
+	wantStatus(t, o, event.StatusCancelled, -1)
 	raw, err := os.ReadFile(filepath.Join(o.dir, "pids"))
 	if err != nil {
 		t.Fatalf("the child never started its grandchildren: %v", err)
 	}
 	for _, f := range strings.Fields(string(raw)) {
 		pid, _ := strconv.Atoi(f)
-		deadline := time.Now().Add(3 * time.Second)
+		deadline := time.Now().Add(patience)
 		for !processGone(pid) {
 			if time.Now().After(deadline) {
 				t.Errorf("grandchild %d still running", pid)

@@ -270,11 +270,13 @@ func TestRunResultCountsOnlyFromAChildThatExits0(t *testing.T) {
 		},
 		{
 			// The child completes once the timeout stopped it: too late.
+			// It must have started by then, to ignore SIGTERM: the timeout
+			// is generous, as a loaded machine may take seconds to start it.
 			name: "a result after the timeout", behaviour: "late-result",
-			config: func(c *Config) { c.Timeout = 300 * time.Millisecond },
+			config: func(c *Config) { c.Timeout = 3 * time.Second },
 			check: func(t *testing.T, o outcome) {
 				wantStatus(t, o, event.StatusTimeout, 0)
-				if o.res.Reason != "phase timed out after 300ms" {
+				if o.res.Reason != "phase timed out after 3s" {
 					t.Errorf("reason %q", o.res.Reason)
 				}
 			},
