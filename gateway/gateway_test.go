@@ -339,7 +339,7 @@ func TestResumeAfterSeq(t *testing.T) {
 	before := len(c2.Events())
 	e.attach(c2, sid, 0)
 	var all []api.EventFrame
-	for deadline := time.Now().Add(10 * time.Second); len(all) < before+int(last); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(gatewaytest.Patience); len(all) < before+int(last); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the second resume replayed %d events, want %d", len(all)-before, last)
 		}
@@ -889,7 +889,9 @@ func openStore(t *testing.T) (*store.DB, string) {
 // retryable.
 func TestStopRefusesRuns(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *gateway.Config) { c.DrainGrace = time.Second })
+	// The drain lasts until the test cancels its run: the connection
+	// stays open however long the first run.start takes to come.
+	e := newEnv(t, func(c *gateway.Config) { c.DrainGrace = gatewaytest.Patience })
 	c := e.dial()
 	sid := e.session(c)
 	e.attach(c, sid, 0)
@@ -912,6 +914,8 @@ func TestStopRefusesRuns(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The drain ends, and the gateway may close before it answers.
+	_ = c.Call(ctx, api.MethodRunCancel, api.RunCancelParams{RunID: long.RunID}, nil)
 }
 
 // TestSlowConsumer attaches a client that stops reading while a run

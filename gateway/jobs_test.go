@@ -184,7 +184,7 @@ func TestJobMethods(t *testing.T) {
 	}
 
 	// Jobs survive a restart.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := gatewaytest.Timeout(10 * time.Second)
 	defer cancel()
 	if err := e.srv.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -337,7 +337,7 @@ func TestJobReattach(t *testing.T) {
 				c.ReclaimPolicy = tt.policy
 			})
 			var got store.JobRun
-			deadline := time.Now().Add(15 * time.Second)
+			deadline := time.Now().Add(gatewaytest.Patience)
 			for got.Status != tt.status && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 				runs, err := db.JobRuns(ctx, job.ID, 0)

@@ -170,7 +170,7 @@ func newEnvOn(t *testing.T, db *store.DB, ws string, change func(*gateway.Config
 	}
 	e := &env{t: t, srv: srv, db: db, addr: srv.Addr(), token: testToken, ws: ws}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := gatewaytest.Timeout(20 * time.Second)
 		defer cancel()
 		if err := srv.Stop(ctx); err != nil {
 			t.Errorf("stop: %v", err)

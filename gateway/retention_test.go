@@ -13,6 +13,7 @@ import (
 
 	"agent/event"
 	"agent/gateway"
+	"agent/gateway/gatewaytest"
 	"agent/store"
 )
 
@@ -68,7 +69,7 @@ func TestRetentionPrunesAtStart(t *testing.T) {
 	before := waitTerminal(t, c, run.RunID)
 	checkSeqs(t, before, 0)
 	c.Close()
-	stopCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	stopCtx, cancel := gatewaytest.Timeout(20 * time.Second)
 	defer cancel()
 	if err := first.srv.Stop(stopCtx); err != nil {
 		t.Fatal(err)
@@ -82,7 +83,7 @@ func TestRetentionPrunesAtStart(t *testing.T) {
 
 	// Three days later it is pruned as the gateway starts.
 	second := newEnvOn(t, db, ws, keepADay(func() time.Time { return time.Now().Add(72 * time.Hour) }))
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(gatewaytest.Patience)
 	for {
 		r, err := db.GetRun(context.Background(), run.RunID)
 		if err != nil {
@@ -96,7 +97,7 @@ func TestRetentionPrunesAtStart(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(logs.String(), "runs=1 deltas=2"); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(gatewaytest.Patience); !strings.Contains(logs.String(), "runs=1 deltas=2"); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no log of what was pruned:\n%s", logs.String())
 		}

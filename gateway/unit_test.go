@@ -15,6 +15,7 @@ import (
 
 	"agent/event"
 	"agent/gateway/api"
+	"agent/gateway/gatewaytest"
 	"agent/store"
 )
 
@@ -27,17 +28,17 @@ func TestHubOverflow(t *testing.T) {
 	h := newHub(2, 0)
 	slow, _ := h.subscribe()
 	fast, _ := h.subscribe()
-	got := make(chan []int64)
+	read := make(chan int64) // each seq the fast one reads, as it reads it
 	go func() {
-		var seqs []int64
 		for it := range fast.ch {
-			seqs = append(seqs, it.ev.Seq)
+			read <- it.ev.Seq
 		}
-		got <- seqs
+		close(read)
 	}()
+	var fastSeqs []int64
 	for i := int64(1); i <= 3; i++ {
 		h.publish(ev(i, event.ToolStarted))
-		time.Sleep(10 * time.Millisecond) // let the fast one keep up
+		fastSeqs = append(fastSeqs, <-read) // the fast one keeps up: it read i before i+1 comes
 	}
 	// The slow subscriber got what fitted, then was dropped, not blocked on.
 	var seqs []int64
@@ -52,8 +53,8 @@ func TestHubOverflow(t *testing.T) {
 	}
 	h.unsubscribe(fast)
 	h.unsubscribe(fast) // twice is fine
-	if s := <-got; fmt.Sprint(s) != "[1 2 3]" || fast.overflowed {
-		t.Errorf("fast subscriber got %v", s)
+	if _, more := <-read; more || fmt.Sprint(fastSeqs) != "[1 2 3]" || fast.overflowed {
+		t.Errorf("fast subscriber got %v, then more: %v", fastSeqs, more)
 	}
 }
 
@@ -212,7 +213,7 @@ func TestQueueOrder(t *testing.T) {
 	}
 	waitLen := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(gatewaytest.Patience)
 		for {
 			mu.Lock()
 			l := len(started)

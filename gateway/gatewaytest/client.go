@@ -155,7 +155,14 @@ func IsTerminal(t string) bool {
 // ErrCode returns the gateway error code of err, or "".
 func ErrCode(err error) string { return api.ErrorCode(err) }
 
-// Timeout is a context for one step of a test.
+// Patience is the least time a test waits for something that should
+// happen: a loaded machine may take many times longer to schedule a
+// process or a goroutine than a quiet one, and only a failing test waits
+// it out.
+const Patience = 2 * time.Minute
+
+// Timeout is a context for one step of a test that should take d at most
+// on a quiet machine: it ends after d or Patience, whichever is longer.
 func Timeout(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), d)
+	return context.WithTimeout(context.Background(), max(d, Patience))
 }
