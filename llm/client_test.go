@@ -519,7 +519,8 @@ func TestStreamRetriesTransientFailures(t *testing.T) {
 
 func TestRetryAfterHonoured(t *testing.T) {
 	t.Parallel()
-	date := time.Now().Add(20 * time.Second).UTC().Format(http.TimeFormat)
+	began := time.Now()
+	date := began.Add(20 * time.Second).UTC().Format(http.TimeFormat)
 	tests := []struct {
 		name     string
 		headers  map[string]string
@@ -529,7 +530,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 		{"no header uses backoff", nil, 375 * time.Millisecond, 375 * time.Millisecond},
 		{"seconds", map[string]string{"Retry-After": "7"}, 7 * time.Second, 7 * time.Second},
 		{"milliseconds", map[string]string{"Retry-After-Ms": "1500"}, 1500 * time.Millisecond, 1500 * time.Millisecond},
-		{"http date", map[string]string{"Retry-After": date}, 15 * time.Second, 20 * time.Second},
+		{"http date", map[string]string{"Retry-After": date}, 19 * time.Second, 20 * time.Second}, // less the time since began
 		{"above the cap is honoured", map[string]string{"Retry-After": "120"}, 120 * time.Second, 120 * time.Second},
 		{"up to the call timeout", map[string]string{"Retry-After": "270"}, 270 * time.Second, 270 * time.Second},
 		{"garbage is ignored", map[string]string{"Retry-After": "soon"}, 375 * time.Millisecond, 375 * time.Millisecond},
@@ -548,9 +549,15 @@ func TestRetryAfterHonoured(t *testing.T) {
 			if _, err := c.Stream(context.Background(), simpleRequest, nil); err != nil {
 				t.Fatal(err)
 			}
+			lo := tt.min
+			if tt.headers["Retry-After"] == date {
+				// The date was 20 s ahead (to the second) when the test
+				// began; a loaded machine may have taken seconds since.
+				lo -= time.Since(began)
+			}
 			d := clock.Delays()
-			if len(d) != 1 || d[0] < tt.min || d[0] > tt.max {
-				t.Errorf("slept %v, want one delay in [%v, %v]", d, tt.min, tt.max)
+			if len(d) != 1 || d[0] < lo || d[0] > tt.max {
+				t.Errorf("slept %v, want one delay in [%v, %v]", d, lo, tt.max)
 			}
 			if status != 429 {
 				t.Errorf("retry status = %d, want 429", status)
@@ -865,29 +872,34 @@ func TestNewValidatesBaseURL(t *testing.T) {
 	}
 }
 
+// The idle timeout is generous: the fresh reply must not stall on a
+// loaded machine.
 func TestIdleStreamIsRetried(t *testing.T) {
 	t.Parallel()
-	for _, first := range []llmtest.Turn{
-		{DelayMS: 2000, Text: "late"}, // silent before the headers
-		{Hang: true, Text: "stalls"},  // silent in the middle of the stream
+	for name, first := range map[string]llmtest.Turn{
+		"silent before the headers":        {DelayMS: 600_000, Text: "late"},
+		"silent in the middle of a stream": {Hang: true, Text: "stalls"},
 	} {
-		srv := llmtest.NewServer(t, llmtest.Script{Turns: []llmtest.Turn{first, {Text: "fresh"}}})
-		var retries []llm.RetryInfo
-		c, _ := newClient(t, srv.URL(), func(cfg *llm.Config) {
-			cfg.IdleTimeout = 100 * time.Millisecond
-			cfg.OnRetry = func(ri llm.RetryInfo) { retries = append(retries, ri) }
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := llmtest.NewServer(t, llmtest.Script{Turns: []llmtest.Turn{first, {Text: "fresh"}}})
+			var retries []llm.RetryInfo
+			c, _ := newClient(t, srv.URL(), func(cfg *llm.Config) {
+				cfg.IdleTimeout = 3 * time.Second
+				cfg.OnRetry = func(ri llm.RetryInfo) { retries = append(retries, ri) }
+			})
+			resp, err := c.Stream(context.Background(), llm.Request{Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}, nil)
+			if err != nil {
+				t.Fatalf("Stream after an idle attempt: %v", err)
+			}
+			if resp.Message.Content != "fresh" {
+				t.Errorf("content = %q, want the second turn's", resp.Message.Content)
+			}
+			var e *llm.Error
+			if len(retries) != 1 || !errors.As(retries[0].Err, &e) || e.Kind != llm.KindTruncated || !strings.Contains(e.Error(), "no data from the model") {
+				t.Errorf("retries = %+v, want one truncated 'no data' retry", retries)
+			}
 		})
-		resp, err := c.Stream(context.Background(), llm.Request{Model: "m", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}, nil)
-		if err != nil {
-			t.Fatalf("Stream after an idle attempt: %v", err)
-		}
-		if resp.Message.Content != "fresh" {
-			t.Errorf("content = %q, want the second turn's", resp.Message.Content)
-		}
-		var e *llm.Error
-		if len(retries) != 1 || !errors.As(retries[0].Err, &e) || e.Kind != llm.KindTruncated || !strings.Contains(e.Error(), "no data from the model") {
-			t.Errorf("retries = %+v, want one truncated 'no data' retry", retries)
-		}
 	}
 }
 

@@ -91,7 +91,10 @@ func newSetup(t testing.TB, conf string, tune func(*Config)) *setup {
 	if err := db.CreateRun(context.Background(), s.run, "", 0); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{DB: db, Home: home, Getenv: func(string) string { return "" }, Timeout: 5 * time.Second, Backoff: 10 * time.Millisecond,
+	// A send's timeout is generous: a loaded machine may take seconds to
+	// answer on the loopback, and only the test of a lost answer (its own
+	// timeout) waits it out.
+	cfg := Config{DB: db, Home: home, Getenv: func(string) string { return "" }, Timeout: time.Minute, Backoff: 10 * time.Millisecond,
 		Record: func(_ context.Context, runID string, e event.Event) error {
 			var d event.WarningData
 			_ = e.Decode(&d)
@@ -197,7 +200,7 @@ func TestFailingReceiverGetsItOnce(t *testing.T) {
 	if err := s.n.Ended(ctx, s.run, event.RunCompleted); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for len(s.notifications(t)) == 1 && s.notifications(t)[0].State != event.StatusDone && time.Now().Before(deadline) {
 		if next := s.n.Deliver(ctx, ""); !next.IsZero() {
 			time.Sleep(time.Until(next))

@@ -36,8 +36,10 @@ import (
 // through its form, against an in-process gateway whose runs talk to the
 // scripted fake model. Screenshots go to artifacts/web/.
 
-// webStep bounds one step of a browser test.
-const webStep = 30 * time.Second
+// webStep bounds one step of a browser test: generous, as a loaded
+// machine may take many seconds to render a page in Chromium, and only a
+// failing step waits it out.
+const webStep = time.Minute
 
 // browser is one headless Chromium with one tab, and every URL the tab
 // asked for, so a test can check the token never went into one.

@@ -342,7 +342,7 @@ func TestHangReleasedByClientAndClose(t *testing.T) {
 	}
 	start := time.Now()
 	srv.Close()
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > time.Minute { // not the hang's forever, whatever the load
 		t.Errorf("close took %v", d)
 	}
 }
