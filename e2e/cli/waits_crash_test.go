@@ -126,12 +126,19 @@ func TestApprovalCrashMatrix(t *testing.T) {
 		}
 		received := make(chan struct{})
 		block := make(chan struct{})
+		// Under its lock: the server's goroutine that reads the hook is
+		// started by another process's connection, which the race
+		// detector does not see as ordered after this.
+		mail.Mu.Lock()
 		mail.AfterData = func() { close(received); <-block }
+		mail.Mu.Unlock()
 		t.Cleanup(func() { close(block) })
 		b := e.StartWith(func(env []string) []string { return e.WithMail(env, mail) }, "resume", runID, "--json")
 		<-received // the message is out; the agent waits for the server's 250
 		b.Kill9(t)
+		mail.Mu.Lock()
 		mail.AfterData = nil
+		mail.Mu.Unlock()
 		res = mailRun(e, mail, "resume", runID, "--json")
 		if res.Code != 0 {
 			t.Fatalf("resume after the kill: exit %d %s", res.Code, res.Stderr)

@@ -222,8 +222,8 @@ func skipDir(rel string) bool {
 
 // inBuild reports whether a file (slash-separated, from the module's root)
 // is read by a build of agent: Go, C and assembly sources but tests, the
-// files go:embed takes (SQL migrations, prompt templates, the web view)
-// and go.mod and go.sum. TestSourceKeyCoversTheBuild holds it to what
+// files go:embed takes (SQL migrations, prompt templates, the web view,
+// the one-decision link's page) and go.mod and go.sum. TestSourceKeyCoversTheBuild holds it to what
 // go list says.
 func inBuild(rel string) bool {
 	switch {
@@ -235,7 +235,7 @@ func inBuild(rel string) bool {
 		return true
 	}
 	switch filepath.Ext(rel) {
-	case ".go", ".c", ".h", ".s", ".S", ".sql", ".tmpl":
+	case ".go", ".c", ".h", ".s", ".S", ".sql", ".tmpl", ".html":
 		return true
 	}
 	return false
