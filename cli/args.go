@@ -38,7 +38,7 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 		}
 	}
 
-	var flagArgs, positional []string
+	var root, flagArgs, positional []string
 	for i := 0; i < len(rest); i++ {
 		a := rest[i]
 		if a == "--" {
@@ -56,6 +56,16 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 			flagArgs = append(flagArgs, "--gateway="+gatewayDefaultValue)
 			continue
 		}
+		if base, _, _ := strings.Cut(name, "="); base == "database" && !takesValue(flags, base) {
+			// The store's address, a root flag, is taken after any
+			// command that opens the store, as gateway and worker take it.
+			root = append(root, a)
+			if !strings.Contains(name, "=") && i+1 < len(rest) {
+				i++
+				root = append(root, rest[i])
+			}
+			continue
+		}
 		flagArgs = append(flagArgs, a)
 		if strings.Contains(name, "=") {
 			continue
@@ -65,7 +75,7 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 			flagArgs = append(flagArgs, rest[i])
 		}
 	}
-	out = append(out, flagArgs...)
+	out = append(append([]string{out[0]}, append(root, out[1:]...)...), flagArgs...)
 	for _, p := range positional {
 		if len(p) > 1 && p[0] == '-' {
 			out = append(out, "--")

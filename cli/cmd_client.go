@@ -85,7 +85,7 @@ func runViaGateway(c *cli.Context, addr, prompt string, opts supervisor.Options)
 	if err != nil {
 		return usageErrorf("--workspace: %v", err)
 	}
-	return viaGateway(c, addr, func(s *api.Stream) (api.RunStartResult, error) {
+	return viaGateway(c, addr, opts.Harness, func(s *api.Stream) (api.RunStartResult, error) {
 		p := api.RunStartParams{SessionID: c.String("session"), Input: prompt, Workspace: ws, Options: opts}
 		return s.StartRun(c.Context, p, console.OneLine(prompt, 60))
 	})
@@ -99,7 +99,7 @@ func resumeViaGateway(c *cli.Context, addr, runID string) error {
 			return usageErrorf("--%s with --gateway: the gateway resumes a run with the options it was started with", name)
 		}
 	}
-	return viaGateway(c, addr, func(s *api.Stream) (api.RunStartResult, error) {
+	return viaGateway(c, addr, false, func(s *api.Stream) (api.RunStartResult, error) {
 		return s.ResumeRun(c.Context, api.RunResumeParams{RunID: runID, ResendUnknown: c.Bool("resend-unknown")})
 	})
 }
@@ -108,7 +108,7 @@ func resumeViaGateway(c *cli.Context, addr, runID string) error {
 // exactly as a local run would, and exits as the run did. Ctrl-C
 // interrupts the run resumably, as it does locally; a second one stops
 // waiting.
-func viaGateway(c *cli.Context, addr string, start func(*api.Stream) (api.RunStartResult, error)) error {
+func viaGateway(c *cli.Context, addr string, harness bool, start func(*api.Stream) (api.RunStartResult, error)) error {
 	s, err := dialGateway(c.Context, addr)
 	if err != nil {
 		return err
@@ -118,7 +118,7 @@ func viaGateway(c *cli.Context, addr string, start func(*api.Stream) (api.RunSta
 	if err != nil {
 		return &gatewayError{err: err}
 	}
-	show := newDisplay(c, false)
+	show := newDisplay(c, harness)
 	defer show.Close()
 	if v, ok := show.(interface{ ViaGateway(string) }); ok {
 		v.ViaGateway(addr)
@@ -241,15 +241,9 @@ func (g *gatewayAsker) parked(w event.RunWaitingData) bool {
 		if err != nil {
 			return
 		}
-		p := api.WaitAnswerParams{RunID: g.runID, WaitID: w.WaitID, Decision: d.Decide, Always: d.Always, Who: d.Who}
-		if d.Decide == supervisor.DecideDeny {
-			p.Reason = d.Text
-		} else {
-			p.Text = d.Text
-		}
 		call, stop := context.WithTimeout(ctx, 30*time.Second)
 		defer stop()
-		if err := g.s.Call(call, api.MethodWaitAnswer, p, nil); err != nil && ctx.Err() == nil {
+		if err := g.s.Answer(call, g.runID, w.WaitID, d); err != nil && ctx.Err() == nil {
 			fmt.Fprintf(g.c.App.ErrWriter, "could not answer: %v\n", err)
 		}
 	}()

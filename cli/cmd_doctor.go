@@ -19,8 +19,8 @@ func doctorCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "doctor",
 		Usage: "check that the data directory, the store and the gateway token can be used",
-		Description: "Checks, one line each: AGENT_HOME can be written; the database passes SQLite's full\n" +
-			"integrity check; the gateway token file, if any, is readable by you alone; and which runs a\n" +
+		Description: "Checks, one line each: AGENT_HOME can be written; the store in use passes SQLite's full\n" +
+			"integrity check (or its PostgreSQL database answers); the gateway token file, if any, is readable by you alone; and which runs a\n" +
 			"crash or an interrupt left to resume. Each problem says what to do.\n\n" +
 			"Exit codes: 0 all is well, 5 something must be fixed.\n\n" +
 			"Examples:\n" +
@@ -52,7 +52,11 @@ func doctorAction(c *cli.Context) error {
 		defer db.Close()
 		err = db.Check(c.Context, true)
 	}
-	add("store", err, config.DBPath(settings.Home)+" passes SQLite's integrity check")
+	ok := config.DBPath(settings.Home) + " passes SQLite's integrity check"
+	if store.IsURL(settings.Database) {
+		ok = "the PostgreSQL database " + store.Redact(settings.Database) + " answers"
+	}
+	add("store", err, ok)
 	if _, err := os.Stat(filepath.Join(settings.Home, "gateway.token")); err == nil {
 		_, err = api.ClientToken(settings.Home)
 		add("gateway token", err, "the token file is readable by you alone")

@@ -25,6 +25,7 @@ func harnessCommand() *cli.Command {
 		&cli.StringFlag{Name: "plan-file", Usage: "run this mission.json `FILE` without a planning call"},
 		&cli.BoolFlag{Name: "yes", Aliases: []string{"y"}, Usage: "do not ask for confirmation of the plan on a terminal"},
 	)
+	flags = append(flags, gatewayFlags()...)
 	return &cli.Command{
 		Name:      "harness",
 		Usage:     "plan a long task, run each phase in a fresh child process, verify it with evidence",
@@ -36,7 +37,8 @@ func harnessCommand() *cli.Command {
 			"Every transition is checkpointed: after a crash, 'agent resume RUN_ID' never re-runs a verified phase.\n" +
 			"Files go to WORKSPACE/.agent/runs/RUN_ID: mission.json, progress.md, verification/, logs/.\n\n" +
 			"Exit codes: 0 every phase verified, 1 a phase failed after its retries, 2 bad input or invalid plan,\n" +
-			"3 model provider failure, 4 run busy, 5 environment, 130 interrupted (resumable).\n\n" +
+			"3 model provider failure, 4 run busy, 5 environment, 6 waiting for a person or a time, 130 interrupted.\n" +
+			"With --gateway the harness runs in the gateway, without asking to confirm its plan.\n\n" +
 			"Examples:\n" +
 			"  agent harness \"write a market report on e-bikes with sources\"\n" +
 			"  agent harness --plan \"migrate the tests to testify\"     # review .agent/runs/ID/mission.json, then: agent resume ID\n" +
@@ -78,6 +80,19 @@ func harnessAction(c *cli.Context) error {
 	settings, err := config.Load()
 	if err != nil {
 		return err
+	}
+	if addr, ok := gatewayAddress(c); ok {
+		if given != nil || c.Bool("plan") {
+			return usageErrorf("--plan and --plan-file run here, not with --gateway: plan here (agent harness --plan), then resume it here")
+		}
+		opts, err := flagOptions(c, supervisor.Options{Harness: true}) // the gateway fills in its own defaults
+		if err != nil {
+			return err
+		}
+		return runViaGateway(c, addr, request, opts)
+	}
+	if c.String("session") != "" {
+		return usageErrorf("--session needs --gateway: sessions live in the gateway")
 	}
 	return runHere(c, settings, request, supervisor.Drive{
 		Options: supervisor.Options{Harness: true}, Plan: given, PlanOnly: c.Bool("plan"), Confirm: confirmPlan(c),

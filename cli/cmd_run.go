@@ -12,7 +12,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"agent/approval"
 	"agent/config"
 	"agent/console"
 	"agent/event"
@@ -53,6 +52,14 @@ func modelFlags() []cli.Flag {
 	}
 }
 
+// gatewayFlags send a new run or harness to a gateway.
+func gatewayFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "gateway", Usage: "send the run to a gateway: `URL`, or bare for $AGENT_GATEWAY or " + api.DefaultURL},
+		&cli.StringFlag{Name: "session", Usage: "with --gateway: run in this gateway session, seeing its earlier messages (default: a new session)"},
+	}
+}
+
 // mcpConfigFlag adds MCP servers from .mcp.json files (docs/PROTOCOL.md#configuration-files).
 func mcpConfigFlag() cli.Flag {
 	return &cli.StringSliceFlag{Name: "mcp-config", Usage: "also use the MCP servers of this .mcp.json `FILE` (repeatable); " +
@@ -67,9 +74,8 @@ func runCommand() *cli.Command {
 		mcpConfigFlag(),
 		&cli.StringFlag{Name: "until", Usage: "Ralph loop: repeat with fresh context until the final message has this `PROMISE` line"},
 		&cli.IntFlag{Name: "max-iterations", Usage: "Ralph loop: give up after N iterations", DefaultText: "10"},
-		&cli.StringFlag{Name: "gateway", Usage: "send the run to a gateway: `URL`, or bare for $AGENT_GATEWAY or " + api.DefaultURL},
-		&cli.StringFlag{Name: "session", Usage: "with --gateway: run in this gateway session, seeing its earlier messages (default: a new session)"},
 	)
+	flags = append(flags, gatewayFlags()...)
 	return &cli.Command{
 		Name:      "run",
 		Usage:     "run one agent loop in this process",
@@ -78,7 +84,8 @@ func runCommand() *cli.Command {
 			"Paths are confined to the workspace. The run is persisted as it goes; after a crash or Ctrl-C,\n" +
 			"'agent resume RUN_ID' continues it without repeating finished tool calls.\n\n" +
 			"Exit codes: 0 done, 1 not accomplished (max turns/iterations), 2 bad input, 3 model provider failure,\n" +
-			"4 run busy, 5 environment (store, AGENT_HOME, workspace), 130 interrupted (resumable).\n\n" +
+			"4 run busy, 5 environment (store, AGENT_HOME, workspace), 6 waiting for a person or a time (agent waiting),\n" +
+			"130 interrupted (resumable).\n\n" +
 			"Examples:\n" +
 			"  agent run \"write a haiku to poem.txt\"\n" +
 			"  agent run --json --deny-tools bash \"summarise README.md\"\n" +
@@ -250,7 +257,7 @@ var optionFlags = []struct {
 	{"context-budget", value(func(o *supervisor.Options) *int { return &o.ContextBudget })},
 	{"record", path(func(o *supervisor.Options) *string { return &o.Record })},
 	{"replay", path(func(o *supervisor.Options) *string { return &o.Replay })},
-	{"ask", rules(func(o *supervisor.Options) *[]string { return &o.Ask })},
+	{"ask", list(func(o *supervisor.Options) *[]string { return &o.Ask })},
 	{"ask-human", value(func(o *supervisor.Options) *bool { return &o.AskHuman })},
 	{"wait-tools", value(func(o *supervisor.Options) *bool { return &o.WaitTools })},
 }
@@ -291,19 +298,6 @@ func list(field func(*supervisor.Options) *[]string) optionSetter {
 	return func(c *cli.Context, name string, o *supervisor.Options) error {
 		*field(o) = splitList(c.StringSlice(name))
 		return nil
-	}
-}
-
-// rules are approval rules; a comma in a glob survives the flag's own
-// splitting on commas.
-func rules(field func(*supervisor.Options) *[]string) optionSetter {
-	return func(c *cli.Context, name string, o *supervisor.Options) error {
-		rs, err := approval.Parse([]string{strings.Join(c.StringSlice(name), ",")})
-		*field(o) = nil
-		for _, r := range rs {
-			*field(o) = append(*field(o), r.Text)
-		}
-		return err
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"agent/console"
 	"agent/event"
+	"agent/gateway/api"
 	"agent/store"
 	"agent/supervisor"
 )
@@ -85,7 +86,7 @@ func answerAction(c *cli.Context, decide string, args int) error {
 	if c.Args().Len() != args {
 		return usageErrorf("%s needs %s; see 'agent waiting'", c.Command.Name, c.Command.ArgsUsage)
 	}
-	d := supervisor.Decision{CallID: c.String("call"), Decide: decide, Via: event.ViaCLI, Who: whoAmI()}
+	d := supervisor.Decision{CallID: c.String("call"), Decide: decide, Via: event.ViaCLI, Who: os.Getenv("USER")}
 	switch decide {
 	case supervisor.DecideAllow:
 		d.Always = c.Bool("always")
@@ -123,7 +124,7 @@ func answerAction(c *cli.Context, decide string, args int) error {
 		return err
 	}
 	if c.Bool("json") {
-		if err := json.NewEncoder(c.App.Writer).Encode(newWaitView(w)); err != nil {
+		if err := json.NewEncoder(c.App.Writer).Encode(api.NewWaitInfo(r, w)); err != nil {
 			return err
 		}
 	} else {
@@ -151,20 +152,6 @@ func goOn(c *cli.Context, db *store.DB, r *store.Run) error {
 	return resumeHere(c, r.ID)
 }
 
-// waitView is a wait as `agent waiting --json` prints it.
-type waitView struct {
-	RunID     string `json:"run_id"`
-	SessionID string `json:"session_id,omitempty"`
-	event.RunWaitingData
-	Resolution *event.WaitResolvedData `json:"resolution,omitempty"`
-	How        string                  `json:"how"`
-}
-
-func newWaitView(w store.Wait) waitView {
-	return waitView{RunID: w.RunID, SessionID: w.SessionID, RunWaitingData: w.Waiting, Resolution: w.Resolution,
-		How: supervisor.HowToAnswer(w.RunID, w.Waiting)}
-}
-
 func waitingAction(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return usageErrorf("waiting takes no arguments")
@@ -178,20 +165,19 @@ func waitingAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("json") {
-		views := make([]waitView, len(ws))
+	if c.Bool("json") { // as GET /v1/waiting shows them
+		views := make([]api.WaitInfo, len(ws))
 		for i, w := range ws {
-			views[i] = newWaitView(w)
+			r, err := db.GetRun(c.Context, w.RunID)
+			if err != nil {
+				return err
+			}
+			views[i] = api.NewWaitInfo(r, w)
 		}
 		return jsonLines(c.App.Writer, views)
 	}
 	console.PrintWaits(c.App.Writer, ws, supervisor.HowToAnswer)
 	return nil
-}
-
-// whoAmI names the person answering, for the record.
-func whoAmI() string {
-	return strings.TrimSpace(os.Getenv("USER"))
 }
 
 // terminalAsker asks inline on the terminal the run was started from,
@@ -207,7 +193,7 @@ func newTerminalAsker(in io.Reader, out io.Writer) *terminalAsker {
 
 // Ask is a supervisor.Asker.
 func (t *terminalAsker) Ask(ctx context.Context, w event.RunWaitingData) (supervisor.Decision, error) {
-	d := supervisor.Decision{Who: whoAmI()}
+	d := supervisor.Decision{Who: os.Getenv("USER")}
 	var err error
 	switch w.Kind {
 	case event.WaitApproval:

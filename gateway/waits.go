@@ -105,17 +105,8 @@ func (s *Server) decide(ctx context.Context, runID string, d supervisor.Decision
 	}
 	s.log.Info("wait answered", "run_id", row.ID, "wait_id", w.Waiting.WaitID, "outcome", w.Resolution.Outcome, "via", d.Via)
 	s.wakeSoon()
-	info := waitInfo(row, w)
+	info := api.NewWaitInfo(row, w)
 	return &info, nil
-}
-
-func waitInfo(r *store.Run, w store.Wait) api.WaitInfo {
-	info := api.WaitInfo{RunID: w.RunID, SessionID: w.SessionID, PhaseID: w.PhaseID, Prompt: r.Prompt, Seq: w.Seq,
-		RunWaitingData: w.Waiting, Resolution: w.Resolution, CreatedAt: w.CreatedAt}
-	if info.Detail == "" && w.Resolution == nil {
-		info.Detail = supervisor.HowToAnswer(w.RunID, w.Waiting)
-	}
-	return info
 }
 
 // waiting is the inbox: every open wait of a run that waits.
@@ -134,7 +125,7 @@ func (s *Server) waiting(ctx context.Context) (*api.WaitingList, error) {
 			}
 			runs[w.RunID] = r
 		}
-		out.Waits = append(out.Waits, waitInfo(r, w))
+		out.Waits = append(out.Waits, api.NewWaitInfo(r, w))
 	}
 	return out, nil
 }

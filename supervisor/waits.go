@@ -23,7 +23,7 @@ import (
 // one way every front-end answers (Answer).
 
 func (o Options) askErr() error {
-	_, err := approval.Parse(o.Ask)
+	_, err := approval.Parse([]string{strings.Join(o.Ask, ",")})
 	return err
 }
 
@@ -40,9 +40,15 @@ func validOnTimeout(s string) bool {
 // the run sets them.
 func waitDefaults(o *Options, f config.File) error {
 	a := f.Approvals
-	o.Ask = append(a.Ask[:len(a.Ask):len(a.Ask)], o.Ask...)
-	if len(o.Ask) == 0 {
-		o.Ask = nil
+	// One list, each rule once; a comma inside a rule's glob survives
+	// a front-end that split the list on commas.
+	rules, err := approval.Parse([]string{strings.Join(append(a.Ask[:len(a.Ask):len(a.Ask)], o.Ask...), ",")})
+	if err != nil {
+		return optionErr("ask", "{ask}: %v", err)
+	}
+	o.Ask = nil
+	for _, r := range rules {
+		o.Ask = append(o.Ask, r.Text)
 	}
 	if o.AskOnTimeout == "" {
 		o.AskOnTimeout = a.OnTimeout

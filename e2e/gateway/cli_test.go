@@ -333,3 +333,30 @@ func TestGatewayCheckpointRewind(t *testing.T) {
 		t.Errorf("no rewind.completed on the session stream: %v", err)
 	}
 }
+
+// agent harness --gateway runs the harness in the gateway, as agent run
+// --gateway runs a run there: the plan, its phases and the board, and the
+// exit code of the harness.
+func TestGatewayHarnessCLI(t *testing.T) {
+	t.Parallel()
+	planArgs := json.RawMessage(`{"objective":"A note","phases":[
+		{"id":"alpha","title":"Note A","instructions":"Write a.md.","evidence":{"type":"artifact","artifacts":["a.md"]}}]}`)
+	turns := []llmtest.Turn{{When: e2etest.PlannerMarker, ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: planArgs}}}}
+	turns = append(turns, e2etest.ForPhase("alpha", e2etest.WriteTurn("a.md", "A\n"), llmtest.Turn{Text: "a.md written."})...)
+	e := e2etest.New(t, turns...)
+	g := e.StartGateway()
+	res, _ := e.RunWith(e.GatewayEnv(g.Addr), "harness", "--gateway", "--json", "write a note")
+	if res.Code != 0 {
+		t.Fatalf("harness --gateway: exit %d; stderr: %s", res.Code, res.Stderr)
+	}
+	evs := e2etest.DecodeEvents(t, res.Stdout)
+	if evs[0].SessionID == "" || len(e2etest.OfType(evs, event.PhaseCompleted)) != 1 || evs[len(evs)-1].Type != event.RunCompleted {
+		t.Errorf("events %s: want a session's harness with its phase completed", res.Stdout)
+	}
+	if _, err := os.Stat(filepath.Join(e.Workspace, "a.md")); err != nil {
+		t.Error("the phase's file is not in the workspace")
+	}
+	if bad, _ := e.RunWith(e.GatewayEnv(g.Addr), "harness", "--gateway", "--plan", "x"); bad.Code != 2 || !strings.Contains(bad.Stderr, "--plan") {
+		t.Errorf("--plan with --gateway: exit %d %q; want 2 saying why", bad.Code, bad.Stderr)
+	}
+}

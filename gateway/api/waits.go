@@ -1,10 +1,13 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
 	"agent/event"
+	"agent/store"
+	"agent/supervisor"
 )
 
 // Waits (docs/PROTOCOL.md#waits): the inbox of every run that waits for a
@@ -47,6 +50,28 @@ type WaitInfo struct {
 	event.RunWaitingData
 	Resolution *event.WaitResolvedData `json:"resolution,omitempty"`
 	CreatedAt  time.Time               `json:"created_at"`
+}
+
+// NewWaitInfo is w, a wait of run r, as gateways and `agent waiting
+// --json` show it; an open wait's detail says how to answer it.
+func NewWaitInfo(r *store.Run, w store.Wait) WaitInfo {
+	info := WaitInfo{RunID: w.RunID, SessionID: w.SessionID, PhaseID: w.PhaseID, Prompt: r.Prompt, Seq: w.Seq,
+		RunWaitingData: w.Waiting, Resolution: w.Resolution, CreatedAt: w.CreatedAt}
+	if info.Detail == "" && w.Resolution == nil {
+		info.Detail = supervisor.HowToAnswer(w.RunID, w.Waiting)
+	}
+	return info
+}
+
+// Answer answers wait waitID of run runID with d (wait.answer).
+func (s *Stream) Answer(ctx context.Context, runID, waitID string, d supervisor.Decision) error {
+	p := WaitAnswerParams{RunID: runID, WaitID: waitID, Decision: d.Decide, Always: d.Always, Who: d.Who, Name: d.Name, Data: d.Data}
+	if d.Decide == supervisor.DecideDeny {
+		p.Reason = d.Text
+	} else {
+		p.Text = d.Text
+	}
+	return s.Call(ctx, MethodWaitAnswer, p, nil)
 }
 
 // WaitingList answers GET /v1/waiting: every open wait of a run that
