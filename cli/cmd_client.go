@@ -133,7 +133,7 @@ func viaGateway(c *cli.Context, addr string, harness bool, start func(*api.Strea
 	var lost *api.LostError
 	switch {
 	case err == nil:
-		return finished(c, fin)
+		return finished(c, started.RunID, fin)
 	case errors.Is(err, api.ErrStoppedWaiting):
 		return &exitError{code: 130, msg: err.Error()}
 	case errors.As(err, &problem), errors.As(err, &lost):

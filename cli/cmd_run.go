@@ -379,18 +379,21 @@ func driveRun(c *cli.Context, sup *supervisor.Supervisor, r *store.Run, d superv
 	if err != nil {
 		return err
 	}
-	return finished(c, end.Data)
+	return finished(c, r.ID, end.Data)
 }
 
 // finished turns a run's terminal event into the command's exit: an
 // *exitError for any non-zero ending.
-func finished(c *cli.Context, fin event.RunFinishedData) error {
+func finished(c *cli.Context, runID string, fin event.RunFinishedData) error {
 	if fin.ExitCode == 0 {
 		return nil
 	}
 	msg := ""
 	if c.Bool("json") || fin.Status == event.StatusWaiting {
 		msg = fin.Detail // without --json the display already said it, but how to answer
+	}
+	if c.Bool("json") && fin.Status == event.StatusInterrupted {
+		msg = fmt.Sprintf("run %s %s", runID, msg) // a script's Ctrl-C: which run to resume
 	}
 	return &exitError{code: fin.ExitCode, msg: msg}
 }

@@ -176,7 +176,7 @@ func evidenceText(ev plan.Evidence) string {
 // printReceipts lists side effects; an unknown outcome says what to do.
 func printReceipts(w io.Writer, indent string, rs []store.BoardReceipt) {
 	for _, r := range rs {
-		fmt.Fprintf(w, "%sreceipt %s %s %s\n", indent, orDefault(r.Type, r.Tool), r.State, OneLine(string(r.Details), 100))
+		fmt.Fprintf(w, "%sreceipt %s %s %s\n", indent, orDefault(r.Type, r.Tool), r.State, OneLine(unescaped(r.Details), 100))
 		if r.Unknown {
 			fmt.Fprintf(w, "%s  outcome unknown: the process stopped between recording the intent and the result, so it was not repeated;\n"+
 				"%s  check whether it arrived, and resume with --resend-unknown to send it again (key %s)\n", indent, indent, r.Key)
@@ -219,7 +219,18 @@ func eventSummary(e event.Event) string {
 	case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
 		var d event.RunFinishedData
 		_ = e.Decode(&d)
+		if d.Detail == "" {
+			return fmt.Sprintf("exit %d %s", d.ExitCode, d.Reason)
+		}
 		return fmt.Sprintf("exit %d %s: %s", d.ExitCode, d.Reason, OneLine(d.Detail, 80))
+	case event.RunWaiting:
+		var d event.RunWaitingData
+		_ = e.Decode(&d)
+		return strings.TrimPrefix(WaitLine(d), "⏸ ")
+	case event.WaitResolved:
+		var d event.WaitResolvedData
+		_ = e.Decode(&d)
+		return strings.TrimSpace(ResolvedLine(d))
 	}
 	return OneLine(string(e.Data), 100)
 }
@@ -276,4 +287,21 @@ func (p *Printer) Following(sessionID string, afterSeq, lastSeq int64) {
 		return
 	}
 	p.Note("following session %s: nothing after seq %d yet; new events show as they come; Ctrl-C stops", sessionID, afterSeq)
+}
+
+// unescaped is JSON as people read it: Go's encoder writes <, > and & as
+// \u003c, \u003e and \u0026, which a receipt's "Bob <bob@example.com>"
+// should not show.
+func unescaped(raw []byte) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return string(raw)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }

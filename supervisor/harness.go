@@ -38,6 +38,9 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 	if t := time.Duration(o.Timeout); t > 0 && t < phaseTimeout {
 		phaseTimeout = t // no attempt outlives the run
 	}
+	if err := excludeRunFiles(r.Workspace); err != nil {
+		s.log.Warn("could not keep .agent/ out of git status", "workspace", r.Workspace, "err", err)
+	}
 	f, configured, err := mcp.Configured(s.cfg.Home, o.MCPConfig)
 	if err != nil {
 		return failed(ctx, err)

@@ -120,11 +120,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	w.mu.Lock()
+	w.log.Info("stopping: interrupting the runs and attempts this worker drives; they go back to the queue", "live", len(w.live))
 	for _, j := range w.live {
 		j.stop(supervisor.Interrupt(reasonStopped))
 	}
 	w.mu.Unlock()
 	w.wg.Wait()
+	w.log.Info("stopped")
 	return nil
 }
 

@@ -162,6 +162,9 @@ func TestLeaseAndInterrupt(t *testing.T) {
 	if ev := b.WaitEvent(t, event.RunInterrupted); ev.RunID != runID {
 		t.Errorf("interrupted event for run %s", ev.RunID)
 	}
+	if !strings.Contains(b.Stderr.String(), "run "+runID+" interrupted") {
+		t.Errorf("Ctrl-C on --json does not say which run to resume: %q", b.Stderr.String())
+	}
 
 	res := e.Run("resume", runID, "--json")
 	if res.Code != 0 {
