@@ -117,17 +117,35 @@ func (s *Supervisor) expireWaits(ctx context.Context, runID string) error {
 		if w.Resolution != nil || w.Until.After(now) {
 			continue
 		}
-		outcome := event.WaitTimedOut
-		if w.Waiting.Kind == event.WaitSleep {
-			outcome = event.WaitElapsed
-		}
-		_, err := s.db.ResolveWait(ctx, runID, w.Waiting.WaitID, event.WaitResolvedData{Outcome: outcome, Via: event.ViaTimeout})
+		_, err := s.db.ResolveWait(ctx, runID, w.Waiting.WaitID, timedOut(w.Waiting))
 		var answered *store.AnsweredError
 		if err != nil && !errors.As(err, &answered) {
 			return err
 		}
 	}
 	return nil
+}
+
+// timedOut is the resolution of a wait whose deadline passed: a sleep
+// elapsed, anything else timed out (its on_timeout applies).
+func timedOut(w event.RunWaitingData) event.WaitResolvedData {
+	if w.Kind == event.WaitSleep {
+		return event.WaitResolvedData{Outcome: event.WaitElapsed, Via: event.ViaTimeout}
+	}
+	return event.WaitResolvedData{Outcome: event.WaitTimedOut, Via: event.ViaTimeout}
+}
+
+// firstAnswer is the answer a wait has after an attempt to resolve it:
+// this one, or the one that came first.
+func firstAnswer(w store.Wait, err error) (event.WaitResolvedData, error) {
+	var answered *store.AnsweredError
+	switch {
+	case errors.As(err, &answered):
+		return answered.First, nil
+	case err != nil:
+		return event.WaitResolvedData{}, err
+	}
+	return *w.Resolution, nil
 }
 
 // Decision is an answer to a wait, from any channel.
@@ -296,29 +314,9 @@ func (sw storeWaiter) Wait(ctx context.Context, w event.RunWaitingData) (event.W
 			return event.WaitResolvedData{}, context.Cause(ctx)
 		case d := <-asked:
 			d.WaitID, d.Via = w.WaitID, event.ViaTerminal
-			got, err := Answer(ctx, sw.db, sw.runID, d)
-			var answered *store.AnsweredError
-			switch {
-			case errors.As(err, &answered):
-				return answered.First, nil
-			case err != nil:
-				return event.WaitResolvedData{}, err
-			}
-			return *got.Resolution, nil
+			return firstAnswer(Answer(ctx, sw.db, sw.runID, d))
 		case <-deadline.C:
-			outcome := event.WaitTimedOut
-			if w.Kind == event.WaitSleep {
-				outcome = event.WaitElapsed
-			}
-			got, err := sw.db.ResolveWait(ctx, sw.runID, w.WaitID, event.WaitResolvedData{Outcome: outcome, Via: event.ViaTimeout})
-			var answered *store.AnsweredError
-			switch {
-			case errors.As(err, &answered):
-				return answered.First, nil
-			case err != nil:
-				return event.WaitResolvedData{}, err
-			}
-			return *got.Resolution, nil
+			return firstAnswer(sw.db.ResolveWait(ctx, sw.runID, w.WaitID, timedOut(w)))
 		case <-tick.C:
 			ws, err := sw.db.Waits(ctx, sw.runID)
 			if err != nil {
