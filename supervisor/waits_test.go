@@ -31,7 +31,10 @@ func TestStoreWaiterFirstAnswerWins(t *testing.T) {
 	_, db := newTest(t)
 	ctx := context.Background()
 	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	never := func(ctx context.Context, _ event.RunWaitingData) (Decision, error) { <-ctx.Done(); return Decision{}, ctx.Err() }
+	never := func(ctx context.Context, _ event.RunWaitingData) (Decision, error) {
+		<-ctx.Done()
+		return Decision{}, ctx.Err()
+	}
 
 	// Another channel answers while the terminal asks.
 	w := event.RunWaitingData{WaitID: "w1", Kind: event.WaitApproval, Until: later, Tool: "bash"}
@@ -58,7 +61,9 @@ func TestStoreWaiterFirstAnswerWins(t *testing.T) {
 	if _, err := Answer(ctx, db, id, Decision{Decide: DecideAllow, Via: event.ViaWeb}); err != nil {
 		t.Fatal(err)
 	}
-	yes := func(context.Context, event.RunWaitingData) (Decision, error) { return Decision{Decide: DecideDeny}, nil }
+	yes := func(context.Context, event.RunWaitingData) (Decision, error) {
+		return Decision{Decide: DecideDeny}, nil
+	}
 	got, err = storeWaiter{db: db, runID: id, ask: yes, poll: time.Hour}.Wait(ctx, w)
 	if err != nil || got.Outcome != event.WaitAllowed || got.Via != event.ViaWeb {
 		t.Errorf("a terminal answer after the web's: %+v, %v", got, err)
