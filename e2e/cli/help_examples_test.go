@@ -451,7 +451,7 @@ func (e *exampleEnv) startGateway(t *testing.T) {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:
-		case <-time.After(20 * time.Second):
+		case <-time.After(e2etest.Patience):
 			_ = cmd.Process.Kill()
 			<-done
 		}
@@ -676,7 +676,7 @@ func (e *exampleEnv) untilStopped(t *testing.T, cmdline string, withGateway bool
 	}
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(e2etest.Patience)
 	settle := time.After(3 * time.Second)
 wait:
 	for {
@@ -702,15 +702,15 @@ wait:
 	if ready != "" && !strings.Contains(errb.String(), ready) {
 		_ = cmd.Process.Kill()
 		<-done
-		return ran{stdout: out.String(), stderr: errb.String() + "\n(no " + ready + " within 20s)", code: -1}
+		return ran{stdout: out.String(), stderr: errb.String() + "\n(no " + ready + " within " + e2etest.Patience.String() + ")", code: -1}
 	}
 	_ = cmd.Process.Signal(sig)
 	select {
 	case <-done:
-	case <-time.After(40 * time.Second):
+	case <-time.After(e2etest.Patience):
 		_ = cmd.Process.Kill()
 		<-done
-		return ran{stdout: out.String(), stderr: errb.String() + "\n(did not stop within 40s)", code: -1}
+		return ran{stdout: out.String(), stderr: errb.String() + "\n(did not stop within " + e2etest.Patience.String() + ")", code: -1}
 	}
 	return ran{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode()}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"agent/e2e/internal/e2etest"
 	"agent/llm/llmtest"
 	"agent/store"
 )
@@ -71,7 +72,7 @@ func cmdFakeModel(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv("OPENAI_BASE_URL", srv.URL())
 }
 
-// cmdWaitFile waits up to 10 s for a file to exist:
+// cmdWaitFile waits up to e2etest.Patience for a file to exist:
 //
 //	waitfile PATH
 func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
@@ -79,14 +80,14 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: waitfile PATH")
 	}
 	path := ts.MkAbs(args[0])
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(e2etest.Patience)
 	for time.Now().Before(deadline) {
 		if _, err := os.Stat(path); err == nil {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	ts.Fatalf("%s did not appear within 10s", args[0])
+	ts.Fatalf("%s did not appear within %s", args[0], e2etest.Patience)
 }
 
 // cmdModelRequests writes one readable file per logged model request,

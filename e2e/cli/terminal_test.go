@@ -69,7 +69,7 @@ func waitDone(t *testing.T, done chan struct{}) {
 	t.Helper()
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(e2etest.Patience):
 		t.Fatal("the command did not exit")
 	}
 }
@@ -181,7 +181,7 @@ func TestTerminalGatewayDrain(t *testing.T) {
 		data, err := os.ReadFile(filepath.Join(e.Workspace, "started"))
 		return err == nil && strings.HasSuffix(string(data), "\n")
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), e2etest.Patience)
 	defer cancel()
 	_ = srv.Stop(ctx)
 	waitDone(t, done)
@@ -257,7 +257,7 @@ func shellCommand(e *e2etest.Env, args ...string) string {
 // waitScreen polls the pane until cond holds, and returns it.
 func waitScreen(t *testing.T, what string, capture func() string, cond func(string) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(e2etest.Patience)
 	for {
 		s := capture()
 		if cond(s) {
@@ -271,16 +271,19 @@ func waitScreen(t *testing.T, what string, capture func() string, cond func(stri
 }
 
 // TestTerminalTmuxSpinner: in a real terminal, the spinner is back after
-// write_file's "wrote" line while the model thinks, and counts.
+// write_file's "wrote" line while the model thinks, and counts. The model
+// thinks until the test has seen it count.
 func TestTerminalTmuxSpinner(t *testing.T) {
 	t.Parallel()
+	thinking := make(chan struct{})
 	e := e2etest.New(t,
 		e2etest.WriteTurn("slow.txt", "slow\n"),
-		llmtest.Turn{Text: "Done.", DelayMS: 2500},
+		llmtest.Turn{Text: "Done.", Gate: thinking},
 	)
 	capture, _ := tmuxSession(t, shellCommand(e, "run", "write slow.txt"))
 	waiting := regexp.MustCompile(`(?m)wrote slow\.txt \(5 bytes\)\n. waiting for the model \([1-9]s\)`)
 	waitScreen(t, "the spinner after the wrote line", capture, waiting.MatchString)
+	close(thinking)
 	s := waitScreen(t, "the end", capture, func(s string) bool { return strings.Contains(s, "EXIT=") })
 	if !strings.Contains(s, "EXIT=0") || !strings.Contains(s, "Done.\ndone in ") || strings.Contains(s, "waiting for the model") {
 		t.Errorf("final screen:\n%s", s)
@@ -295,12 +298,15 @@ func TestTerminalTmuxHarness(t *testing.T) {
 	t.Parallel()
 	planArgs := json.RawMessage(`{"objective":"One file","phases":[
 		{"id":"write","title":"Write a.md","instructions":"Write a.md.","evidence":{"type":"artifact","artifacts":["a.md"]}}]}`)
-	turns := []llmtest.Turn{{When: e2etest.PlannerMarker, DelayMS: 2500, ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: planArgs}}}}
+	// The planner thinks until the test has seen the board count.
+	thinking := make(chan struct{})
+	turns := []llmtest.Turn{{When: e2etest.PlannerMarker, Gate: thinking, ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: planArgs}}}}
 	turns = append(turns, e2etest.ForPhase("write", e2etest.WriteTurn("a.md", "A\n"), llmtest.Turn{Text: "a.md written."})...)
 	e := e2etest.NewHarness(t, turns...)
 	capture, keys := tmuxSession(t, shellCommand(e, "harness", "write a.md"))
 	planning := regexp.MustCompile(`(?m)^. planning [1-9](\.[0-9])?s`)
 	waitScreen(t, "the planning line", capture, planning.MatchString)
+	close(thinking)
 	s := waitScreen(t, "the plan prompt", capture, func(s string) bool { return strings.Contains(s, "[Y/n]") })
 	if !regexp.MustCompile(`(?m)^the plan is in \.agent/runs/[0-9a-f-]{36}/mission\.json\nRun this plan\? \[Y/n\] *$`).MatchString(s) {
 		t.Errorf("the prompt is not a short line of its own under the plan's path:\n%s", s)

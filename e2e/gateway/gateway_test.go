@@ -304,15 +304,18 @@ func TestGatewayKill9Reclaim(t *testing.T) {
 
 // TestGatewaySIGTERMDrain: SIGTERM lets a short run finish and records a
 // long one interrupted and resumable; the gateway exits 0, and the next
-// start resumes the long run to completion.
+// start resumes the long run to completion. The short run's model
+// answers once the drain has begun, and the drain grace leaves a loaded
+// machine many seconds to finish it (the long run waits all of them).
 func TestGatewaySIGTERMDrain(t *testing.T) {
 	t.Parallel()
+	answer := make(chan struct{})
 	e := e2etest.New(t,
-		llmtest.Turn{When: "SHORT", Text: "short done", DelayMS: 1500},
+		llmtest.Turn{When: "SHORT", Text: "short done", Gate: answer},
 		llmtest.Turn{When: "LONG", Text: "Long step.", ToolCalls: []llmtest.Call{e2etest.ToolCall("bash", `{"command":"`+e2etest.MarkThenSleep+`"}`)}},
 		llmtest.Turn{When: "LONG", Text: "long done after the restart"},
 	)
-	g := e.StartGateway("--drain-grace", "3s")
+	g := e.StartGateway("--drain-grace", "15s")
 	var long, short api.RunStartResult
 	e2etest.HTTPJSON(t, "POST", "http://"+g.Addr+"/v1/runs", `{"input":"LONG task"}`, &long)
 	e2etest.WaitFor(t, "the long tool to start", func() bool {
@@ -322,6 +325,11 @@ func TestGatewaySIGTERMDrain(t *testing.T) {
 	e2etest.HTTPJSON(t, "POST", "http://"+g.Addr+"/v1/runs", `{"input":"SHORT task"}`, &short)
 	e2etest.WaitFor(t, "the short run's model call", func() bool { return e.Srv.RequestCount() == 2 })
 	g.Signal(t, syscall.SIGTERM)
+	e2etest.WaitFor(t, "the drain to begin", func() bool {
+		data, _ := os.ReadFile(g.Stderr)
+		return strings.Contains(string(data), "gateway stopping")
+	})
+	close(answer)
 	if code := g.Wait(t); code != 0 {
 		data, _ := os.ReadFile(g.Stderr)
 		t.Fatalf("gateway exit %d after SIGTERM: %s", code, data)

@@ -161,7 +161,7 @@ func TestEffectChildKilledAfterSend(t *testing.T) {
 func TestEffectParentKilledAfterReceipt(t *testing.T) {
 	t.Parallel()
 	mail := e2etest.NewMailbox(t)
-	slow := llmtest.Turn{Text: "Emailed Bob.", DelayMS: 5000} // the parent dies while this is pending
+	slow := llmtest.Turn{Text: "Emailed Bob.", Gate: make(chan struct{})} // held: the parent dies while this is pending
 	e := e2etest.NewHarness(t,
 		emailTurn("bob@example.com", "Status", "All green."),
 		slow,
@@ -224,7 +224,7 @@ func TestEffectParentKilledBetweenIntentAndSend(t *testing.T) {
 	select {
 	case c := <-connected:
 		defer c.Close()
-	case <-time.After(15 * time.Second):
+	case <-time.After(e2etest.Patience):
 		t.Fatal("the child never connected to the SMTP server")
 	}
 	child := runnerChild(t, b.Cmd.Process.Pid)
@@ -274,7 +274,6 @@ func TestEffectFastPathSlackOnce(t *testing.T) {
 		_, _ = io.WriteString(w, `{"ok":true,"channel":"C42","ts":"1700000000.000100"}`)
 	}))
 	t.Cleanup(slack.Close)
-	delayed := func(t llmtest.Turn) llmtest.Turn { t.DelayMS = 300; return t }
 	post := func(text string) llmtest.Turn {
 		args, _ := json.Marshal(map[string]string{"channel": "#ops", "text": text})
 		return llmtest.Turn{ToolCalls: []llmtest.Call{{Name: "slack_post", Arguments: args}}}
@@ -283,8 +282,8 @@ func TestEffectFastPathSlackOnce(t *testing.T) {
 		post("deploy done"),
 		post("deploy  done "), // the same message, differently spaced
 		llmtest.Turn{Text: "Posted once."},
-		delayed(post("second run")), // the run that gets killed
-		post("second run"),          // after resume
+		post("second run"), // the run that gets killed
+		post("second run"), // after resume
 		llmtest.Turn{Text: "Not reposted."},
 	)
 	env := func(cmdEnv []string) []string {
@@ -300,23 +299,19 @@ func TestEffectFastPathSlackOnce(t *testing.T) {
 		t.Errorf("%d posts; the repeat was not recognised:\n%s", posts, out)
 	}
 
-	// The kill hook is armed before the run starts; the scripted post
-	// comes late enough that the process handle is known by then.
+	// The kill hook is armed before the run starts, and waits for the
+	// process handle, however late StartWith hands it over.
 	var victim *e2etest.Background
+	known := make(chan struct{})
 	mu.Lock()
 	kill = func() {
-		mu.Lock()
-		v := victim
-		mu.Unlock()
-		if v != nil {
-			_ = v.Cmd.Process.Signal(syscall.SIGKILL)
-		}
+		<-known
+		_ = victim.Cmd.Process.Signal(syscall.SIGKILL)
 	}
 	mu.Unlock()
 	b := e.StartWith(env, "run", "--json", "post again")
-	mu.Lock()
 	victim = b
-	mu.Unlock()
+	close(known)
 	runID := b.WaitEvent(t, event.RunStarted).RunID
 	<-b.Done
 	_ = b.Cmd.Wait()

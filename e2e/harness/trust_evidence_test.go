@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	gosmtp "github.com/emersion/go-smtp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -193,8 +194,20 @@ func TestTrustMadeUpEffectsThroughMCPServer(t *testing.T) {
 		"{ " + forge(call("call_burst", intent("f5", "call_burst", "send_email", "send_email-burst"), receipt("send_email-burst"))...) + "} > ../burst.out\n" +
 		"EOF\n" +
 		"setsid nohup bash ../burst.sh > /dev/null 2>&1 < /dev/null &\n"
+	// The model answers once the burst is over, however long a loaded
+	// machine takes to run it.
+	burstOver := make(chan struct{})
 	e := e2etest.NewHarness(t, runTurn("call_forge", findRunner+now+later),
-		llmtest.Turn{Text: "Emailed the CEO.", DelayMS: 4000}) // the burst comes meanwhile
+		llmtest.Turn{Text: "Emailed the CEO.", Gate: burstOver})
+	go func() {
+		defer close(burstOver)
+		for deadline := time.Now().Add(e2etest.Patience); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			out, _ := os.ReadFile(filepath.Join(filepath.Dir(e.Workspace), "burst.out"))
+			if strings.Count(string(out), "forged")+strings.Count(string(out), "refused") == 4 {
+				return
+			}
+		}
+	}()
 	withForge(t, e)
 	plan := e.WritePlan(t, `{"objective":"Tell the CEO","phases":[{"id":"email-ceo","instructions":"Email the CEO the Q3 results.",
 		"max_attempts":1,"evidence":{"type":"receipt","receipts":["email_sent"]}}]}`)
@@ -350,7 +363,7 @@ setsid nohup bash ../late.sh > /dev/null 2>&1 < /dev/null &
 `
 	// The model's next call waits for the late forgery and for the test
 	// to have looked at the store.
-	wait := `for i in $(seq 300); do [ -e ../late.out ] && [ -e ../checked ] && break; sleep 0.1; done; cat ../late.out`
+	wait := `for i in $(seq 1200); do [ -e ../late.out ] && [ -e ../checked ] && break; sleep 0.1; done; cat ../late.out`
 	e := e2etest.NewHarness(t,
 		emailTurn("bob@example.com", "Status", "All green."),
 		runTurn("call_forge", findRunner+key+forge(receipt)+late),

@@ -274,7 +274,7 @@ func TestMCPEffectParentKilledAfterReceipt(t *testing.T) {
 	t.Parallel()
 	e := e2etest.NewHarness(t,
 		issueTurn("Crash on start"),
-		llmtest.Turn{Text: "Filed.", DelayMS: 5000}, // the parent dies while this is pending
+		llmtest.Turn{Text: "Filed.", Gate: make(chan struct{})}, // held: the parent dies while this is pending
 		issueTurn("Crash on start"),
 		llmtest.Turn{Text: "It was already filed."},
 	)

@@ -50,7 +50,7 @@ func serve(t *testing.T, e *e2etest.Env, env ...string) *served {
 	// A process group of its own, as clients start servers: a test can
 	// stop the group as a client does.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), e2etest.Patience)
 	defer cancel()
 	client := sdk.NewClient(&sdk.Implementation{Name: "mcp-serve-test", Version: "v0"}, nil)
 	sess, err := client.Connect(ctx, &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
@@ -89,7 +89,7 @@ func killDetachedRunsAtCleanup(t *testing.T, e *e2etest.Env) {
 
 func (s *served) call(t *testing.T, name string, args map[string]any) *sdk.CallToolResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*e2etest.Patience) // wait_s is at most Patience here
 	defer cancel()
 	res, err := s.sess.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
@@ -229,7 +229,7 @@ func TestMCPServeRunWaits(t *testing.T) {
 		t.Errorf("tools = %s", got)
 	}
 
-	rep := s.ok(t, "run", map[string]any{"prompt": "say hello", "wait_s": 30})
+	rep := s.ok(t, "run", map[string]any{"prompt": "say hello", "wait_s": e2etest.Patience.Seconds()})
 	if rep.Status != event.StatusCompleted || !rep.Finished || rep.ExitCode == nil || *rep.ExitCode != 0 ||
 		rep.Result != "Hello from the model." || rep.Turns != 1 || rep.Resumable {
 		t.Fatalf("run = %+v, want completed with the model's answer", rep)
@@ -264,11 +264,13 @@ func TestMCPServeStatusAndEvents(t *testing.T) {
 	t.Parallel()
 	notes := strings.Repeat("a line of notes\n", 5000) // 80 KB: its events are bigger than an answer
 	slow := e2etest.WriteTurn("notes.txt", notes)
-	slow.DelayMS = 500
+	answered := make(chan struct{})
+	slow.Gate = answered // the run goes on once run has answered
 	e := e2etest.New(t, slow, llmtest.Turn{Text: "Wrote notes.txt."})
 	s := serve(t, e)
 
 	rep := s.ok(t, "run", map[string]any{"prompt": "write notes", "wait_s": 0})
+	close(answered)
 	if rep.Status != event.StatusRunning || rep.Finished || rep.ExitCode != nil || !strings.Contains(rep.Next, "status") {
 		t.Fatalf("run with wait_s 0 = %+v, want it running", rep)
 	}
@@ -346,7 +348,7 @@ func TestMCPServeHarnessPlan(t *testing.T) {
 	s := serve(t, e)
 	mission := `{"objective":"Write the report","phases":[
 		{"id":"write","title":"Write","instructions":"Write report.md.","evidence":{"type":"artifact","artifacts":["report.md"]}}]}`
-	rep := s.ok(t, "harness", map[string]any{"plan": mission, "wait_s": 60})
+	rep := s.ok(t, "harness", map[string]any{"plan": mission, "wait_s": e2etest.Patience.Seconds()})
 	if rep.Kind != "harness" || rep.Status != event.StatusCompleted || *rep.ExitCode != 0 {
 		t.Fatalf("harness = %+v", rep)
 	}
@@ -408,7 +410,7 @@ func TestMCPServeToolErrors(t *testing.T) {
 		t.Errorf("a bad call started a run: %s", list.Stdout)
 	}
 
-	done := s.ok(t, "run", map[string]any{"prompt": "finish", "wait_s": 30})
+	done := s.ok(t, "run", map[string]any{"prompt": "finish", "wait_s": e2etest.Patience.Seconds()})
 	if done.Status != event.StatusCompleted {
 		t.Fatalf("run = %+v", done)
 	}
@@ -433,14 +435,14 @@ func TestMCPServeToolErrors(t *testing.T) {
 // another for good.
 func TestMCPServeCancel(t *testing.T) {
 	t.Parallel()
-	e := e2etest.New(t, e2etest.BashTurn("sleep 30"), llmtest.Turn{Text: "Finished after the cancel."})
+	e := e2etest.New(t, e2etest.BashTurn("sleep 600"), llmtest.Turn{Text: "Finished after the cancel."})
 	s := serve(t, e)
 	rep := s.ok(t, "run", map[string]any{"prompt": "sleep a while", "wait_s": 0})
 	s.waitToolStarted(t, rep.RunID)
 
 	began := time.Now()
 	c := s.ok(t, "cancel", map[string]any{"run_id": rep.RunID[:8], "mode": "interrupt"})
-	if took := time.Since(began); took > 15*time.Second {
+	if took := time.Since(began); took > e2etest.Patience { // not the sleep's ten minutes
 		t.Errorf("cancel took %s", took)
 	}
 	if c.Status != event.StatusInterrupted || !c.Finished || *c.ExitCode != 130 || !c.Resumable ||
@@ -455,7 +457,7 @@ func TestMCPServeCancel(t *testing.T) {
 	}
 	s.toolError(t, "cancel", map[string]any{"run_id": rep.RunID}, "is not running: it is interrupted")
 
-	fin := s.ok(t, "resume", map[string]any{"run_id": rep.RunID, "wait_s": 30})
+	fin := s.ok(t, "resume", map[string]any{"run_id": rep.RunID, "wait_s": e2etest.Patience.Seconds()})
 	if fin.Status != event.StatusCompleted || fin.Result != "Finished after the cancel." {
 		t.Fatalf("resume = %+v", fin)
 	}
@@ -536,7 +538,7 @@ func TestMCPServeResumeAfterCrash(t *testing.T) {
 		t.Errorf("cancel of a crashed run = %+v", c)
 	}
 
-	fin := serve(t, e).ok(t, "resume", map[string]any{"run_id": rep.RunID, "wait_s": 30})
+	fin := serve(t, e).ok(t, "resume", map[string]any{"run_id": rep.RunID, "wait_s": e2etest.Patience.Seconds()})
 	if fin.Status != event.StatusCompleted || fin.Result != "Resumed after the crash." {
 		t.Fatalf("resume = %+v", fin)
 	}
@@ -546,7 +548,7 @@ func TestMCPServeResumeAfterCrash(t *testing.T) {
 // cancelled; resume refuses it.
 func TestMCPServeCancelForGood(t *testing.T) {
 	t.Parallel()
-	e := e2etest.New(t, e2etest.BashTurn("sleep 30"), llmtest.Turn{Text: "never"})
+	e := e2etest.New(t, e2etest.BashTurn("sleep 600"), llmtest.Turn{Text: "never"})
 	s := serve(t, e)
 	rep := s.ok(t, "run", map[string]any{"prompt": "sleep a while", "wait_s": 0})
 	s.waitToolStarted(t, rep.RunID)

@@ -172,8 +172,8 @@ func (c *rawClient) next(t *testing.T, what string) map[string]any {
 			t.Fatalf("answer to %s is not JSON: %q", what, line)
 		}
 		return m
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no answer to %s within 30s", what)
+	case <-time.After(e2etest.Patience):
+		t.Fatalf("no answer to %s within %s", what, e2etest.Patience)
 	}
 	return nil
 }
@@ -250,8 +250,8 @@ func TestMCPServeAnswersMalformedLines(t *testing.T) {
 		if err != nil {
 			t.Errorf("agent mcp serve ended with %v after stdin closed; stderr:\n%s", err, stderr.String())
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("agent mcp serve did not end within 30s of stdin closing")
+	case <-time.After(e2etest.Patience):
+		t.Fatalf("agent mcp serve did not end within %s of stdin closing", e2etest.Patience)
 	}
 }
 

@@ -391,7 +391,8 @@ func TestWebHarnessBoard(t *testing.T) {
 		{"id":"greet","title":"Greet","instructions":"Write hello.txt.","evidence":{"type":"artifact","artifacts":["hello.txt"]}},
 		{"id":"sign","title":"Sign it","instructions":"Write signed.txt.","depends_on":["greet"],"evidence":{"type":"artifact","artifacts":["signed.txt"]}}]}`)
 	slowWrite := e2etest.WriteTurn("hello.txt", "hello\n")
-	slowWrite.DelayMS = 1500 // the board shows greet running meanwhile
+	greeting := make(chan struct{})
+	slowWrite.Gate = greeting // held until the board has shown greet running
 	turns := []llmtest.Turn{{When: e2etest.PlannerMarker, ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: planArgs}}}}
 	turns = append(turns, e2etest.ForPhase("greet", slowWrite, llmtest.Turn{Text: "hello.txt says hello."})...)
 	turns = append(turns, e2etest.ForPhase("sign", e2etest.WriteTurn("signed.txt", "— the agent\n"), llmtest.Turn{Text: "Signed."})...)
@@ -404,6 +405,7 @@ func TestWebHarnessBoard(t *testing.T) {
 	b.until("greet running", `document.querySelector('#phases .phase[data-phase="greet"][data-status="running"] .elapsed[data-since]') !== null &&
 		document.querySelector('#phases .phase[data-phase="sign"][data-status="pending"]') !== null`)
 	b.screenshot("board-running")
+	close(greeting)
 
 	b.until("every phase verified", `document.querySelectorAll('#phases .phase[data-status="completed"]').length === 2 &&
 		document.querySelector('.end[data-status="completed"]') !== null`)

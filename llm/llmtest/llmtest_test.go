@@ -347,6 +347,43 @@ func TestHangReleasedByClientAndClose(t *testing.T) {
 	}
 }
 
+// A gated turn answers once its gate is closed, however long that takes.
+func TestGateHoldsTheReply(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	srv := NewServer(t, Script{Turns: []Turn{{Text: "let go", Gate: gate}}})
+	answered := make(chan string, 1)
+	go func() {
+		resp, err := http.Post(srv.URL()+"/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":false,"messages":[]}`))
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		answered <- string(data)
+	}()
+	for deadline := time.Now().Add(time.Minute); srv.RequestCount() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the request never came")
+		}
+	}
+	select {
+	case body := <-answered:
+		t.Fatalf("answered before the gate was closed: %s", body)
+	default:
+	}
+	close(gate)
+	select {
+	case body := <-answered:
+		if !strings.Contains(body, "let go") {
+			t.Errorf("reply = %s", body)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no reply once the gate was closed")
+	}
+}
+
 func TestRoutes(t *testing.T) {
 	t.Parallel()
 	srv := NewServer(t, Script{})

@@ -143,6 +143,11 @@ type Turn struct {
 	// thinks. With Hang the stream is only keep-alives after the first
 	// chunks; with a long DelayMS it is only keep-alives from the start.
 	KeepaliveMS int `json:"keepalive_ms,omitempty"`
+	// Gate, when not nil, holds the reply (before DelayMS) until it is
+	// closed: a test acts while the model "thinks" (kills the agent, looks
+	// at the screen) however long a loaded machine takes, then lets it
+	// answer. For Go tests; a script file cannot set it.
+	Gate <-chan struct{} `json:"-"`
 
 	Quirks []string `json:"quirks,omitempty"` // see the Quirk constants
 

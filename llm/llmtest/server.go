@@ -212,6 +212,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ctx := r.Context()
+	if !s.gate(ctx, turn.Gate) {
+		return
+	}
 	raw := turn.has(QuirkJinja500) || turn.Status != 0 && turn.Status != http.StatusOK || turn.Body != ""
 	if !(turn.KeepaliveMS > 0 && rec.Stream() && !raw) {
 		// A keep-alive stream spends its delay sending comments instead.
@@ -369,6 +372,21 @@ func (s *Server) wait(ctx context.Context, w io.Writer, rc *http.ResponseControl
 			return false
 		}
 	}
+}
+
+// gate waits until g (a Turn's Gate) is closed, or at once when it is
+// nil; it reports false if the client left or the server is closing.
+func (s *Server) gate(ctx context.Context, g <-chan struct{}) bool {
+	if g == nil {
+		return true
+	}
+	select {
+	case <-g:
+		return true
+	case <-ctx.Done():
+	case <-s.closing:
+	}
+	return false
 }
 
 // pause waits ms milliseconds; it reports false if the client left or

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"agent/event"
+	"agent/gateway/gatewaytest"
 	"agent/llm/llmtest"
 	"agent/store"
 )
@@ -144,10 +145,15 @@ func (e *Env) StartWith(env func([]string) []string, args ...string) *Background
 	return b
 }
 
+// Patience bounds a wait for what should happen: long, as a loaded
+// machine may take many times longer than a quiet one to start a process
+// or answer, and only a failing test waits it out.
+const Patience = gatewaytest.Patience
+
 // WaitEvent waits until an event of type typ has been printed.
 func (b *Background) WaitEvent(t *testing.T, typ string) event.Event {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(Patience)
 	for time.Now().Before(deadline) {
 		b.Mu.Lock()
 		for _, ev := range b.Events {
@@ -159,7 +165,7 @@ func (b *Background) WaitEvent(t *testing.T, typ string) event.Event {
 		b.Mu.Unlock()
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("no %s event within 15s; stderr: %s", typ, b.Stderr.String())
+	t.Fatalf("no %s event within %s; stderr: %s", typ, Patience, b.Stderr.String())
 	return event.Event{}
 }
 
@@ -173,10 +179,10 @@ func (b *Background) Kill9(t *testing.T) {
 	_ = b.Cmd.Wait()
 }
 
-// WaitFor waits up to 15 s for cond to hold, checking every 10 ms.
+// WaitFor waits up to Patience for cond to hold, checking every 10 ms.
 func WaitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(Patience)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -57,7 +57,7 @@ func (e *Env) InProcessGateway(change func(*gateway.Config)) (*gateway.Server, *
 		e.T.Fatal(err)
 	}
 	e.T.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), Patience)
 		defer cancel()
 		if err := srv.Stop(ctx); err != nil {
 			e.T.Errorf("stop: %v", err)
@@ -201,12 +201,12 @@ func (g *GatewayProc) Signal(t *testing.T, sig syscall.Signal) {
 	}
 }
 
-// Wait waits up to 30 s for the gateway to exit and returns its code.
+// Wait waits up to Patience for the gateway to exit and returns its code.
 func (g *GatewayProc) Wait(t *testing.T) int {
 	t.Helper()
 	select {
 	case <-g.Done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(Patience):
 		t.Fatal("the gateway did not exit")
 	}
 	if g.Cmd.ProcessState == nil {
