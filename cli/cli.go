@@ -77,6 +77,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		},
 		Commands: []*cli.Command{
 			runCommand(),
+			chatCommand(),
 			harnessCommand(),
 			resumeCommand(),
 			rewindCommand(),

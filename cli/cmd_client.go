@@ -8,10 +8,10 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"agent/chat"
 	"agent/config"
 	"agent/console"
 	"agent/event"
@@ -126,9 +126,13 @@ func viaGateway(c *cli.Context, addr string, harness bool, start func(*api.Strea
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sig)
-	waits := newGatewayAsker(c, s, started.RunID)
-	defer waits.cancel()
-	fin, err := s.Follow(started, func(e event.Event) { show.Print(e); waits.seen(e) }, sig, waits.parked)
+	var asker *chat.TerminalAsker
+	if inline(c) {
+		asker = chat.NewTerminalAsker(c.App.Reader, c.App.ErrWriter)
+	}
+	waits := chat.NewGatewayAsker(c.Context, s, started.RunID, asker, c.App.ErrWriter)
+	defer waits.Stop()
+	fin, err := s.Follow(started, func(e event.Event) { show.Print(e); waits.Seen(e) }, sig, waits.Parked)
 	var problem *api.ProblemError
 	var lost *api.LostError
 	switch {
@@ -199,53 +203,4 @@ func attachAction(c *cli.Context) error {
 		return &exitError{code: 3, msg: fmt.Sprintf("gateway: %v; re-attach with --after-seq %d", problem.Frame.Error, problem.Frame.AfterSeq)}
 	}
 	return &gatewayError{err: err}
-}
-
-// gatewayAsker is what the client does when a gateway's run parks: on a
-// terminal it asks inline and answers with wait.answer, following on;
-// another channel's answer (its wait.resolved) ends the question. Elsewhere
-// it stops following (exit 6), the run waiting in the gateway.
-type gatewayAsker struct {
-	c      *cli.Context
-	s      *api.Stream
-	runID  string
-	asker  *terminalAsker // nil: not on a terminal
-	cancel context.CancelFunc
-}
-
-func newGatewayAsker(c *cli.Context, s *api.Stream, runID string) *gatewayAsker {
-	g := &gatewayAsker{c: c, s: s, runID: runID, cancel: func() {}}
-	if inline(c) {
-		g.asker = newTerminalAsker(c.App.Reader, c.App.ErrWriter)
-	}
-	return g
-}
-
-// seen ends the question another channel answered.
-func (g *gatewayAsker) seen(e event.Event) {
-	if e.Type == event.WaitResolved {
-		g.cancel()
-	}
-}
-
-// parked asks, or says to stop following.
-func (g *gatewayAsker) parked(w event.RunWaitingData) bool {
-	if g.asker == nil {
-		return true
-	}
-	g.cancel()
-	var ctx context.Context
-	ctx, g.cancel = context.WithCancel(g.c.Context)
-	go func() {
-		d, err := g.asker.Ask(ctx, w)
-		if err != nil {
-			return
-		}
-		call, stop := context.WithTimeout(ctx, 30*time.Second)
-		defer stop()
-		if err := g.s.Answer(call, g.runID, w.WaitID, d); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(g.c.App.ErrWriter, "could not answer: %v\n", err)
-		}
-	}()
-	return false
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"agent/chat"
 	"agent/config"
 	"agent/console"
 	"agent/event"
@@ -371,7 +372,7 @@ func driveRun(c *cli.Context, sup *supervisor.Supervisor, r *store.Run, d superv
 	defer show.Close()
 	d.Show = show.Print
 	if inline(c) {
-		d.Ask = newTerminalAsker(c.App.Reader, c.App.ErrWriter).Ask
+		d.Ask = chat.NewTerminalAsker(c.App.Reader, c.App.ErrWriter).Ask
 	}
 	ctx, stop := interruptOnSignal(c.Context)
 	defer stop()

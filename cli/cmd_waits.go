@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 	"time"
@@ -178,36 +176,4 @@ func waitingAction(c *cli.Context) error {
 	}
 	console.PrintWaits(c.App.Writer, ws, supervisor.HowToAnswer)
 	return nil
-}
-
-// terminalAsker asks inline on the terminal the run was started from,
-// while the other channels stay open (docs/PROTOCOL.md#waits).
-type terminalAsker struct {
-	lines *console.Lines
-	out   io.Writer
-}
-
-func newTerminalAsker(in io.Reader, out io.Writer) *terminalAsker {
-	return &terminalAsker{lines: console.NewLines(in), out: out}
-}
-
-// Ask is a supervisor.Asker.
-func (t *terminalAsker) Ask(ctx context.Context, w event.RunWaitingData) (supervisor.Decision, error) {
-	d := supervisor.Decision{Who: os.Getenv("USER")}
-	var err error
-	switch w.Kind {
-	case event.WaitApproval:
-		var allow bool
-		allow, d.Always, d.Text, err = t.lines.AskApproval(ctx, t.out, w)
-		d.Decide = map[bool]string{true: supervisor.DecideAllow, false: supervisor.DecideDeny}[allow]
-	case event.WaitQuestion:
-		d.Decide = supervisor.DecideAnswer
-		d.Text, err = t.lines.AskQuestion(ctx, t.out, w)
-	default:
-		// A time or a signal: nothing to ask; the deadline or another
-		// channel resolves it.
-		<-ctx.Done()
-		err = context.Cause(ctx)
-	}
-	return d, err
 }

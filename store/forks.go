@@ -118,7 +118,8 @@ func (db *DB) forkSession(ctx context.Context, tx *txn, srcID, newID, title stri
 	}
 
 	now := db.now()
-	s := &Session{ID: newID, Title: title, ParentID: src.ID, ForkedFromSeq: upToSeq, CreatedAt: now, UpdatedAt: now}
+	// A fork is kept where its source is.
+	s := &Session{ID: newID, Title: title, ParentID: src.ID, ForkedFromSeq: upToSeq, Local: src.Local, CreatedAt: now, UpdatedAt: now}
 	if err := insertSession(ctx, tx, s); err != nil {
 		return nil, err
 	}

@@ -11,16 +11,21 @@ import (
 	"agent/llm"
 )
 
-// Session is one row of sessions: a conversation in the gateway that
-// several runs continue. Its events share one sequence (SessionJournal).
+// Session is one row of sessions: a conversation, in a gateway or in
+// agent chat, that several runs continue. Its events share one sequence
+// (SessionJournal).
 type Session struct {
 	ID            string
 	Title         string
 	ParentID      string // the session it was forked from, if any
 	ForkedFromSeq int64  // the parent's seq it was forked at; 0 means all of it
 	JobID         string // the scheduled job whose tick created it, if any
-	CreatedAt     time.Time
-	UpdatedAt     time.Time // creation, then the last event written through a session journal
+	// Local is a session agent chat keeps without a gateway: any process
+	// on the store may drive and resume its runs. A gateway's session has
+	// its sequence kept by the gateways (supervisor.Reopen).
+	Local     bool
+	CreatedAt time.Time
+	UpdatedAt time.Time // creation, then the last event written through a session journal
 
 	LastSeq int64 // max event seq in the session, 0 if none
 	Runs    int   // number of runs
@@ -95,6 +100,26 @@ func (db *DB) ListSessions(ctx context.Context, limit int, withJobs bool) ([]Ses
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
 	return ss, tx.Commit()
+}
+
+// LastLocalSession returns the local session (Session.Local) with the
+// latest activity: what agent chat --continue goes on with. None is
+// ErrNotFound.
+func (db *DB) LastLocalSession(ctx context.Context) (*Session, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("last local session: %w", err)
+	}
+	defer tx.Rollback()
+	s, err := scanSession(tx.QueryRowContext(ctx,
+		`SELECT `+sessionColumns+` FROM sessions WHERE local != 0 ORDER BY updated_at DESC, id DESC LIMIT 1`))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("no local session yet: %w", ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("last local session: %w", err)
+	}
+	return s, tx.Commit()
 }
 
 // ListSessionEvents returns up to limit events of a session with
@@ -265,22 +290,22 @@ func insertSession(ctx context.Context, tx *txn, s *Session) error {
 		forkedFrom = s.ForkedFromSeq
 	}
 	_, err := tx.ExecContext(ctx, `
-		INSERT INTO sessions (id, title, parent_id, forked_from_seq, job_id, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		s.ID, s.Title, nullString(s.ParentID), forkedFrom, nullString(s.JobID), formatTime(s.CreatedAt), formatTime(s.UpdatedAt))
+		INSERT INTO sessions (id, title, parent_id, forked_from_seq, job_id, local, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.ID, s.Title, nullString(s.ParentID), forkedFrom, nullString(s.JobID), s.Local, formatTime(s.CreatedAt), formatTime(s.UpdatedAt))
 	return err
 }
 
 // sessionColumns counts with subqueries that the indexes on
 // events (session_id, seq) and runs (session_id, …) answer directly.
 const sessionColumns = `
-	id, title, COALESCE(parent_id, ''), COALESCE(forked_from_seq, 0), COALESCE(job_id, ''), created_at, updated_at,
+	id, title, COALESCE(parent_id, ''), COALESCE(forked_from_seq, 0), COALESCE(job_id, ''), local != 0, created_at, updated_at,
 	(SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = sessions.id),
 	(SELECT COUNT(*) FROM runs WHERE session_id = sessions.id)`
 
 func scanSession(row scanner) (*Session, error) {
 	var s Session
-	err := row.Scan(&s.ID, &s.Title, &s.ParentID, &s.ForkedFromSeq, &s.JobID,
+	err := row.Scan(&s.ID, &s.Title, &s.ParentID, &s.ForkedFromSeq, &s.JobID, &s.Local,
 		timeValue{&s.CreatedAt}, timeValue{&s.UpdatedAt}, &s.LastSeq, &s.Runs)
 	if err != nil {
 		return nil, err

@@ -53,10 +53,17 @@ func DefaultOptions(settings config.Settings) Options {
 // *NotResumableError.
 func (s *Supervisor) Reopen(ctx context.Context, r *store.Run, o Options) (Options, error) {
 	if r.SessionID != "" {
-		// Its events are the session's, in the session's sequence, which
-		// the gateways on this store keep: a run resumed here would not.
-		return o, &NotResumableError{RunID: r.ID, Reason: fmt.Sprintf(
-			"it ran in gateway session %s; continue it there: agent resume %s --gateway [URL] (or from the web view)", r.SessionID, r.ID)}
+		// Its events are the session's, in the session's sequence: a
+		// gateway's session has it kept by the gateways, which a run
+		// resumed here would not; agent chat's (Local) by whoever drives.
+		sess, err := s.db.GetSession(ctx, r.SessionID)
+		if err != nil {
+			return o, err
+		}
+		if !sess.Local {
+			return o, &NotResumableError{RunID: r.ID, Reason: fmt.Sprintf(
+				"it ran in gateway session %s; continue it there: agent resume %s --gateway [URL] (or from the web view)", r.SessionID, r.ID)}
+		}
 	}
 	if why := tools.MissingDir(r.Workspace); why != "" {
 		return o, &NotResumableError{RunID: r.ID, Reason: "its workspace " + r.Workspace + ": " + why}

@@ -1,0 +1,174 @@
+// Package chat is agent chat: a conversation in the terminal on a
+// session, each message a run of it driven through the supervisor as
+// agent run drives one; and the asking of a person at a terminal when a
+// run waits (TerminalAsker, GatewayAsker), which agent run shares. The
+// CLI hands it the supervisor and the options its flags set; what people
+// read is console's.
+package chat
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/google/uuid"
+
+	"agent/console"
+	"agent/event"
+	"agent/store"
+	"agent/supervisor"
+)
+
+// Config is what a chat needs from its front-end.
+type Config struct {
+	DB         *store.DB
+	Supervisor *supervisor.Supervisor
+	// Options are every message's run options, as Prepare resolved them
+	// for Workspace.
+	Options   supervisor.Options
+	Workspace string
+	// SessionID goes on in that local session; Continue in the one last
+	// active; neither starts a new one at the first message.
+	SessionID string
+	Continue  bool
+
+	Out, Err io.Writer
+	JSON     bool // events as JSON lines on Out, as agent run --json
+}
+
+// Chat is a conversation on one local session (store.Session.Local).
+type Chat struct {
+	cfg     Config
+	session *store.Session // nil until the first message of a new chat
+}
+
+// Open finds the session the chat goes on in, if any: a gateway's
+// session is refused, since its sequence is the gateways' to keep.
+func Open(ctx context.Context, cfg Config) (*Chat, error) {
+	c := &Chat{cfg: cfg}
+	var err error
+	switch {
+	case cfg.SessionID != "":
+		c.session, err = cfg.DB.GetSession(ctx, cfg.SessionID)
+	case cfg.Continue:
+		c.session, err = cfg.DB.LastLocalSession(ctx)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c.session != nil && !c.session.Local {
+		return nil, &GatewaySessionError{SessionID: c.session.ID}
+	}
+	return c, nil
+}
+
+// GatewaySessionError is a local chat asked to go on in a gateway's
+// session.
+type GatewaySessionError struct{ SessionID string }
+
+func (e *GatewaySessionError) Error() string {
+	return fmt.Sprintf("session %s lives in a gateway; chat in it there: agent chat --gateway --session %s", e.SessionID, e.SessionID)
+}
+
+// SessionID is the chat's session, "" before a new chat's first message.
+func (c *Chat) SessionID() string {
+	if c.session == nil {
+		return ""
+	}
+	return c.session.ID
+}
+
+// Turn is one message's run as it ended.
+type Turn struct {
+	RunID string
+	End   event.RunFinishedData
+}
+
+// Send makes prompt the next run of the session and drives it here to its
+// end, showing its events; ask, if not nil, asks a person inline when the
+// run waits. ctx's cause says why a run was stopped early
+// (supervisor.Interrupt leaves it resumable, and the conversation goes on
+// with it in context).
+func (c *Chat) Send(ctx context.Context, prompt string, ask supervisor.Asker) (Turn, error) {
+	if c.session == nil {
+		s := &store.Session{ID: uuid.NewString(), Title: console.OneLine(prompt, 60), Local: true}
+		if err := c.cfg.DB.CreateSession(ctx, s); err != nil {
+			return Turn{}, err
+		}
+		c.session = s
+	}
+	r, err := c.cfg.Supervisor.Create(ctx, supervisor.NewRun{
+		Prompt: prompt, Workspace: c.cfg.Workspace, SessionID: c.session.ID, Options: c.cfg.Options,
+	})
+	if err != nil {
+		return Turn{}, err
+	}
+	show := console.NewDisplay(c.cfg.Out, c.cfg.Err, false, c.cfg.JSON)
+	defer show.Close()
+	end, err := c.cfg.Supervisor.Drive(ctx, r, supervisor.Drive{Options: c.cfg.Options, Show: show.Print, Ask: ask})
+	if err != nil {
+		return Turn{RunID: r.ID}, err
+	}
+	return Turn{RunID: r.ID, End: end.Data}, nil
+}
+
+// Script is the chat without a terminal: each line of in
+// is a message, its output as agent run's. It stops at the first run that
+// does not complete (failed, waiting, interrupted), which it returns with
+// the last turn, so the command exits as that run did. SIGINT and SIGTERM
+// interrupt the run under way, resumably.
+func (c *Chat) Script(ctx context.Context, in io.Reader) (Turn, error) {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	var last Turn
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		turn, err := c.interruptible(ctx, func(ctx context.Context) (Turn, error) { return c.Send(ctx, line, nil) })
+		if err != nil || turn.End.ExitCode != 0 {
+			return turn, err
+		}
+		last = turn
+	}
+	if err := sc.Err(); err != nil {
+		return last, fmt.Errorf("read messages from stdin: %w", err)
+	}
+	if last.RunID == "" {
+		return last, ErrNoMessage
+	}
+	if !c.cfg.JSON {
+		fmt.Fprintf(c.cfg.Err, "session %s; go on with: agent chat --session %s\n", c.SessionID(), console.ShortID(c.SessionID()))
+	}
+	return last, nil
+}
+
+// ErrNoMessage is a script with no message in it.
+var ErrNoMessage = errors.New("no message on stdin: each line is one")
+
+// interruptible runs one turn with SIGINT and SIGTERM interrupting it
+// resumably; the signals are the process's again once it ends.
+func (c *Chat) interruptible(ctx context.Context, turn func(context.Context) (Turn, error)) (Turn, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-sig:
+			cancel(supervisor.Interrupt(""))
+		case <-done:
+		}
+	}()
+	return turn(ctx)
+}
