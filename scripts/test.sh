@@ -13,10 +13,23 @@ if [ -n "$unformatted" ]; then
   echo "$unformatted" >&2
   exit 1
 fi
-echo "test.sh: go vet ./... (with a cold build cache it compiles SQLite first: about 3 minutes on 2 cores, with no output)" >&2
+beat= progress=
+trap 'if [ -n "$beat" ]; then kill "$beat"; fi; rm -rf "$progress"' EXIT
+echo "test.sh: go vet ./... (with a cold build cache it compiles SQLite first: about 3 minutes on 2 cores)" >&2
+began=$SECONDS
+(while sleep 60; do echo "test.sh: go vet still runs after $(((SECONDS - began) / 60))m" >&2; done) &
+beat=$!
 go vet ./...
-echo "test.sh: go test -race ./... (a cold cache compiles SQLite again with the race detector, about 3 more minutes; then the suite runs for several minutes; packages print as they finish)" >&2
-go test -race -count=1 -timeout 15m ./...
+kill "$beat"
+beat=
+echo "test.sh: go test -race ./... (a cold cache compiles SQLite again with the race detector, about 3 more minutes; then the suite runs for several minutes)" >&2
+# Through scripts/testprogress: each package prints as it finishes (ok or
+# FAIL with its time, a failure with all its failed tests printed), and at
+# least once a minute a line names what still runs. Its exit code is go
+# test's: pipefail keeps whichever of the two failed.
+progress=$(mktemp -d)
+go build -o "$progress/testprogress" ./scripts/testprogress
+go test -race -count=1 -timeout 15m -json ./... | "$progress/testprogress"
 echo "test.sh: fuzzing (scripts/fuzz.sh)" >&2
 # Then each fuzz target briefly (FUZZ_TIME, default 30000x executions; FUZZ=0
 # skips this): about 30 s for 8 targets once built; fuzzing builds its own

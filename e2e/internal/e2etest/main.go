@@ -217,7 +217,7 @@ func sourceKey(dir string) (string, error) {
 func skipDir(rel string) bool {
 	name := rel[strings.LastIndex(rel, "/")+1:]
 	return strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules" ||
-		rel == "e2e" || rel == "bin" || rel == "artifacts" || rel == "docs"
+		rel == "e2e" || rel == "bin" || rel == "artifacts" || rel == "docs" || rel == "scripts"
 }
 
 // inBuild reports whether a file (slash-separated, from the module's root)
