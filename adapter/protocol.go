@@ -42,6 +42,7 @@ type PhaseSpec struct {
 	Network bool   `json:"network,omitempty"`
 
 	MaxTurns      int    `json:"max_turns,omitempty"`
+	MaxRepeats    int    `json:"max_repeats,omitempty"` // the loop guard's limit (runner.Config.MaxRepeats); 0: 5
 	Until         string `json:"until,omitempty"`
 	MaxIterations int    `json:"max_iterations,omitempty"`
 	ContextBudget int    `json:"context_budget,omitempty"`

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"agent/config"
+	"agent/console"
 	"agent/gateway"
 	"agent/gateway/api"
 	"agent/llm"
@@ -121,9 +122,10 @@ func setUsageErrorHandlers(cmds []*cli.Command) {
 }
 
 // onUsageError turns urfave's "flag provided but not defined" and friends
-// into one line with a hint instead of a page of help.
+// into one line with a hint (a misspelt flag's too) instead of a page of help.
 func onUsageError(c *cli.Context, err error, _ bool) error {
-	return usageErrorf("%v; see '%s --help'", err, commandPath(c))
+	typed, _ := strings.CutPrefix(err.Error(), "flag provided but not defined: -")
+	return usageErrorf("%v%s; see '%s --help'", err, console.DidYouMean(typed, cli.SuggestFlag(c.Command.Flags, typed, false)), commandPath(c))
 }
 
 // commandPath is the command a context runs, as the user types it:

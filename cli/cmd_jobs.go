@@ -94,7 +94,7 @@ func jobsCreateAction(c *cli.Context) error {
 		Name: c.String("name"), CronExpr: c.String("cron"), Timezone: c.String("tz"), Prompt: c.String("prompt"),
 		SessionID: c.String("session"), Policy: policyFlags(c),
 	}
-	return changeJob(c, api.MethodJobCreate, p)
+	return changeJob(c, api.MethodJobCreate, p, scheduler.CheckChange(&p.CronExpr, &p.Timezone, p.Policy))
 }
 
 func jobsUpdateAction(c *cli.Context) error {
@@ -116,12 +116,15 @@ func jobsUpdateAction(c *cli.Context) error {
 	if p.Name == nil && p.CronExpr == nil && p.Timezone == nil && p.Prompt == nil && p.SessionID == nil && p.Policy == nil {
 		return usageErrorf("jobs update: nothing to change; give the flags to change, e.g. --cron or --timeout (see 'agent jobs update --help')")
 	}
-	return changeJob(c, api.MethodJobUpdate, p)
+	return changeJob(c, api.MethodJobUpdate, p, scheduler.CheckChange(p.CronExpr, p.Timezone, p.Policy))
 }
 
 // changeJob creates or updates a job, shows it, and warns when the
-// gateway will not fire it.
-func changeJob(c *cli.Context, method string, params any) error {
+// gateway will not fire it; invalid, it asks no gateway (scheduler.CheckChange).
+func changeJob(c *cli.Context, method string, params any, invalid error) error {
+	if invalid != nil {
+		return &usageError{msg: "invalid job: " + invalid.Error()}
+	}
 	var job scheduler.Job
 	gw, err := callJobs(c, method, params, &job)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -32,6 +33,7 @@ func modelFlags() []cli.Flag {
 		// only what the user gave over the config file or a resumed run's
 		// options; DefaultText says the default instead of urfave's zero.
 		&cli.IntFlag{Name: "max-turns", Usage: "model calls allowed per iteration", DefaultText: "50, or max_turns in config.toml"},
+		&cli.IntFlag{Name: "max-repeats", Usage: "stop when the model makes the same tool call `N` times in a row, refusing the 2 before; a bash or MCP call counts only with the same result, so polling for a change goes on", DefaultText: "5"},
 		&cli.IntFlag{Name: "model-attempts", Usage: "attempts per model call before giving up on 429/5xx/connection errors", DefaultText: "5, or model_attempts in config.toml"},
 		&cli.DurationFlag{Name: "model-idle-timeout", Usage: "give up on a model reply after this long without a data chunk; keep-alive comments do not count, and a call that stalls twice is not tried again", DefaultText: console.DurationText(llm.DefaultIdleTimeout)},
 		&cli.DurationFlag{Name: "model-call-timeout", Usage: "give up on a model call, its retries and waits included, after this long", DefaultText: console.DurationText(llm.DefaultCallTimeout)},
@@ -225,6 +227,9 @@ func flagOptions(c *cli.Context, o supervisor.Options) (supervisor.Options, erro
 		if err := f.set(c, f.name, &o); err != nil {
 			return o, usageErrorf("--%s: %v", f.name, err)
 		}
+		if n, ok := c.Value(f.name).(int); ok && n < 1 { // a count or a limit: 0 is no count
+			return o, usageErrorf("--%s must be positive, not %d; leave it out for the default", f.name, n)
+		}
 	}
 	return o, o.Validate()
 }
@@ -238,6 +243,7 @@ var optionFlags = []struct {
 	{"model", value(func(o *supervisor.Options) *string { return &o.Model })},
 	{"base-url", value(func(o *supervisor.Options) *string { return &o.BaseURL })},
 	{"max-turns", value(func(o *supervisor.Options) *int { return &o.MaxTurns })},
+	{"max-repeats", value(func(o *supervisor.Options) *int { return &o.MaxRepeats })},
 	{"model-attempts", value(func(o *supervisor.Options) *int { return &o.ModelAttempts })},
 	{"model-idle-timeout", duration(func(o *supervisor.Options) *supervisor.Duration { return &o.ModelIdleTimeout })},
 	{"model-call-timeout", duration(func(o *supervisor.Options) *supervisor.Duration { return &o.ModelCallTimeout })},
@@ -333,14 +339,7 @@ func paths(field func(*supervisor.Options) *[]string) optionSetter {
 
 // hasFlag reports whether the command defines the flag at all.
 func hasFlag(c *cli.Context, name string) bool {
-	for _, f := range c.Command.Flags {
-		for _, n := range f.Names() {
-			if n == name {
-				return true
-			}
-		}
-	}
-	return false
+	return slices.ContainsFunc(c.Command.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), name) })
 }
 
 // flagName is how the CLI names an option: by its flag.
@@ -470,11 +469,9 @@ func readPrompt(c *cli.Context) (string, error) {
 
 func splitList(vals []string) []string {
 	var out []string
-	for _, v := range vals {
-		for _, part := range strings.Split(v, ",") {
-			if part = strings.TrimSpace(part); part != "" {
-				out = append(out, part)
-			}
+	for _, part := range strings.Split(strings.Join(vals, ","), ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
 		}
 	}
 	return out

@@ -131,6 +131,7 @@ type Settings struct {
 	Database      string
 	Model         string
 	BaseURL       string
+	BaseURLFrom   string // where BaseURL was set: OPENAI_BASE_URL, base_url in config.toml's path, or "" (the default)
 	APIKey        string
 	MaxTurns      int
 	ModelAttempts int
@@ -221,6 +222,12 @@ func Load() (Settings, error) {
 		SchedulerRecoveryPolicy:      f.SchedulerRecoveryPolicy,
 
 		RetentionDays: f.RetentionDays,
+	}
+	switch {
+	case os.Getenv("OPENAI_BASE_URL") != "":
+		s.BaseURLFrom = "OPENAI_BASE_URL"
+	case f.BaseURL != "":
+		s.BaseURLFrom = "base_url in " + path
 	}
 	if u := os.Getenv(DatabaseEnv); u != "" && !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
 		return Settings{}, &Error{Msg: DatabaseEnv + " must be a PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DATABASE; unset it to use the SQLite file under AGENT_HOME"}

@@ -20,7 +20,7 @@ func TestLoadPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Home != home || s.Model != DefaultModel || s.BaseURL != DefaultBaseURL || s.APIKey != "sk-test" {
+	if s.Home != home || s.Model != DefaultModel || s.BaseURL != DefaultBaseURL || s.BaseURLFrom != "" || s.APIKey != "sk-test" {
 		t.Errorf("defaults: %+v", s)
 	}
 
@@ -32,7 +32,7 @@ func TestLoadPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Model != "from-file" || s.BaseURL != "http://file/v1" || s.MaxTurns != 7 || s.ModelAttempts != 2 {
+	if s.Model != "from-file" || s.BaseURL != "http://file/v1" || s.BaseURLFrom != "base_url in "+filepath.Join(home, "config.toml") || s.MaxTurns != 7 || s.ModelAttempts != 2 {
 		t.Errorf("file: %+v", s)
 	}
 
@@ -42,7 +42,7 @@ func TestLoadPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Model != "from-env" || s.BaseURL != "http://env/v1" || s.MaxTurns != 7 {
+	if s.Model != "from-env" || s.BaseURL != "http://env/v1" || s.BaseURLFrom != "OPENAI_BASE_URL" || s.MaxTurns != 7 {
 		t.Errorf("env over file: %+v", s)
 	}
 }

@@ -154,20 +154,20 @@ func (b *Board) Print(e event.Event) {
 		if e.Decode(&d) != nil {
 			return
 		}
-		about := b.calls[d.CallID]
+		call := strings.TrimSpace(d.Name + " " + b.calls[d.CallID])
 		delete(b.calls, d.CallID)
 		mark := "✓"
 		if !d.OK {
-			mark = "✗"
+			mark, call = "✗", call+": "+clip(d.Error, 100) // why, as the printer says it
 		}
 		who := e.PhaseID
 		if who == event.PlannerPhaseID {
 			who = "planner"
 		}
 		if !b.live {
-			b.say(b.out, "  %s %s %s %s", who, mark, d.Name, about)
+			b.say(b.out, "  %s %s %s", who, mark, call)
 		} else {
-			b.setNote(e.PhaseID, strings.TrimSpace(d.Name+" "+about))
+			b.setNote(e.PhaseID, call)
 		}
 	case event.VerificationCompleted:
 		var d event.VerificationData

@@ -28,6 +28,9 @@ func TestBoardPlainLines(t *testing.T) {
 		phaseEvent(event.PhaseStarted, "gather", 1, event.PhaseData{}),
 		phaseEvent(event.ToolStarted, "gather", 1, event.ToolStartedData{CallID: "c1", Name: "write_file", Args: []byte(`{"path":"s.md"}`)}),
 		phaseEvent(event.ToolCompleted, "gather", 1, event.ToolCompletedData{CallID: "c1", Name: "write_file", OK: true}),
+		// A failed call says why, as the printer's ✗ lines do.
+		phaseEvent(event.ToolStarted, event.PlannerPhaseID, 1, event.ToolStartedData{CallID: "p1", Name: "submit_plan", Args: []byte(`{}`)}),
+		phaseEvent(event.ToolCompleted, event.PlannerPhaseID, 1, event.ToolCompletedData{CallID: "p1", Name: "submit_plan", Error: "invalid plan: phases: a plan needs at least one phase"}),
 		phaseEvent(event.VerificationCompleted, "gather", 1, event.VerificationData{Status: "fail", Notes: []string{"fail: s.md: empty"}}),
 		phaseEvent(event.PhaseFailed, "gather", 1, event.PhaseData{Status: "failed", Reason: "s.md: empty", WillRetry: true}),
 		phaseEvent(event.PhaseCompleted, "gather", 2, event.PhaseData{DurationMS: 1500}),
@@ -42,6 +45,7 @@ func TestBoardPlainLines(t *testing.T) {
 		"  2. write — Write [programmatic: make check] after gather",
 		"▶ gather: attempt 1 started",
 		"  gather ✓ write_file s.md",
+		"  planner ✗ submit_plan: invalid plan: phases: a plan needs at least one phase",
 		"  gather verification failed: s.md: empty",
 		"✗ gather attempt 1 failed: s.md: empty (retrying)",
 		"✓ gather verified in 1.5s",

@@ -71,3 +71,48 @@ func HumanBytes(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", v, "KMG"[i])
 }
+
+// DidYouMean is the hint " (did you mean --FLAG?)" when the word typed
+// looks like a typo of the flag guessed (Near), else "".
+func DidYouMean(typed, guess string) string {
+	if !Near(typed, strings.TrimLeft(guess, "-")) {
+		return ""
+	}
+	return " (did you mean " + guess + "?)"
+}
+
+// Near reports whether typed looks like a typo of name, for a "did you
+// mean" hint: at most one letter missed, added, wrong or swapped with its
+// neighbour in a short name, two in a longer one.
+func Near(typed, name string) bool {
+	a, b := []rune(typed), []rune(name)
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	// d[i][j]: the edits that turn a[:i] into b[:j] (optimal string alignment).
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	limit := 2
+	if len(b) <= 4 {
+		limit = 1
+	}
+	return d[len(a)][len(b)] <= limit
+}

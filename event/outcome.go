@@ -43,13 +43,17 @@ const (
 	ReasonCancelled     = "cancelled"
 	ReasonProvider      = "provider"
 	ReasonVerification  = "verification"
-	ReasonInvalidPlan   = "invalid_plan" // a plan given by the user is invalid: exit 2
+	ReasonInvalidPlan   = "invalid_plan" // a plan given by the user, or every one the planner made, is invalid: exit 2
 	ReasonPlanning      = "planning"     // the planner did not produce a plan
 	ReasonPlanned       = "planned"
 	ReasonLeaseLost     = "lease_lost"
 	ReasonCrashed       = "crashed"
 	ReasonEnvironment   = "environment" // the store or disk could not be used: exit 5, resumable
 	ReasonError         = "error"
+	// ReasonInvalidOptions: an option the run could only check once it
+	// began is bad input, e.g. --allow-tools naming a tool its MCP
+	// server does not offer. Exit 2.
+	ReasonInvalidOptions = "invalid_options"
 	// ReasonBudgetExhausted: the run passed --max-tokens or --max-cost;
 	// no request was made after (docs/PROTOCOL.md#how-a-run-ends). Exit 1, resumable with
 	// a new budget.

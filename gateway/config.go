@@ -248,9 +248,13 @@ func (c Config) validate() error {
 			return fmt.Errorf("gateway: workspace root %s is not a directory", root)
 		}
 	}
-	host, _, err := net.SplitHostPort(c.Listen)
+	host, port, err := net.SplitHostPort(c.Listen)
 	if err != nil {
 		return fmt.Errorf("gateway: listen address %q: %w", c.Listen, err)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		// Bad input, not a port this machine refuses (ListenError).
+		return fmt.Errorf("gateway: listen address %q: port %q is no port number: want host:PORT, PORT from 0 (any free one) to 65535", c.Listen, port)
 	}
 	if !c.AllowRemote && !isLoopback(host) {
 		return fmt.Errorf("gateway: %s is reachable from other machines; listen on 127.0.0.1, or pass --allow-remote (the token is still required)", c.Listen)

@@ -105,6 +105,9 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.MaxConcurrentRuns = -1 }, "max concurrent runs"},
 		{func(c *Config) { c.DefaultWorkspace = "rel" }, "absolute"},
 		{func(c *Config) { c.Listen = "nonsense" }, "listen address"},
+		// A port that is no port is bad input (exit 2), refused before any listening.
+		{func(c *Config) { c.Listen = "127.0.0.1:notaport" }, `port "notaport" is no port number`},
+		{func(c *Config) { c.Listen = "127.0.0.1:65536" }, `port "65536" is no port number`},
 		{func(c *Config) { c.Token = "fifteen-chars-x" }, "at least 16"},
 		{func(c *Config) { c.MaxConnections = -1 }, "max connections"},
 		{func(c *Config) { c.IdleTimeout = -1 }, "durations"},

@@ -125,6 +125,31 @@ func TestToolsOverStdio(t *testing.T) {
 	}
 }
 
+// A tool list's entry for one tool of a started server that does not
+// offer it is named with what the server does offer; a whole server's
+// entry, a tool it offers and another server's tool are not its to judge.
+func TestUnknownNamesWhatTheServerOffers(t *testing.T) {
+	srv, _ := testServer(t, "tracker", nil)
+	_, s, _ := startSet(t, []Server{srv}, nil)
+	for _, ok := range [][2][]string{
+		{{"mcp__tracker", "read_file"}, nil},
+		{{"mcp__tracker__echo"}, {"mcp__tracker__crash"}},
+		{{"mcp__github__nope"}, nil},
+	} {
+		if u := s.Unknown(ok[0], ok[1]); u != nil {
+			t.Errorf("Unknown(%v, %v) = %v, want none", ok[0], ok[1], u)
+		}
+	}
+	u := s.Unknown([]string{"mcp__tracker__echo"}, []string{"mcp__tracker__ehco"})
+	if u == nil || u.List != "deny" || !strings.HasPrefix(u.Error(), `--deny-tools: unknown tool "mcp__tracker__ehco"; MCP server "tracker" offers: `) ||
+		!strings.Contains(u.Error(), "mcp__tracker__echo, ") {
+		t.Errorf("Unknown = %v, want the misspelt deny entry with the server's tools", u)
+	}
+	if u := (*Servers)(nil).Unknown([]string{"mcp__tracker__nope"}, nil); u != nil {
+		t.Errorf("no servers: %v", u)
+	}
+}
+
 func TestRequiredServerThatFailsNamesItWithItsStderr(t *testing.T) {
 	srv, _ := testServer(t, "tracker", map[string]string{mcptest.EnvMode: "fail"})
 	_, err := Start(context.Background(), []Server{srv}, Options{})

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -60,6 +61,56 @@ func (e *StartError) Error() string {
 }
 
 func (e *StartError) Unwrap() error { return e.Err }
+
+// UnknownToolError is an --allow-tools or --deny-tools entry that names a
+// tool, mcp__SERVER__TOOL, which its server did not offer once started:
+// bad input, as a builtin tool's name misspelt is (exit 2).
+type UnknownToolError struct {
+	Entry   string
+	List    string   // "allow" or "deny"
+	Offered []string // the server's tools, as the model is offered them
+}
+
+func (e *UnknownToolError) Error() string {
+	offered := "no tool"
+	if n := len(e.Offered); n > 0 {
+		offered = strings.Join(e.Offered[:min(n, 20)], ", ")
+		if n > 20 {
+			offered += fmt.Sprintf(" and %d more", n-20)
+		}
+	}
+	return fmt.Sprintf("--%s-tools: unknown tool %q; MCP server %q offers: %s", e.List, e.Entry, ServerOf(e.Entry), offered)
+}
+
+// Unknown returns the first entry of allow, then of deny, that names one
+// tool of a started server which that server does not offer; nil if none.
+// An entry for a whole server, or for one that did not start, is not its
+// to judge.
+func (s *Servers) Unknown(allow, deny []string) *UnknownToolError {
+	if s == nil {
+		return nil
+	}
+	for _, l := range []struct {
+		name    string
+		entries []string
+	}{{"allow", allow}, {"deny", deny}} {
+		for _, e := range l.entries {
+			for _, c := range s.conns {
+				if !IsName(e) || e == Prefix+c.srv.Name || c.srv.Name != ServerOf(e) {
+					continue
+				}
+				var offered []string
+				for _, t := range s.tools[c] {
+					offered = append(offered, ToolName(c.srv.Name, t.Name))
+				}
+				if !slices.Contains(offered, e) {
+					return &UnknownToolError{Entry: e, List: l.name, Offered: offered}
+				}
+			}
+		}
+	}
+	return nil
+}
 
 // Servers are a run's started servers and their tools.
 type Servers struct {

@@ -94,6 +94,7 @@ type Config struct {
 	MaxCost       float64
 	Price         *event.Price
 	MaxTurns      int
+	MaxRepeats    int
 	ContextBudget int
 
 	Parallel       int           // phases at once; default 1
@@ -207,6 +208,11 @@ func (o *Orchestrator) Plan(ctx context.Context, request string) (*plan.Plan, er
 	}
 	if res.Status != event.StatusCompleted {
 		pe := &PlanError{Reason: res.Reason, Stop: stopsTheRun(res)}
+		if res.Report != nil && res.Report.Reason == event.ReasonInvalidPlan {
+			// The planner's plans were invalid: the run ends as with an
+			// invalid plan file, saying the last one's error.
+			pe.Reason, pe.Stop = res.Report.Detail, event.ReasonInvalidPlan
+		}
 		if pe.Stop != "" {
 			pe.ResumeAfter = res.Report.ResumeAfter
 		}
@@ -255,20 +261,22 @@ type Outcome struct {
 	Reasons     []string
 	// Stop is why no phase may be tried again, whatever its attempts
 	// left: ReasonProvider (the model provider failed for good),
-	// ReasonBudgetExhausted or ReasonRateLimited (then until ResumeAfter).
+	// ReasonBudgetExhausted, ReasonRateLimited (then until ResumeAfter)
+	// or ReasonInvalidOptions (a tool list names a tool an MCP server
+	// does not offer).
 	Stop        string
 	ResumeAfter string
 }
 
 // stopsTheRun is why a child's end stops the whole harness, or "": a
-// provider that failed for good, a budget spent, a rate limit to wait out.
-// Retrying a phase would not help.
+// provider that failed for good, a budget spent, a rate limit to wait out,
+// options no attempt can use. Retrying a phase would not help.
 func stopsTheRun(res *adapter.Result) string {
 	if res.Report == nil {
 		return ""
 	}
 	switch r := res.Report.Reason; r {
-	case event.ReasonProvider, event.ReasonBudgetExhausted, event.ReasonRateLimited:
+	case event.ReasonProvider, event.ReasonBudgetExhausted, event.ReasonRateLimited, event.ReasonInvalidOptions:
 		return r
 	}
 	return ""
@@ -743,6 +751,7 @@ func (o *Orchestrator) spec(phaseID string, attempt int, mode, prompt string) ad
 		Workspace: o.ws.Root(), Mode: mode, Model: model, Prompt: prompt, Tools: o.cfg.Tools, WaitOptions: o.cfg.Waits,
 		Deny: o.cfg.Deny, MCPConfig: o.cfg.MCPConfig, Sandbox: o.cfg.Sandbox, Network: o.cfg.Network,
 		ContextWindow: o.cfg.ContextWindow, NoCompact: o.cfg.NoCompact, Price: o.cfg.Price, MaxTurns: o.cfg.MaxTurns, ContextBudget: o.cfg.ContextBudget,
+		MaxRepeats: o.cfg.MaxRepeats,
 	}
 }
 

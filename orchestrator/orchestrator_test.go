@@ -462,6 +462,10 @@ func TestPlanFailures(t *testing.T) {
 		{"crashed", ended(event.StatusCrashed, "runner exited without a result"), "without a result", false},
 		{"provider", &adapter.Result{Status: event.StatusFailed, Reason: "model provider: 401 Unauthorized", ExitCode: 0,
 			Report: &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonProvider}}, "401 Unauthorized", true},
+		// Invalid plans stop the run as an invalid plan file does, saying the last one's error.
+		{"invalid plans", &adapter.Result{Status: event.StatusFailed, Reason: event.ReasonInvalidPlan, Report: &event.RunnerResultData{
+			Status: event.StatusFailed, Reason: event.ReasonInvalidPlan, Detail: "the planner submitted 3 invalid plans; the last: invalid plan: phases: a plan needs at least one phase"}},
+			"the last: invalid plan: phases", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -472,7 +476,8 @@ func TestPlanFailures(t *testing.T) {
 			if !errors.As(err, &pe) {
 				t.Fatalf("Plan = %v, %v; want a *PlanError", p, err)
 			}
-			if !strings.Contains(pe.Reason, tc.wantReason) || (pe.Stop == event.ReasonProvider) != tc.provider {
+			if !strings.Contains(pe.Reason, tc.wantReason) || (pe.Stop == event.ReasonProvider) != tc.provider ||
+				(pe.Stop == event.ReasonInvalidPlan) != (tc.name == "invalid plans") {
 				t.Errorf("PlanError = %+v, want reason with %q and provider failure %v", pe, tc.wantReason, tc.provider)
 			}
 			if _, err := fx.db.PlanState(context.Background(), testRunID); !errors.Is(err, store.ErrNotFound) {

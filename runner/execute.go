@@ -58,7 +58,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 		_ = env.Sink.Emit(ctx, event.New(event.Warning, event.WarningData{Message: msg}))
 	}
 	cfg := Config{
-		ModelName: spec.Model.Name, Sink: env.Sink, MaxTurns: spec.MaxTurns,
+		ModelName: spec.Model.Name, Sink: env.Sink, MaxTurns: spec.MaxTurns, MaxRepeats: spec.MaxRepeats,
 		Until: spec.Until, MaxIterations: spec.MaxIterations, ContextBudget: spec.ContextBudget,
 		Compact: !spec.NoCompact, ContextWindow: spec.ContextWindow,
 		MaxTokens: spec.MaxTokens, MaxCost: spec.MaxCost, Price: spec.Price,
@@ -148,6 +148,10 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 	switch {
 	case runErr != nil && ctx.Err() != nil:
 		out.Status, out.Reason, out.Detail = event.StatusCancelled, event.ReasonInterrupted, context.Cause(ctx).Error()
+	case planner != nil && planner.Rejected():
+		// Its plans were invalid, as a plan file can be: the last one's
+		// error names the field (exit 2).
+		out.Reason = event.ReasonInvalidPlan
 	case planner != nil && out.Status == event.StatusCompleted:
 		if p := planner.Plan(); p != nil {
 			out.Output = string(p.JSON())
@@ -219,6 +223,12 @@ func startServers(ctx context.Context, ws *tools.Workspace, spec adapter.PhaseSp
 	servers, err := mcp.Start(ctx, used, mcp.Options{Getenv: env.Getenv, Dir: ws.Root(), Version: env.UserAgent, Warn: warn, Confine: confine})
 	if err != nil {
 		return nil, &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonEnvironment, Detail: err.Error()}
+	}
+	// Once the servers have listed their tools, a misspelt one is refused
+	// as a misspelt builtin is, before the first model request.
+	if unknown := servers.Unknown(spec.Tools, spec.Deny); unknown != nil {
+		servers.Close()
+		return nil, &event.RunnerResultData{Status: event.StatusFailed, Reason: event.ReasonInvalidOptions, Detail: unknown.Error()}
 	}
 	return servers, nil
 }

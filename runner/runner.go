@@ -27,6 +27,7 @@ import (
 	"agent/approval"
 	"agent/event"
 	"agent/llm"
+	"agent/mcp"
 	"agent/prompts"
 	"agent/tools"
 )
@@ -42,10 +43,9 @@ type Sink interface {
 const (
 	DefaultMaxTurns      = 50
 	DefaultMaxIterations = 10
-	// A call identical to the previous ones is refused from this repeat on…
-	repeatRefuseAt = 3
-	// …and the iteration is stopped at this one.
-	repeatStopAt = 5
+	// DefaultMaxRepeats: the fifth identical tool call in a row stops the
+	// iteration, and the two before it are refused (Config.MaxRepeats).
+	DefaultMaxRepeats = 5
 )
 
 // Config is what one run of the loop needs.
@@ -63,6 +63,12 @@ type Config struct {
 	// tokens; the next one starts fresh with the continuation prompt.
 	// 0 disables it.
 	ContextBudget int
+	// MaxRepeats is the loop guard's limit: the MaxRepeats-th identical
+	// tool call in a row stops the iteration, and such a call is refused
+	// from the (MaxRepeats-2)-th on. A bash or MCP call (volatile) is a
+	// repeat only when its result is the same too: it runs, so that a
+	// command polled for a change can see it. 0 means DefaultMaxRepeats.
+	MaxRepeats int
 	// RequireTool names a tool that must end the loop (a result with
 	// Stop, like submit_plan). A plain final message gets a reminder,
 	// at most twice, and then fails the run.
@@ -172,7 +178,7 @@ func describeReason(reason string) string {
 	case event.ReasonMaxIterations:
 		return "stopped at the iteration limit (--max-iterations) without the completion promise; resume to continue with a fresh budget"
 	case event.ReasonToolLoop:
-		return "stopped: the model repeated the same tool call"
+		return "stopped: the model repeated the same tool call (--max-repeats)"
 	case event.ReasonBudgetExhausted:
 		return "stopped: the run spent its budget (--max-tokens or --max-cost); resume with a new one to continue"
 	}
@@ -228,6 +234,9 @@ func (l *loop) openingPrompt() (string, error) {
 func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, error) {
 	if cfg.MaxTurns <= 0 {
 		cfg.MaxTurns = DefaultMaxTurns
+	}
+	if cfg.MaxRepeats <= 0 {
+		cfg.MaxRepeats = DefaultMaxRepeats
 	}
 	if (cfg.Until != "" || cfg.ContextBudget > 0) && cfg.MaxIterations <= 0 {
 		cfg.MaxIterations = DefaultMaxIterations
@@ -569,8 +578,17 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 			}
 			continue
 		}
-		repeats := l.countRepeat(call)
-		if repeats >= repeatStopAt {
+		// A volatile call is counted once it has its result. The tool
+		// that must end the loop bounds its own calls (submit_plan: the
+		// third invalid plan ends the planner with the plan's error).
+		repeats := 0
+		if !volatile(call.Name) {
+			repeats = l.countRepeat(signature(call))
+		}
+		if call.Name == l.cfg.RequireTool {
+			repeats = 0
+		}
+		if repeats >= l.cfg.MaxRepeats {
 			// Answer the call so the conversation stays well formed
 			// if the run is resumed.
 			res := tools.Result{IsError: true, Output: fmt.Sprintf(
@@ -609,8 +627,18 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
+		if volatile(call.Name) {
+			repeats = l.countRepeat(fmt.Sprintf("%s\x00%t\x00%s", signature(call), res.IsError, res.Output))
+			if repeats >= l.refuseAt() && repeats < l.cfg.MaxRepeats {
+				res.Output += fmt.Sprintf("\n\n[this exact %s call returned this same result %d times in a row; "+
+					"the run stops at %d: try a different approach]", call.Name, repeats, l.cfg.MaxRepeats)
+			}
+		}
 		if err := l.recordResult(ctx, call, res); err != nil {
 			return "", err
+		}
+		if volatile(call.Name) && repeats >= l.cfg.MaxRepeats {
+			return event.ReasonToolLoop, nil
 		}
 		if res.Stop {
 			l.stopped = &res
@@ -624,7 +652,7 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 // runCall runs one call whose tool.started is recorded: it refuses a call
 // repeated too often, and saves the files the call will change first.
 func (l *loop) runCall(ctx context.Context, call llm.ToolCall, repeats int) (tools.Result, error) {
-	if repeats >= repeatRefuseAt {
+	if repeats >= l.refuseAt() {
 		return tools.Result{IsError: true, Output: fmt.Sprintf(
 			"refused: this exact %s call was already made %d times in a row. Its result will not change; try a different approach.",
 			call.Name, repeats-1)}, nil
@@ -716,10 +744,24 @@ func (l *loop) wasStarted(id string) bool {
 	return false
 }
 
-// countRepeat returns how many times in a row this exact call has been made,
-// counting this one.
-func (l *loop) countRepeat(call llm.ToolCall) int {
-	sig := call.Name + "\x00" + canonicalJSON(call.Arguments)
+// volatile reports whether a tool's result may change from one identical
+// call to the next: a command's (bash) or an MCP server's, which a model
+// may poll for a change. Such a call is a repeat only when its result is
+// the same too.
+func volatile(tool string) bool { return tool == "bash" || mcp.IsName(tool) }
+
+// refuseAt is the repeat from which an identical call is refused (a
+// volatile one runs, and its result says so).
+func (l *loop) refuseAt() int { return max(2, l.cfg.MaxRepeats-2) }
+
+// signature is a call as the loop guard compares calls: its tool and its
+// arguments, whatever their formatting.
+func signature(call llm.ToolCall) string { return call.Name + "\x00" + canonicalJSON(call.Arguments) }
+
+// countRepeat returns how many times in a row a call of this signature
+// has been made, counting this one; any other call in between starts the
+// count again.
+func (l *loop) countRepeat(sig string) int {
 	if sig == l.lastCall {
 		l.repeats++
 	} else {

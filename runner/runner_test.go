@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -384,31 +385,58 @@ func TestRunMaxTurns(t *testing.T) {
 func TestRunLoopGuard(t *testing.T) {
 	t.Parallel()
 	appendX := bashArgs("echo x >> count.txt")
+	// Its output changes each time, as a clock's or a polled status does.
+	countX := bashArgs("echo x >> count.txt; wc -l < count.txt")
+	readA := `{"path":"a.txt"}`
 	tests := []struct {
-		name      string
-		args      []string // one call per model turn; past the end the model answers "ok"
-		wantLines int      // lines in count.txt: how many calls really ran
-		refused   []int    // 1-based turns whose call is refused
-		wantRes   runner.Result
+		name       string
+		tool       string   // bash unless set
+		args       []string // one call per model turn; past the end the model answers "ok"
+		maxRepeats int
+		wantLines  int   // lines in count.txt: how many bash calls really ran
+		refused    []int // 1-based turns whose call is refused
+		warned     []int // 1-based turns whose result says the run stops soon
+		wantRes    runner.Result
 	}{
 		{
-			name:      "identical calls are refused then stopped",
-			args:      []string{appendX, appendX, appendX, appendX, appendX, appendX},
-			wantLines: 2,
-			refused:   []int{3, 4},
-			wantRes:   runner.Result{Status: event.StatusFailed, Reason: event.ReasonToolLoop, Turns: 5},
+			name:    "identical calls are refused then stopped",
+			tool:    "read_file",
+			args:    []string{readA, readA, readA, readA, readA, readA},
+			refused: []int{3, 4},
+			wantRes: runner.Result{Status: event.StatusFailed, Reason: event.ReasonToolLoop, Turns: 5},
 		},
 		{
 			name: "formatting differences do not make a call new",
+			tool: "read_file",
 			args: []string{
-				appendX,
-				`{ "command" : "echo x >> count.txt" }`,
-				"{\n  \"command\": \"echo x >> count.txt\"\n}",
-				appendX,
+				readA,
+				`{ "path" : "a.txt" }`,
+				"{\n  \"path\": \"a.txt\"\n}",
+				readA,
 			},
-			wantLines: 2,
-			refused:   []int{3, 4},
-			wantRes:   runner.Result{Status: event.StatusCompleted, Reason: event.ReasonCompleted, Text: "ok", Turns: 5},
+			refused: []int{3, 4},
+			wantRes: runner.Result{Status: event.StatusCompleted, Reason: event.ReasonCompleted, Text: "ok", Turns: 5},
+		},
+		{
+			name:       "the limit is the run's",
+			tool:       "read_file",
+			args:       []string{readA, readA, readA, readA},
+			maxRepeats: 3,
+			refused:    []int{2},
+			wantRes:    runner.Result{Status: event.StatusFailed, Reason: event.ReasonToolLoop, Turns: 3},
+		},
+		{
+			name:      "a command with the same result each time runs, then stops",
+			args:      []string{appendX, appendX, appendX, appendX, appendX, appendX},
+			wantLines: 5,
+			warned:    []int{3, 4},
+			wantRes:   runner.Result{Status: event.StatusFailed, Reason: event.ReasonToolLoop, Turns: 5},
+		},
+		{
+			name:      "a command whose result changes is polled on",
+			args:      []string{countX, countX, countX, countX, countX, countX, countX},
+			wantLines: 7,
+			wantRes:   runner.Result{Status: event.StatusCompleted, Reason: event.ReasonCompleted, Text: "ok", Turns: 8},
 		},
 		{
 			name:      "a different call in between resets the count",
@@ -420,15 +448,19 @@ func TestRunLoopGuard(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
+			tool := cmp.Or(tt.tool, "bash")
 			model := forever(func(n int) llm.Response {
 				if n > len(tt.args) {
 					return final("ok")
 				}
-				return calls(tc(fmt.Sprint("c", n), "bash", tt.args[n-1]))
+				return calls(tc(fmt.Sprint("c", n), tool, tt.args[n-1]))
 			})
 			set, root := newTools(t)
+			if err := os.WriteFile(filepath.Join(root, "a.txt"), []byte("alpha\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			sink := &recSink{}
-			res, err := runner.Run(context.Background(), runner.Config{Model: model, Tools: set, Sink: sink}, "count", runner.State{})
+			res, err := runner.Run(context.Background(), runner.Config{Model: model, Tools: set, Sink: sink, MaxRepeats: tt.maxRepeats}, "count", runner.State{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -436,16 +468,18 @@ func TestRunLoopGuard(t *testing.T) {
 			if res != tt.wantRes {
 				t.Errorf("result = %+v, want %+v", res, tt.wantRes)
 			}
-			if got := strings.Count(readFile(t, filepath.Join(root, "count.txt")), "x\n"); got != tt.wantLines {
-				t.Errorf("count.txt has %d lines, want %d", got, tt.wantLines)
+			if tool == "bash" {
+				if got := strings.Count(readFile(t, filepath.Join(root, "count.txt")), "x\n"); got != tt.wantLines {
+					t.Errorf("count.txt has %d lines, want %d", got, tt.wantLines)
+				}
 			}
 			results := toolResults(t, sink)
 			for n := 1; n <= min(len(tt.args), tt.wantRes.Turns); n++ {
 				id := fmt.Sprint("c", n)
 				r, ok := results[id]
-				isRefused := slices.Contains(tt.refused, n)
+				isRefused, isWarned := slices.Contains(tt.refused, n), slices.Contains(tt.warned, n)
 				switch {
-				case tt.wantRes.Reason == event.ReasonToolLoop && n == tt.wantRes.Turns:
+				case tool != "bash" && tt.wantRes.Reason == event.ReasonToolLoop && n == tt.wantRes.Turns:
 					// Never run, but answered, so a resumed conversation is well formed.
 					if slices.Contains(startedIDs(t, sink), id) || !ok || r.OK || !strings.HasPrefix(r.Output, "stopped:") {
 						t.Errorf("call %d, which stopped the loop: started or not answered 'stopped': %+v", n, r)
@@ -456,6 +490,8 @@ func TestRunLoopGuard(t *testing.T) {
 					t.Errorf("call %d = %+v, want refused", n, r)
 				case !isRefused && !r.OK:
 					t.Errorf("call %d failed: %+v", n, r)
+				case isWarned != strings.Contains(r.Output, "same result"):
+					t.Errorf("call %d = %q: warned %v, want %v", n, r.Output, !isWarned, isWarned)
 				}
 			}
 		})
@@ -1019,6 +1055,12 @@ func TestRunStopToolAndRequireTool(t *testing.T) {
 			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: badPlan(2)}}},
 			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: badPlan(3)}}},
 		}, event.StatusFailed, "", "the planner submitted 3 invalid plans", 3},
+		// The loop guard does not hide the plan's error.
+		{"the same invalid plan three times fails with its error", []llmtest.Turn{
+			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: badPlan(1)}}},
+			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: badPlan(1)}}},
+			{ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: badPlan(1)}}},
+		}, event.StatusFailed, "", "the planner submitted 3 invalid plans; the last: invalid plan: phases", 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

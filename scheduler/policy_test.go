@@ -129,3 +129,37 @@ func TestPolicyAsk(t *testing.T) {
 		t.Errorf("an unclosed rule: %v, want refused", err)
 	}
 }
+
+// What a job change gives is checked without the job where it can be:
+// a bad value at once, a value that depends on the job's others not.
+func TestCheckChange(t *testing.T) {
+	t.Parallel()
+	str := func(s string) *string { return &s }
+	patch := func(given map[string]any) json.RawMessage { return PolicyPatch(given) }
+	tests := []struct {
+		name     string
+		cron, tz *string
+		patch    json.RawMessage
+		want     string // "" for none
+	}{
+		{"nothing given", nil, nil, nil, ""},
+		{"an unknown overlap", nil, nil, patch(map[string]any{"overlap": "bogus"}), `invalid policy: overlap "bogus": want skip_if_running, queue_one or parallel`},
+		{"an unknown missed policy", nil, nil, patch(map[string]any{"missed": "later"}), `missed "later"`},
+		{"no attempt", nil, nil, patch(map[string]any{"retry.max_attempts": 0}), "max_attempts must be at least 1"},
+		{"a zero timeout", nil, nil, patch(map[string]any{"timeout": "0s"}), "timeout must be positive"},
+		{"an unknown sandbox", nil, nil, patch(map[string]any{"sandbox": "none"}), "sandbox"},
+		{"a bad schedule", str("every day"), nil, nil, `invalid cron expression "every day"`},
+		{"an unknown zone", nil, str("Mars/Olympus"), nil, `unknown timezone "Mars/Olympus"`},
+		{"a good change", str("*/5 * * * *"), str("Europe/Berlin"), patch(map[string]any{"overlap": "parallel", "timeout": "5m"}), ""},
+		// The job may have a larger base or a smaller cap: the gateway checks.
+		{"a cap alone", nil, nil, patch(map[string]any{"retry.cap": "10s"}), ""},
+		{"a base alone", nil, nil, patch(map[string]any{"retry.base": "1h"}), ""},
+		{"a cap below its base", nil, nil, patch(map[string]any{"retry.base": "1m", "retry.cap": "10s"}), "retry cap 10s is below base 1m0s"},
+	}
+	for _, tt := range tests {
+		err := CheckChange(tt.cron, tt.tz, tt.patch)
+		if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}

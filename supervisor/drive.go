@@ -273,7 +273,7 @@ func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapt
 		Prompt: r.Prompt, Tools: o.Tools, Deny: o.DenyTools, MCPConfig: o.MCPConfig,
 		Sandbox: string(o.sandboxMode()), Network: o.Network,
 		ContextWindow: o.ContextWindow, NoCompact: o.Compact == "off", MaxTokens: o.MaxTokens, MaxCost: o.MaxCost, Price: o.Price,
-		MaxTurns: o.MaxTurns, Until: o.Until, MaxIterations: o.MaxIterations,
+		MaxTurns: o.MaxTurns, MaxRepeats: o.MaxRepeats, Until: o.Until, MaxIterations: o.MaxIterations,
 	}
 	var err error
 	if r.SessionID != "" {

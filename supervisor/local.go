@@ -25,7 +25,7 @@ import (
 // AGENT_KILL_GRACE exist for tests.
 func ConfigFor(settings config.Settings, db *store.DB, version string) Config {
 	return Config{
-		DB: db, Home: settings.Home, APIKey: settings.APIKey, Version: version,
+		DB: db, Home: settings.Home, APIKey: settings.APIKey, Version: version, BaseURL: settings.BaseURL, BaseURLFrom: settings.BaseURLFrom,
 		Exe: os.Getenv("AGENT_RUNNER_EXEC"), LeaseTTL: durationEnv("AGENT_LEASE_TTL"),
 		HeartbeatTimeout: durationEnv("AGENT_HEARTBEAT_TIMEOUT"), KillGrace: durationEnv("AGENT_KILL_GRACE"),
 	}

@@ -40,6 +40,9 @@ type Options struct {
 	Until            string   `json:"until,omitempty"`
 	MaxIterations    int      `json:"max_iterations,omitempty"`
 	Timeout          Duration `json:"timeout,omitempty"`
+	// MaxRepeats: the same tool call this many times in a row (a bash or
+	// MCP call: with the same result too) stops the loop; 0: 5.
+	MaxRepeats int `json:"max_repeats,omitempty"`
 
 	// Context and spend (README.md#context-and-spend). ContextWindow is in tokens (0:
 	// a known default for the model); Compact "off" disables compaction.
@@ -129,6 +132,8 @@ func (o Options) Validate() error {
 	switch {
 	case o.MaxTurns < 0:
 		return optionErr("max_turns", "{max_turns} must be positive")
+	case o.MaxRepeats < 0 || o.MaxRepeats == 1:
+		return optionErr("max_repeats", "{max_repeats} must be at least 2: the first call is no repeat")
 	case o.ModelAttempts < 0:
 		return optionErr("model_attempts", "{model_attempts} must be positive")
 	case o.MaxIterations < 0:
@@ -315,6 +320,9 @@ func (s *Supervisor) checkModel(o Options) error {
 	}
 	u, err := url.Parse(o.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if from := s.cfg.BaseURLFrom; from != "" && o.BaseURL == s.cfg.BaseURL {
+			return optionErr("base_url", "invalid base URL %q in %s: want http(s)://host[:port]/v1; fix it there, or override it with {base_url}", o.BaseURL, from)
+		}
 		return optionErr("base_url", "invalid base URL %q: want http(s)://host[:port]/v1 in {base_url}", o.BaseURL)
 	}
 	if s.apiKey == "" && !isLoopback(u.Hostname()) {

@@ -128,6 +128,8 @@ func errorReason(err error) string {
 		return event.ReasonEnvironment
 	case errors.As(err, &invalid):
 		return event.ReasonInvalidPlan
+	case errors.As(err, new(*mcp.UnknownToolError)):
+		return event.ReasonInvalidOptions
 	case errors.As(err, &planning):
 		if planning.Stop != "" {
 			return planning.Stop
@@ -180,7 +182,7 @@ func exitCode(reason string) int {
 	switch reason {
 	case event.ReasonCompleted, event.ReasonPlanned:
 		return 0
-	case event.ReasonInvalidPlan:
+	case event.ReasonInvalidPlan, event.ReasonInvalidOptions:
 		return 2
 	case event.ReasonProvider, event.ReasonRateLimited:
 		return 3

@@ -85,7 +85,7 @@ func TestExitCodeByReason(t *testing.T) {
 	want := map[string]int{
 		event.ReasonCompleted: 0, event.ReasonPlanned: 0, event.ReasonMaxTurns: 1, event.ReasonMaxIterations: 1,
 		event.ReasonToolLoop: 1, event.ReasonTimeout: 1, event.ReasonVerification: 1, event.ReasonCrashed: 1,
-		event.ReasonError: 1, event.ReasonPlanning: 1, event.ReasonInvalidPlan: 2, event.ReasonProvider: 3,
+		event.ReasonError: 1, event.ReasonPlanning: 1, event.ReasonInvalidPlan: 2, event.ReasonInvalidOptions: 2, event.ReasonProvider: 3,
 		event.ReasonLeaseLost: 4, event.ReasonEnvironment: 5, event.ReasonInterrupted: 130, event.ReasonCancelled: 130,
 	}
 	for reason, code := range want {

@@ -36,6 +36,10 @@ type Config struct {
 	// default os.Environ(). APIKey, if set, is added to it.
 	Env    []string
 	APIKey string
+	// BaseURL is the model endpoint the settings give a new run, and
+	// BaseURLFrom where they took it from (config.Settings): a message
+	// about that value says where to fix it.
+	BaseURL, BaseURLFrom string
 
 	// Children: the binary run as `agent runner` (default this one), its
 	// hang watchdog and SIGTERM-to-SIGKILL grace (zero: the adapter's).

@@ -90,6 +90,7 @@ func TestPrepareNamesTheOption(t *testing.T) {
 		gw    string
 	}{
 		{"negative turns", with(func(o *Options) { o.MaxTurns = -1 }), ws, "max_turns", "--max-turns must be positive", "options.max_turns must be positive"},
+		{"a repeat limit of one call", with(func(o *Options) { o.MaxRepeats = 1 }), ws, "max_repeats", "--max-repeats must be at least 2", "options.max_repeats must be at least 2"},
 		{"iterations without a promise", with(func(o *Options) { o.MaxIterations = 3 }), ws, "max_iterations",
 			"--max-iterations needs --until, the line", "options.max_iterations needs options.until, the line"},
 		{"promise of two lines", with(func(o *Options) { o.Until = "A\nB" }), ws, "until", "--until must be a single line", "options.until must be a single line"},
@@ -136,6 +137,32 @@ func TestPrepareNamesTheOption(t *testing.T) {
 	if strings.Contains(strings.Join(o.Tools, ","), "bash") || !strings.Contains(strings.Join(o.Tools, ","), "read_file") ||
 		strings.Contains(strings.Join(o.Tools, ","), "send_email") {
 		t.Errorf("offered tools %v: want the builtins but bash, and no unconfigured effect", o.Tools)
+	}
+}
+
+// A bad base URL that came from the environment or config.toml is blamed
+// on where it came from, not on --base-url, which the user did not give.
+func TestPrepareSaysWhereTheBaseURLCameFrom(t *testing.T) {
+	t.Parallel()
+	db, err := store.Open(filepath.Join(t.TempDir(), "agent.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s, err := New(Config{DB: db, Home: t.TempDir(), BaseURL: "localhost:8080/v1", BaseURLFrom: "OPENAI_BASE_URL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := func(f string) string { return "--" + strings.ReplaceAll(f, "_", "-") }
+	for _, tt := range []struct{ url, want string }{
+		{"localhost:8080/v1", `invalid base URL "localhost:8080/v1" in OPENAI_BASE_URL: want http(s)://host[:port]/v1; fix it there, or override it with --base-url`},
+		{"ftp://example.com", `invalid base URL "ftp://example.com": want http(s)://host[:port]/v1 in --base-url`},
+	} {
+		_, _, err := s.Prepare(Options{BaseURL: tt.url}, t.TempDir())
+		var bad *OptionError
+		if !errors.As(err, &bad) || bad.Message(cli) != tt.want {
+			t.Errorf("Prepare with base URL %q: %v, want %q", tt.url, err, tt.want)
+		}
 	}
 }
 

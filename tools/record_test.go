@@ -86,11 +86,14 @@ func TestSubmitPlan(t *testing.T) {
 	}
 	for i := 1; i <= 3; i++ {
 		res = set2.Run(context.Background(), SubmitPlanName, cyclic)
-		if res.Stop != (i == 3) || !res.IsError {
-			t.Fatalf("invalid submission %d = %+v", i, res)
+		if res.Stop != (i == 3) || !res.IsError || sp2.Rejected() != (i == 3) {
+			t.Fatalf("invalid submission %d = %+v, rejected %v", i, res, sp2.Rejected())
 		}
 	}
 	if !strings.Contains(res.Output, "submitted 3 invalid plans") {
 		t.Errorf("final failure = %q", res.Output)
+	}
+	if sp.Rejected() {
+		t.Error("a planner whose plan was accepted is said rejected")
 	}
 }

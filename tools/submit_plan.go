@@ -67,6 +67,7 @@ type SubmitPlan struct {
 	mu       sync.Mutex
 	attempts int
 	accepted *plan.Plan
+	rejected bool // the last submission allowed was invalid too
 }
 
 // Plan returns the accepted plan, or nil. The planner child reports it
@@ -75,6 +76,14 @@ func (t *SubmitPlan) Plan() *plan.Plan {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.accepted
+}
+
+// Rejected reports whether the planner ended on its last invalid plan:
+// the plan is at fault, as an invalid plan file is.
+func (t *SubmitPlan) Rejected() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.rejected
 }
 
 // NewSubmitPlan returns a submit_plan tool with a fresh correction budget.
@@ -92,6 +101,7 @@ func (t *SubmitPlan) Run(_ context.Context, _ *Workspace, args json.RawMessage) 
 	p, err := plan.Parse(args)
 	if err != nil {
 		if t.attempts >= maxPlanSubmissions {
+			t.rejected = true
 			return Result{IsError: true, Stop: true, Output: fmt.Sprintf(
 				"the planner submitted %d invalid plans; the last: %v", t.attempts, err)}
 		}

@@ -185,6 +185,43 @@ func TestMCPAllowAndDenyTools(t *testing.T) {
 	}
 }
 
+// A misspelt MCP tool in --allow-tools or --deny-tools is refused as a
+// misspelt builtin is, once the server has listed its tools and before
+// the first model request: exit 2, one line naming what the server offers.
+// The harness finds it before its planner asks the model; through a
+// gateway the run ends the same way.
+func TestMCPMisspeltToolIsRefused(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t, llmtest.Turn{Text: "ok"})
+	e.WithMCP(t, "")
+	const offers = `; MCP server "tracker" offers: mcp__tracker__add, `
+	for _, args := range [][]string{
+		{"run", "--allow-tools", "read_file,mcp__tracker__nope", "hi"},
+		{"run", "--deny-tools", "mcp__tracker__ehco", "hi"},
+		{"harness", "--yes", "--allow-tools", "mcp__tracker__nope", "do it"},
+	} {
+		res := e.Run(args...)
+		list := "--allow-tools"
+		if args[1] == "--deny-tools" {
+			list = "--deny-tools"
+		}
+		stderr := strings.TrimSpace(res.Stderr)
+		if res.Code != 2 || strings.Contains(stderr, "\n") || !strings.Contains(stderr, list+`: unknown tool "mcp__tracker__`) ||
+			!strings.Contains(stderr, offers) || !strings.Contains(stderr, "mcp__tracker__echo") {
+			t.Errorf("agent %s: exit %d, stderr %q; want exit 2, one line naming the tool and what the server offers", strings.Join(args, " "), res.Code, res.Stderr)
+		}
+	}
+	res := e.Run("run", "--json", "--allow-tools", "mcp__tracker__nope", "hi")
+	fin := e2etest.OfType(e2etest.DecodeEvents(t, res.Stdout), event.RunFailed)
+	var d event.RunFinishedData
+	if len(fin) != 1 || fin[0].Decode(&d) != nil || d.Reason != event.ReasonInvalidOptions || d.ExitCode != 2 || res.Code != 2 {
+		t.Errorf("--json: exit %d, run.failed %+v; want reason invalid_options, exit 2", res.Code, d)
+	}
+	if n := e.Srv.RequestCount(); n != 0 {
+		t.Errorf("%d model requests were made", n)
+	}
+}
+
 // After a kill -9 mid-call, resume runs an interrupted call again only if
 // the server marks the tool readOnlyHint.
 func TestMCPResumeRerunsOnlyReadOnlyCalls(t *testing.T) {
