@@ -54,7 +54,7 @@ func TestStdioAnswersBadLinesAndGoesOn(t *testing.T) {
 		select {
 		case m := <-lines:
 			return m
-		case <-time.After(10 * time.Second):
+		case <-time.After(time.Minute): // a safety net: a loaded machine may take seconds
 			t.Fatalf("no answer to %s", what)
 			return nil
 		}
@@ -88,7 +88,7 @@ func TestStdioAnswersBadLinesAndGoesOn(t *testing.T) {
 		if err != nil && err != io.EOF {
 			t.Errorf("the server ended with %v when stdin closed", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the server did not end when stdin closed")
 	}
 }

@@ -530,7 +530,7 @@ func TestSendEmailUnknownOutcome(t *testing.T) {
 			if !strings.Contains(res.Output, "interrupted: context canceled") {
 				t.Errorf("output %q", res.Output)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(patience):
 			t.Fatal("send did not stop when its context was cancelled")
 		}
 	})
