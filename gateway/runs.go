@@ -134,7 +134,7 @@ func (s *Server) resumeRun(ctx context.Context, p api.RunResumeParams, holder ui
 	if row.SessionID == "" {
 		return nil, errorf(api.CodeConflict, "run %s was not started in a gateway session; resume it with: agent resume %s", row.ID, row.ID)
 	}
-	if _, _, live := s.queue.get(row.ID); live {
+	if _, _, live := s.queue.get(row.ID); live && !s.leftQueue(ctx, row) {
 		return nil, errorf(api.CodeConflict, "run %s is already queued or running here", row.ID)
 	}
 	if err := s.sessions.checkWrite(row.SessionID, holder); err != nil {
@@ -147,6 +147,30 @@ func (s *Server) resumeRun(ctx context.Context, p api.RunResumeParams, holder ui
 		return nil, err
 	}
 	return s.enqueue(ctx, &run{id: row.ID, sessionID: row.SessionID, resumed: true, resend: p.ResendUnknown}, row.Kind)
+}
+
+// leftQueue reports whether a run whose drive has ended (its end is
+// stored: a client may have seen it and asked again at once) has left the
+// queue, waiting a little for the drive's last steps (its notifications)
+// to finish. A run the store says is running is live.
+func (s *Server) leftQueue(ctx context.Context, row *store.Run) bool {
+	if row.Status == event.StatusRunning || row.Status == event.StatusQueued {
+		return false
+	}
+	ctx, stop := context.WithTimeout(ctx, 10*time.Second)
+	defer stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, _, live := s.queue.get(row.ID); !live {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
 }
 
 // enqueue queues a run whose lease the gateway holds.
