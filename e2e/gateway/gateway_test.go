@@ -462,8 +462,9 @@ func TestGatewayLargeToolCall(t *testing.T) {
 	c := e2etest.GwDial(t, srv.Addr())
 	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
 	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "write a big file"})
-	// 9 MB through JSON, SQLite and the race detector several times over.
-	ctx, cancel := gatewaytest.Timeout(2 * time.Minute)
+	// 9 MB through JSON, SQLite and the race detector several times over:
+	// minutes of CPU on a loaded machine.
+	ctx, cancel := gatewaytest.Timeout(6 * time.Minute)
 	defer cancel()
 	evs, err := c.WaitTerminal(ctx, run.RunID)
 	if err != nil {
