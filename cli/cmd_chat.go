@@ -7,7 +7,6 @@ import (
 
 	"agent/chat"
 	"agent/config"
-	"agent/console"
 	"agent/supervisor"
 )
 
@@ -23,11 +22,12 @@ func chatCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "chat",
 		Usage: "a conversation in the terminal: each message a durable run of one session",
-		Description: "Each message is a run of the chat's session, seeing the session's earlier messages, so a crash,\n" +
-			"Ctrl-C or a closed terminal loses nothing. The session lives in the local store: 'agent sessions\n" +
-			"list' shows it, and 'agent chat --continue' (or --session ID) goes on in it.\n" +
-			"With stdin not a terminal, each line is a message and the output is agent run's (--json too);\n" +
-			"it stops at the first run that does not complete, exiting as that run did.\n\n" +
+		Description: "Each message is a run of the chat's session, seeing its earlier messages, so a crash, Ctrl-C or a closed\n" +
+			"terminal loses nothing. The session is in the local store: 'agent sessions list' shows it, and --continue\n" +
+			"(or --session ID) goes on in it. Enter sends; Ctrl-J or Alt-Enter adds a line; a paste stays one message;\n" +
+			"↑/↓ the history; Tab completes /commands (/help); Ctrl-C interrupts a turn (resumable: the next message goes\n" +
+			"on with it in context); Ctrl-C twice or Ctrl-D leaves. With stdin not a terminal each line is a message, the\n" +
+			"output agent run's (--json too), stopping at the first run that does not complete, exiting as it did.\n\n" +
 			"Examples:\n" +
 			"  printf 'my name is Ada\\nwhat is my name?\\n' | agent chat --json\n" +
 			"  echo 'and what did I ask first?' | agent chat --continue",
@@ -37,17 +37,16 @@ func chatCommand() *cli.Command {
 }
 
 func chatAction(c *cli.Context) error {
-	if c.Args().Len() > 0 {
-		return usageErrorf("chat takes no arguments: type the messages (or pipe them, one a line)")
-	}
-	if c.IsSet("session") && c.Bool("continue") {
-		return usageErrorf("--session and --continue together: give one")
+	if c.Args().Len() > 0 || c.IsSet("session") && c.Bool("continue") {
+		return usageErrorf("usage: agent chat [--session ID | --continue] [flags]; type the messages, or pipe them one a line")
 	}
 	settings, err := config.Load()
 	if err != nil {
 		return err
 	}
-	opts, err := flagOptions(c, supervisor.DefaultOptions(settings))
+	defaults := supervisor.DefaultOptions(settings)
+	defaults.AskHuman = inline(c) && !c.IsSet("replay") // as agent run: a person is there to answer
+	opts, err := flagOptions(c, defaults)
 	if err != nil {
 		return err
 	}
@@ -70,8 +69,8 @@ func chatAction(c *cli.Context) error {
 	} else if err != nil {
 		return err
 	}
-	if console.IsTerminal(c.App.Reader) && !c.Bool("json") {
-		return usageErrorf("agent chat on a terminal is not built yet; pipe the messages, one a line")
+	if inline(c) {
+		return conv.Terminal(c.Context, settings.Home)
 	}
 	turn, err := conv.Script(c.Context, c.App.Reader)
 	if errors.Is(err, chat.ErrNoMessage) {

@@ -19,12 +19,21 @@ type Lines struct {
 	in    io.Reader
 	once  sync.Once
 	lines chan string
+	next  func(context.Context) (string, error) // LinesFrom's
 }
 
 func NewLines(in io.Reader) *Lines { return &Lines{in: in, lines: make(chan string)} }
 
+// LinesFrom reads each line with next: a line editor's, which must stop
+// reading when ctx is done (agent chat's).
+func LinesFrom(next func(context.Context) (string, error)) *Lines { return &Lines{next: next} }
+
 // Next is the next line, trimmed, or ctx's cause, or io.EOF.
 func (l *Lines) Next(ctx context.Context) (string, error) {
+	if l.next != nil {
+		line, err := l.next(ctx)
+		return strings.TrimSpace(line), err
+	}
 	l.once.Do(func() {
 		go func() {
 			sc := bufio.NewScanner(l.in)

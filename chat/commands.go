@@ -1,0 +1,145 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/chzyer/readline"
+
+	"agent/console"
+	"agent/store"
+)
+
+// commands are the chat's slash commands, in the order /help lists them.
+var commands = []struct {
+	name, args, help string
+}{
+	{"/help", "", "this list"},
+	{"/new", "", "start a new session (the next message is its first)"},
+	{"/sessions", "", "the local sessions, most recently active first"},
+	{"/resume", "[ID]", "go on in a local session: ID, or the one last active"},
+	{"/model", "[NAME]", "say the model, or use NAME from the next message on"},
+	{"/cost", "", "tokens and USD the session has spent so far"},
+	{"/quit", "", "leave (as Ctrl-D); agent chat --continue comes back"},
+}
+
+// completer completes the commands' names with Tab.
+func completer() readline.AutoCompleter {
+	var items []readline.PrefixCompleterInterface
+	for _, c := range commands {
+		items = append(items, readline.PcItem(c.name))
+	}
+	return readline.NewPrefixCompleter(items...)
+}
+
+// command runs a slash command; done is true when it leaves the chat.
+func (t *terminal) command(ctx context.Context, line string) (done bool, err error) {
+	name, arg, _ := strings.Cut(line, " ")
+	arg = strings.TrimSpace(arg)
+	out := t.cfg.Err
+	switch name {
+	case "/help":
+		for _, c := range commands {
+			fmt.Fprintf(out, "  %-18s %s\n", strings.TrimSpace(c.name+" "+c.args), c.help)
+		}
+		fmt.Fprintln(out, "  Enter sends; Ctrl-J or Alt-Enter adds a line; ↑/↓ the history; Ctrl-C interrupts a turn; Ctrl-D leaves")
+	case "/new":
+		t.session = nil
+		fmt.Fprintln(out, "a new session starts with the next message")
+	case "/sessions":
+		return false, t.listSessions(ctx)
+	case "/resume":
+		var s *store.Session
+		if arg == "" {
+			s, err = t.cfg.DB.LastLocalSession(ctx)
+		} else {
+			s, err = t.cfg.DB.GetSession(ctx, arg)
+		}
+		switch {
+		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrAmbiguous):
+			fmt.Fprintln(out, err)
+		case err != nil:
+			return false, err
+		case !s.Local:
+			fmt.Fprintln(out, &GatewaySessionError{SessionID: s.ID})
+		default:
+			t.session = s
+			fmt.Fprintf(out, "going on in session %s: %s (%d runs)\n", console.ShortID(s.ID), s.Title, s.Runs)
+		}
+	case "/model":
+		if arg == "" {
+			fmt.Fprintf(out, "model %s\n", t.cfg.Options.Model)
+			return false, nil
+		}
+		o := t.cfg.Options
+		o.Model = arg
+		if o, _, err = t.cfg.Supervisor.Prepare(o, t.cfg.Workspace); err != nil {
+			fmt.Fprintf(out, "model %s: %v\n", arg, err)
+			return false, nil
+		}
+		t.cfg.Options = o
+		fmt.Fprintf(out, "model %s from the next message on\n", o.Model)
+	case "/cost":
+		return false, t.cost(ctx)
+	case "/quit", "/exit":
+		return true, t.leave()
+	default:
+		names := make([]string, len(commands))
+		for i, c := range commands {
+			names[i] = c.name
+		}
+		fmt.Fprintf(out, "unknown command %s; the commands are %s\n", name, strings.Join(names, " "))
+	}
+	return false, nil
+}
+
+func (t *terminal) listSessions(ctx context.Context) error {
+	ss, err := t.cfg.DB.ListSessions(ctx, 20, false)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, s := range ss {
+		if !s.Local {
+			continue
+		}
+		mark := " "
+		if s.ID == t.SessionID() {
+			mark = "*"
+		}
+		fmt.Fprintf(t.cfg.Err, "%s %s  %-40s  %d runs\n", mark, console.ShortID(s.ID), console.OneLine(s.Title, 40), s.Runs)
+		n++
+	}
+	if n == 0 {
+		fmt.Fprintln(t.cfg.Err, "no local session yet")
+	}
+	return nil
+}
+
+// cost adds up the session's runs' usage.
+func (t *terminal) cost(ctx context.Context) error {
+	if t.session == nil {
+		fmt.Fprintln(t.cfg.Err, "nothing spent: the session has no message yet")
+		return nil
+	}
+	runs, err := t.cfg.DB.ListSessionRuns(ctx, t.session.ID)
+	if err != nil {
+		return err
+	}
+	var prompt, completion int
+	var usd float64
+	for _, r := range runs {
+		prompt += r.Usage.PromptTokens
+		completion += r.Usage.CompletionTokens
+		usd += r.Usage.CostUSD
+	}
+	price := "USD unknown (no [prices] for the model in config.toml)"
+	if usd > 0 {
+		price = fmt.Sprintf("$%.4f", usd)
+	}
+	fmt.Fprintf(t.cfg.Err, "session %s: %d runs, %d tokens (%d prompt, %d completion), %s\n",
+		console.ShortID(t.session.ID), len(runs), prompt+completion, prompt, completion, price)
+	return nil
+}

@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"agent/e2e/internal/e2etest"
+	"agent/llm/llmtest"
+)
+
+// chatShell is agent chat at a tmux terminal, between two `stty -a` of it
+// (before and after, in the workspace), so a test sees the terminal left
+// as it was found.
+func chatShell(e *e2etest.Env, args ...string) string {
+	line := shellCommand(e, append([]string{"chat"}, args...)...)
+	before, after := filepath.Join(e.Workspace, "stty.before"), filepath.Join(e.Workspace, "stty.after")
+	return "stty -a > " + before + "; " + strings.Replace(line, "; echo EXIT=$?", "; echo EXIT=$?; stty -a > "+after, 1)
+}
+
+// sameTerminal fails the test unless the terminal's settings after the
+// chat are those before it.
+func sameTerminal(t *testing.T, e *e2etest.Env) {
+	t.Helper()
+	var got [2]string
+	for i, name := range []string{"stty.before", "stty.after"} {
+		path := filepath.Join(e.Workspace, name)
+		e2etest.WaitFor(t, name, func() bool { b, err := os.ReadFile(path); return err == nil && len(b) > 0 })
+		b, _ := os.ReadFile(path)
+		got[i] = string(b)
+	}
+	if got[0] != got[1] {
+		t.Errorf("the terminal after the chat differs:\nbefore: %s\nafter:  %s", got[0], got[1])
+	}
+}
+
+// TestChatTmuxConversation: at a real terminal, three messages of one
+// session (the third's request carries the first), a message of two lines
+// (Ctrl-J), the prompt naming the session and the model, /cost, an unknown
+// command, Tab completion, and Ctrl-D leaving with how to come back, the
+// terminal as it was.
+func TestChatTmuxConversation(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t,
+		llmtest.Turn{Text: "Hello Ada."},
+		llmtest.Turn{Text: "Noted: blue."},
+		llmtest.Turn{Text: "Your name is Ada."},
+		llmtest.Turn{Text: "Two lines seen."},
+	)
+	capture, keys := tmuxSession(t, chatShell(e))
+	waitScreen(t, "the first prompt", capture, func(s string) bool { return strings.Contains(s, "new session · test-model ›") })
+	keys("my name is Ada", "Enter")
+	waitScreen(t, "the first answer", capture, func(s string) bool { return strings.Contains(s, "Hello Ada.") && strings.Contains(s, "test-model ›") })
+	keys("my colour is blue", "Enter")
+	waitScreen(t, "the second answer", capture, func(s string) bool { return strings.Contains(s, "Noted: blue.") })
+	keys("what is my name?", "Enter")
+	s := waitScreen(t, "the third answer", capture, func(s string) bool { return strings.Contains(s, "Your name is Ada.") })
+	if third := string(e.Srv.Requests()[2].Body); !strings.Contains(third, "my name is Ada") || !strings.Contains(third, "Hello Ada.") {
+		t.Errorf("the third request lacks the first message: %s", third)
+	}
+	if !strings.Contains(s, "session ") {
+		t.Errorf("the prompt does not name the session:\n%s", s)
+	}
+	keys("line one", "C-j", "line two", "Enter")
+	waitScreen(t, "the answer to two lines", capture, func(s string) bool { return strings.Contains(s, "Two lines seen.") })
+	if fourth := string(e.Srv.Requests()[3].Body); !strings.Contains(fourth, `line one\nline two`) {
+		t.Errorf("the two-line message was not sent as one: %s", fourth)
+	}
+	keys("/co", "Tab", "Enter")
+	waitScreen(t, "/cost", capture, func(s string) bool { return strings.Contains(s, "4 runs,") && strings.Contains(s, "tokens") })
+	keys("/nope", "Enter")
+	waitScreen(t, "the unknown command", capture, func(s string) bool {
+		return strings.Contains(s, "unknown command /nope; the commands are /help")
+	})
+	keys("C-d")
+	s = waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=") })
+	if !strings.Contains(s, "go on with: agent chat --continue") || !strings.Contains(s, "EXIT=0") {
+		t.Errorf("leaving does not say how to come back:\n%s", s)
+	}
+	sameTerminal(t, e)
+}
+
+// TestChatTmuxApproval: under --ask bash the call waits and is asked
+// inline at the chat's editor; y runs it and the turn goes on.
+func TestChatTmuxApproval(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{e2etest.ToolCall("bash", `{"command":"echo approved > ran.txt"}`)}},
+		llmtest.Turn{Text: "It ran."},
+	)
+	capture, keys := tmuxSession(t, chatShell(e, "--ask", "bash"))
+	waitScreen(t, "the prompt", capture, func(s string) bool { return strings.Contains(s, "test-model ›") })
+	keys("run it", "Enter")
+	waitScreen(t, "the approval", capture, func(s string) bool { return strings.Contains(s, `Allow bash "echo approved > ran.txt"? [y]es`) })
+	keys("y", "Enter")
+	waitScreen(t, "the answer", capture, func(s string) bool { return strings.Contains(s, "It ran.") })
+	if b, err := os.ReadFile(filepath.Join(e.Workspace, "ran.txt")); err != nil || string(b) != "approved\n" {
+		t.Errorf("the approved call's file: %q, %v", b, err)
+	}
+	keys("C-d")
+	waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
+	sameTerminal(t, e)
+}
+
+// TestChatTmuxInterrupt: Ctrl-C while the model thinks interrupts the
+// turn, resumably, and the chat goes on; the next message's request has
+// the interrupted one in it. Ctrl-C twice at an empty prompt leaves.
+func TestChatTmuxInterrupt(t *testing.T) {
+	t.Parallel()
+	never := make(chan struct{})
+	t.Cleanup(func() { close(never) })
+	e := e2etest.New(t,
+		llmtest.Turn{Text: "never said", Gate: never, When: "count to a million"},
+		llmtest.Turn{Text: "Stopped counting.", When: "never mind"},
+	)
+	capture, keys := tmuxSession(t, chatShell(e))
+	waitScreen(t, "the prompt", capture, func(s string) bool { return strings.Contains(s, "test-model ›") })
+	keys("count to a million", "Enter")
+	e2etest.WaitFor(t, "the model's request", func() bool { return e.Srv.RequestCount() == 1 })
+	keys("C-c")
+	waitScreen(t, "the interrupt", capture, func(s string) bool {
+		return strings.Contains(s, "interrupted after") && strings.Contains(s, "the next message goes on with it in context")
+	})
+	keys("never mind", "Enter")
+	waitScreen(t, "the follow-up's answer", capture, func(s string) bool { return strings.Contains(s, "Stopped counting.") })
+	if second := string(e.Srv.Requests()[1].Body); !strings.Contains(second, "count to a million") {
+		t.Errorf("the follow-up's request lacks the interrupted message: %s", second)
+	}
+	keys("C-c")
+	waitScreen(t, "the hint", capture, func(s string) bool { return strings.Contains(s, "(Ctrl-C again or Ctrl-D to leave)") })
+	keys("C-c")
+	s := waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=") })
+	if !strings.Contains(s, "EXIT=0") || !strings.Contains(s, "agent chat --continue") {
+		t.Errorf("final screen:\n%s", s)
+	}
+	sameTerminal(t, e)
+}
+
+// TestChatTmuxHistory: what was typed in one chat is ↑ in the next, which
+// --continue opens on the same session.
+func TestChatTmuxHistory(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t, llmtest.Turn{Text: "First answer."}, llmtest.Turn{Text: "Second answer."})
+	capture, keys := tmuxSession(t, chatShell(e))
+	waitScreen(t, "the prompt", capture, func(s string) bool { return strings.Contains(s, "test-model ›") })
+	keys("remember the word marmalade", "Enter")
+	waitScreen(t, "the answer", capture, func(s string) bool { return strings.Contains(s, "First answer.") })
+	keys("C-d")
+	waitScreen(t, "the first chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
+
+	capture, keys = tmuxSession(t, shellCommand(e, "chat", "--continue"))
+	waitScreen(t, "the prompt of the session", capture, func(s string) bool { return strings.Contains(s, "session ") && strings.Contains(s, "test-model ›") })
+	keys("Up")
+	waitScreen(t, "the last message recalled", capture, func(s string) bool { return strings.Contains(s, "› remember the word marmalade") })
+	keys("Enter")
+	waitScreen(t, "the second answer", capture, func(s string) bool { return strings.Contains(s, "Second answer.") })
+	if second := string(e.Srv.Requests()[1].Body); strings.Count(second, "remember the word marmalade") != 2 {
+		t.Errorf("the second request should carry the session's first message and the recalled one: %s", second)
+	}
+}
