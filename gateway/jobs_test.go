@@ -274,8 +274,10 @@ func TestJobRuns(t *testing.T) {
 	}
 
 	// The timeout cancels a run that hangs; a run_now meanwhile is skipped.
+	// It is long enough for the second run_now to come first, however
+	// loaded the machine.
 	call[scheduler.Job](t, c, api.MethodJobCreate, api.JobCreateParams{
-		Name: "sleeper", CronExpr: "@yearly", Prompt: "sleep", Policy: json.RawMessage(`{"timeout":"1s"}`),
+		Name: "sleeper", CronExpr: "@yearly", Prompt: "sleep", Policy: json.RawMessage(`{"timeout":"10s"}`),
 	})
 	jr = call[scheduler.JobRun](t, c, api.MethodJobRunNow, api.JobParams{JobID: "sleeper"})
 	if again := call[scheduler.JobRun](t, c, api.MethodJobRunNow, api.JobParams{JobID: "sleeper"}); again.Status != "skipped" || !strings.Contains(again.ErrorText, "skip_if_running") {
@@ -283,11 +285,11 @@ func TestJobRuns(t *testing.T) {
 	}
 	waitJobEvent(t, c, scheduler.EventJobSkippedOverlap, func(d scheduler.TickData) bool { return d.Name == "sleeper" })
 	failed := tickData(t, waitJobEvent(t, c, scheduler.EventJobFailed, func(d scheduler.TickData) bool { return d.JobRunID == jr.ID }))
-	if failed.Error != "timed out after 1s" || failed.WillRetry == nil || *failed.WillRetry {
+	if failed.Error != "timed out after 10s" || failed.WillRetry == nil || *failed.WillRetry {
 		t.Errorf("job.failed %+v", failed)
 	}
 	info = call[api.RunInfo](t, c, api.MethodRunGet, api.RunParams{RunID: failed.RunID})
-	if info.Status != "failed" || info.Reason != "timeout" || !strings.HasPrefix(info.Detail, "timed out after 1s") {
+	if info.Status != "failed" || info.Reason != "timeout" || !strings.HasPrefix(info.Detail, "timed out after 10s") {
 		t.Errorf("the timed-out run: %s %q %q", info.Status, info.Reason, info.Detail)
 	}
 }
