@@ -21,6 +21,7 @@ import (
 
 	"agent/console"
 	"agent/event"
+	"agent/gateway/api"
 	"agent/store"
 	"agent/supervisor"
 )
@@ -40,6 +41,11 @@ type Config struct {
 
 	Out, Err io.Writer
 	JSON     bool // events as JSON lines on Out, as agent run --json
+
+	// Gateway, if set, keeps the session instead of the local store (DB
+	// and Supervisor are then unused), at GatewayAddr.
+	Gateway     *api.Stream
+	GatewayAddr string
 }
 
 // Chat is a conversation on one local session (store.Session.Local).
@@ -52,6 +58,9 @@ type Chat struct {
 // session is refused, since its sequence is the gateways' to keep.
 func Open(ctx context.Context, cfg Config) (*Chat, error) {
 	c := &Chat{cfg: cfg}
+	if cfg.Gateway != nil {
+		return c, c.openGateway(ctx)
+	}
 	var err error
 	switch {
 	case cfg.SessionID != "":
@@ -91,11 +100,18 @@ type Turn struct {
 }
 
 // Send makes prompt the next run of the session and drives it here to its
-// end, showing its events; ask, if not nil, asks a person inline when the
-// run waits. ctx's cause says why a run was stopped early
-// (supervisor.Interrupt leaves it resumable, and the conversation goes on
-// with it in context).
-func (c *Chat) Send(ctx context.Context, prompt string, ask supervisor.Asker) (Turn, error) {
+// end (or has the gateway drive it), showing its events; ask, if not nil,
+// asks a person inline when the run waits. ctx's cause says why a run was
+// stopped early (supervisor.Interrupt leaves it resumable, and the
+// conversation goes on with it in context).
+func (c *Chat) Send(ctx context.Context, prompt string, ask *TerminalAsker) (Turn, error) {
+	if c.cfg.Gateway != nil {
+		return c.sendGateway(ctx, prompt, ask)
+	}
+	var asker supervisor.Asker
+	if ask != nil {
+		asker = ask.Ask
+	}
 	if c.session == nil {
 		s := &store.Session{ID: uuid.NewString(), Title: console.OneLine(prompt, 60), Local: true}
 		if err := c.cfg.DB.CreateSession(ctx, s); err != nil {
@@ -111,7 +127,7 @@ func (c *Chat) Send(ctx context.Context, prompt string, ask supervisor.Asker) (T
 	}
 	show := console.NewDisplay(c.cfg.Out, c.cfg.Err, false, c.cfg.JSON)
 	defer show.Close()
-	end, err := c.cfg.Supervisor.Drive(ctx, r, supervisor.Drive{Options: c.cfg.Options, Show: show.Print, Ask: ask})
+	end, err := c.cfg.Supervisor.Drive(ctx, r, supervisor.Drive{Options: c.cfg.Options, Show: show.Print, Ask: asker})
 	if err != nil {
 		return Turn{RunID: r.ID}, err
 	}
@@ -122,7 +138,7 @@ func (c *Chat) Send(ctx context.Context, prompt string, ask supervisor.Asker) (T
 // is a message, its output as agent run's. It stops at the first run that
 // does not complete (failed, waiting, interrupted), which it returns with
 // the last turn, so the command exits as that run did. SIGINT and SIGTERM
-// interrupt the run under way, resumably.
+// interrupt the run under way, resumably (InterruptOnSignal).
 func (c *Chat) Script(ctx context.Context, in io.Reader) (Turn, error) {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
@@ -132,7 +148,9 @@ func (c *Chat) Script(ctx context.Context, in io.Reader) (Turn, error) {
 		if line == "" {
 			continue
 		}
-		turn, err := c.interruptible(ctx, func(ctx context.Context) (Turn, error) { return c.Send(ctx, line, nil) })
+		turnCtx, stop := InterruptOnSignal(ctx)
+		turn, err := c.Send(turnCtx, line, nil)
+		stop()
 		if err != nil || turn.End.ExitCode != 0 {
 			return turn, err
 		}
@@ -141,34 +159,54 @@ func (c *Chat) Script(ctx context.Context, in io.Reader) (Turn, error) {
 	if err := sc.Err(); err != nil {
 		return last, fmt.Errorf("read messages from stdin: %w", err)
 	}
-	if last.RunID == "" {
-		return last, ErrNoMessage
+	if last.RunID == "" && c.session == nil {
+		return last, ErrNoMessage // a session gone on with may have been only shown
 	}
 	if !c.cfg.JSON {
-		fmt.Fprintf(c.cfg.Err, "session %s; go on with: agent chat --session %s\n", c.SessionID(), console.ShortID(c.SessionID()))
+		fmt.Fprintf(c.cfg.Err, "session %s; go on with: agent chat --session %s%s\n", c.SessionID(), console.ShortID(c.SessionID()), c.where())
 	}
 	return last, nil
+}
+
+// where is how the commands that go on name the gateway, if any.
+func (c *Chat) where() string {
+	if c.cfg.Gateway != nil {
+		return " --gateway " + c.cfg.GatewayAddr
+	}
+	return ""
 }
 
 // ErrNoMessage is a script with no message in it.
 var ErrNoMessage = errors.New("no message on stdin: each line is one")
 
-// interruptible runs one turn with SIGINT and SIGTERM interrupting it
-// resumably; the signals are the process's again once it ends.
-func (c *Chat) interruptible(ctx context.Context, turn func(context.Context) (Turn, error)) (Turn, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sig)
+// InterruptOnSignal interrupts the run under ctx on SIGINT or SIGTERM so
+// it is saved resumable; a second signal exits at once. SIGUSR1 cancels it
+// for good (agent mcp serve's cancel). stop gives the signals back.
+func InterruptOnSignal(parent context.Context) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(parent)
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
 	done := make(chan struct{})
-	defer close(done)
 	go func() {
 		select {
+		case s := <-sig:
+			if s == syscall.SIGUSR1 {
+				cancel(supervisor.Cancel("cancelled (SIGUSR1)"))
+			} else {
+				cancel(supervisor.Interrupt(""))
+			}
+		case <-done:
+			return
+		}
+		select {
 		case <-sig:
-			cancel(supervisor.Interrupt(""))
+			os.Exit(130)
 		case <-done:
 		}
 	}()
-	return turn(ctx)
+	return ctx, func() {
+		signal.Stop(sig)
+		close(done)
+		cancel(nil)
+	}
 }

@@ -39,6 +39,10 @@ func (t *terminal) command(ctx context.Context, line string) (done bool, err err
 	name, arg, _ := strings.Cut(line, " ")
 	arg = strings.TrimSpace(arg)
 	out := t.cfg.Err
+	if t.cfg.Gateway != nil && (name == "/sessions" || name == "/resume" || name == "/cost") {
+		fmt.Fprintf(out, "%s is for local sessions; the gateway's web view lists its sessions and what they cost\n", name)
+		return false, nil
+	}
 	switch name {
 	case "/help":
 		for _, c := range commands {

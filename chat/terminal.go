@@ -126,7 +126,7 @@ func (t *terminal) send(ctx context.Context, msg string) error {
 		t.mu.Unlock()
 	}()
 	asker := &TerminalAsker{lines: console.LinesFrom(t.question), out: &t.pending}
-	turn, err := t.Send(ctx, msg, asker.Ask)
+	turn, err := t.Send(ctx, msg, asker)
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func (t *terminal) leaving() bool {
 // leave says how to come back.
 func (t *terminal) leave() error {
 	if id := t.SessionID(); id != "" {
-		fmt.Fprintf(t.cfg.Err, "session %s kept; go on with: agent chat --continue\n", console.ShortID(id))
+		fmt.Fprintf(t.cfg.Err, "session %s kept; go on with: agent chat --continue%s\n", console.ShortID(id), t.where())
 	}
 	return nil
 }

@@ -2,11 +2,13 @@ package cli
 
 import (
 	"errors"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
 	"agent/chat"
 	"agent/config"
+	"agent/gateway/api"
 	"agent/supervisor"
 )
 
@@ -17,7 +19,8 @@ func chatCommand() *cli.Command {
 		&cli.StringSliceFlag{Name: "deny-tools", Usage: "never offer these tools, comma separated"},
 		mcpConfigFlag(),
 		&cli.StringFlag{Name: "session", Usage: "go on in this local session (a unique prefix will do)"},
-		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "go on in the local session last active"},
+		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "go on in the local session last active (with --gateway, the gateway's)"},
+		&cli.StringFlag{Name: "gateway", Usage: "keep the session in a gateway, where a turn goes on if the chat closes: `URL`, or bare for $AGENT_GATEWAY or " + api.DefaultURL},
 	)
 	return &cli.Command{
 		Name:  "chat",
@@ -44,26 +47,38 @@ func chatAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	cfg := chat.Config{SessionID: c.String("session"), Continue: c.Bool("continue"), Out: c.App.Writer, Err: c.App.ErrWriter, JSON: c.Bool("json")}
 	defaults := supervisor.DefaultOptions(settings)
+	addr, remote := gatewayAddress(c)
+	if remote {
+		defaults = supervisor.Options{} // the gateway fills in its own
+	}
 	defaults.AskHuman = inline(c) && !c.IsSet("replay") // as agent run: a person is there to answer
-	opts, err := flagOptions(c, defaults)
-	if err != nil {
+	if cfg.Options, err = flagOptions(c, defaults); err != nil {
 		return err
 	}
-	db, sup, err := openSupervisor(settings)
-	if err != nil {
-		return err
+	if remote {
+		if cfg.Gateway, err = dialGateway(c.Context, addr); err != nil {
+			return err
+		}
+		defer cfg.Gateway.Close()
+		cfg.GatewayAddr = addr
+		if cfg.Workspace, err = filepath.Abs(config.Pick(c.String("workspace"), ".")); err != nil {
+			return usageErrorf("--workspace: %v", err)
+		}
+	} else {
+		db, sup, err := openSupervisor(settings)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		opts, ws, err := sup.Prepare(cfg.Options, config.Pick(c.String("workspace"), "."))
+		if err != nil {
+			return err
+		}
+		cfg.DB, cfg.Supervisor, cfg.Options, cfg.Workspace = db, sup, opts, ws.Root()
 	}
-	defer db.Close()
-	opts, ws, err := sup.Prepare(opts, config.Pick(c.String("workspace"), "."))
-	if err != nil {
-		return err
-	}
-	conv, err := chat.Open(c.Context, chat.Config{
-		DB: db, Supervisor: sup, Options: opts, Workspace: ws.Root(),
-		SessionID: c.String("session"), Continue: c.Bool("continue"),
-		Out: c.App.Writer, Err: c.App.ErrWriter, JSON: c.Bool("json"),
-	})
+	conv, err := chat.Open(c.Context, cfg)
 	if errors.As(err, new(*chat.GatewaySessionError)) {
 		return usageErrorf("%v", err)
 	} else if err != nil {

@@ -1,15 +1,11 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -373,7 +369,7 @@ func driveRun(c *cli.Context, sup *supervisor.Supervisor, r *store.Run, d superv
 	if inline(c) {
 		d.Ask = chat.NewTerminalAsker(c.App.Reader, c.App.ErrWriter).Ask
 	}
-	ctx, stop := interruptOnSignal(c.Context)
+	ctx, stop := chat.InterruptOnSignal(c.Context)
 	defer stop()
 	end, err := sup.Drive(ctx, r, d)
 	if err != nil {
@@ -396,39 +392,6 @@ func finished(c *cli.Context, runID string, fin event.RunFinishedData) error {
 		msg = fmt.Sprintf("run %s %s", runID, msg) // a script's Ctrl-C: which run to resume
 	}
 	return &exitError{code: fin.ExitCode, msg: msg}
-}
-
-// interruptOnSignal interrupts the run on SIGINT or SIGTERM so it is saved
-// resumable; a second signal exits at once.
-func interruptOnSignal(parent context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(parent)
-	sig := make(chan os.Signal, 2)
-	// SIGUSR1 cancels the run for good (agent mcp serve's cancel); Ctrl-C
-	// and SIGTERM leave it resumable.
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case s := <-sig:
-			if s == syscall.SIGUSR1 {
-				cancel(supervisor.Cancel("cancelled (SIGUSR1)"))
-			} else {
-				cancel(supervisor.Interrupt(""))
-			}
-		case <-done:
-			return
-		}
-		select {
-		case <-sig:
-			os.Exit(130)
-		case <-done:
-		}
-	}()
-	return ctx, func() {
-		signal.Stop(sig)
-		close(done)
-		cancel(nil)
-	}
 }
 
 // inline reports whether a person at this terminal can answer the run's

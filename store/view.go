@@ -197,6 +197,7 @@ type SessionView struct {
 	ParentID      string    `json:"parent_id,omitempty"`
 	ForkedFromSeq int64     `json:"forked_from_seq,omitempty"`
 	JobID         string    `json:"job_id,omitempty"` // the scheduled job whose tick created it
+	Local         bool      `json:"local,omitempty"`  // agent chat's, kept without a gateway
 	LastSeq       int64     `json:"last_seq"`
 	Runs          int       `json:"runs"`
 	CreatedAt     time.Time `json:"created_at"`
@@ -206,5 +207,5 @@ type SessionView struct {
 // View is s as the front-ends show it.
 func (s *Session) View() SessionView {
 	return SessionView{ID: s.ID, SessionID: s.ID, Title: s.Title, ParentID: s.ParentID, ForkedFromSeq: s.ForkedFromSeq,
-		JobID: s.JobID, LastSeq: s.LastSeq, Runs: s.Runs, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+		JobID: s.JobID, Local: s.Local, LastSeq: s.LastSeq, Runs: s.Runs, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
 }

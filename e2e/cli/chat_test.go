@@ -10,6 +10,7 @@ import (
 	"agent/e2e/internal/e2etest"
 	"agent/event"
 	"agent/llm/llmtest"
+	"agent/store"
 )
 
 // TestChatScripted is agent chat with its messages on stdin, one a line:
@@ -133,5 +134,62 @@ func decodeSession(t *testing.T, stdout string) []event.Event {
 			t.Fatalf("seq %d of session %s after %d of %s", ev.Seq, ev.SessionID, evs[n-1].Seq, evs[n-1].SessionID)
 		}
 		evs = append(evs, ev)
+	}
+}
+
+// TestChatGatewayKilledMidTurn: a chat whose session lives in a gateway is
+// killed while the model thinks about its second message; the turn
+// completes in the gateway all the same, and agent chat --gateway
+// --continue shows it, then goes on in the same session.
+func TestChatGatewayKilledMidTurn(t *testing.T) {
+	t.Parallel()
+	thinking := make(chan struct{})
+	e := e2etest.New(t,
+		llmtest.Turn{Text: "Hello Ada."},
+		llmtest.Turn{Text: "Your name is Ada.", Gate: thinking},
+		llmtest.Turn{Text: "You asked my name."},
+	)
+	g := e.StartGateway()
+	chat := e.Command("chat", "--gateway", "--json")
+	chat.Env = append(chat.Env, e.GatewayEnv(g.Addr)...)
+	chat.Stdin = strings.NewReader("my name is Ada\nwhat is my name?\n")
+	if err := chat.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e2etest.WaitFor(t, "the second message's model request", func() bool { return e.Srv.RequestCount() == 2 })
+	if err := chat.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = chat.Wait()
+	close(thinking)
+
+	db := e.OpenStore(t)
+	ctx := context.Background()
+	var runs []store.Run
+	e2etest.WaitFor(t, "the turn to complete in the gateway", func() bool {
+		ss, err := db.ListSessions(ctx, 0, false)
+		if err != nil || len(ss) != 1 {
+			return false
+		}
+		runs, err = db.ListSessionRuns(ctx, ss[0].ID)
+		return err == nil && len(runs) == 2 && runs[1].Status == event.StatusCompleted
+	})
+
+	cont := e.Command("chat", "--gateway", "--continue", "--json")
+	cont.Env = append(cont.Env, e.GatewayEnv(g.Addr)...)
+	cont.Stdin = strings.NewReader("what did I ask?\n")
+	out, err := cont.Output()
+	if err != nil {
+		t.Fatalf("chat --gateway --continue: %v", err)
+	}
+	evs := decodeSession(t, string(out))
+	if evs[0].RunID != runs[1].ID || !strings.Contains(string(out), "Your name is Ada.") {
+		t.Errorf("--continue does not show the turn the gateway completed first:\n%s", out)
+	}
+	if n := len(e2etest.OfType(evs, event.RunCompleted)); n != 2 {
+		t.Errorf("%d runs completed in the output, want the one shown and the new one:\n%s", n, out)
+	}
+	if third := string(e.Srv.Requests()[2].Body); !strings.Contains(third, "Your name is Ada.") {
+		t.Errorf("the next message's request lacks the turn completed in the gateway: %s", third)
 	}
 }
