@@ -210,3 +210,55 @@ func InterruptOnSignal(parent context.Context) (ctx context.Context, stop func()
 		cancel(nil)
 	}
 }
+
+// ErrNothingWaits is /approve or /deny with no run of the session waiting.
+var ErrNothingWaits = errors.New("no run of this session waits for an answer")
+
+// Answer resolves the wait of the session's last run, if it waits (a
+// chat closed while it asked, or a script's exit 6), through
+// supervisor.Answer as every channel does, and goes on with the run here.
+func (c *Chat) Answer(ctx context.Context, d supervisor.Decision, ask *TerminalAsker) (Turn, error) {
+	if c.session == nil || c.cfg.Gateway != nil {
+		return Turn{}, ErrNothingWaits
+	}
+	runs, err := c.cfg.DB.ListSessionRuns(ctx, c.session.ID)
+	if err != nil {
+		return Turn{}, err
+	}
+	if len(runs) == 0 || runs[len(runs)-1].Status != event.StatusWaiting {
+		return Turn{}, ErrNothingWaits
+	}
+	id := runs[len(runs)-1].ID
+	if _, err := supervisor.Answer(ctx, c.cfg.DB, id, d); err != nil {
+		return Turn{}, err
+	}
+	r, opts, err := c.cfg.Supervisor.Load(ctx, id)
+	if err != nil {
+		return Turn{}, err
+	}
+	if opts, err = c.cfg.Supervisor.Reopen(ctx, r, opts); err != nil {
+		return Turn{}, err
+	}
+	show := console.NewDisplay(c.cfg.Out, c.cfg.Err, false, c.cfg.JSON)
+	defer show.Close()
+	drive := supervisor.Drive{Options: opts, Resume: true, Show: show.Print}
+	if ask != nil {
+		drive.Ask = ask.Ask
+	}
+	end, err := c.cfg.Supervisor.Drive(ctx, r, drive)
+	return Turn{RunID: r.ID, End: end.Data}, err
+}
+
+// Fork goes on in a new local session holding this one's conversation up
+// to seq (0: all of it), as agent sessions fork makes; this one stays.
+func (c *Chat) Fork(ctx context.Context, seq int64) error {
+	if c.session == nil || c.cfg.Gateway != nil {
+		return errors.New("nothing to fork: the session has no message yet, or is a gateway's (agent sessions fork)")
+	}
+	s, err := c.cfg.DB.ForkSession(ctx, c.session.ID, uuid.NewString(), "", seq)
+	if err != nil {
+		return err
+	}
+	c.session = s
+	return nil
+}

@@ -4,12 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/chzyer/readline"
 
+	"agent/config"
 	"agent/console"
+	"agent/event"
 	"agent/store"
+	"agent/supervisor"
 )
 
 // commands are the chat's slash commands, in the order /help lists them.
@@ -22,6 +28,9 @@ var commands = []struct {
 	{"/resume", "[ID]", "go on in a local session: ID, or the one last active"},
 	{"/model", "[NAME]", "say the model, or use NAME from the next message on"},
 	{"/cost", "", "tokens and USD the session has spent so far"},
+	{"/fork", "[SEQ]", "go on in a new session with this one's conversation (up to event SEQ)"},
+	{"/approve", "", "allow the call the session's run waits for, and go on with it"},
+	{"/deny", "[REASON]", "refuse it (the model is told REASON), and go on"},
 	{"/quit", "", "leave (as Ctrl-D); agent chat --continue comes back"},
 }
 
@@ -39,8 +48,8 @@ func (t *terminal) command(ctx context.Context, line string) (done bool, err err
 	name, arg, _ := strings.Cut(line, " ")
 	arg = strings.TrimSpace(arg)
 	out := t.cfg.Err
-	if t.cfg.Gateway != nil && (name == "/sessions" || name == "/resume" || name == "/cost") {
-		fmt.Fprintf(out, "%s is for local sessions; the gateway's web view lists its sessions and what they cost\n", name)
+	if t.cfg.Gateway != nil && slices.Contains([]string{"/sessions", "/resume", "/cost", "/fork", "/approve", "/deny"}, name) {
+		fmt.Fprintf(out, "%s is for local sessions; the gateway's web view does it for its sessions\n", name)
 		return false, nil
 	}
 	switch name {
@@ -87,6 +96,29 @@ func (t *terminal) command(ctx context.Context, line string) (done bool, err err
 		fmt.Fprintf(out, "model %s from the next message on\n", o.Model)
 	case "/cost":
 		return false, t.cost(ctx)
+	case "/fork":
+		seq, perr := strconv.ParseInt(config.Pick(arg, "0"), 10, 64)
+		if perr != nil || seq < 0 {
+			fmt.Fprintf(out, "/fork takes an event seq (agent sessions show lists them), not %q\n", arg)
+			return false, nil
+		}
+		from := t.SessionID()
+		if err := t.Fork(ctx, seq); err != nil {
+			fmt.Fprintln(out, err)
+			return false, nil
+		}
+		fmt.Fprintf(out, "session %s, forked from %s; the next message goes there\n", console.ShortID(t.SessionID()), console.ShortID(from))
+	case "/approve", "/deny":
+		d := supervisor.Decision{Decide: supervisor.DecideAllow, Via: event.ViaTerminal, Who: os.Getenv("USER")}
+		if name == "/deny" {
+			d.Decide, d.Text = supervisor.DecideDeny, arg
+		}
+		err := t.turnWith(ctx, func(ctx context.Context, asker *TerminalAsker) (Turn, error) { return t.Answer(ctx, d, asker) })
+		if errors.Is(err, ErrNothingWaits) || errors.As(err, new(*store.AnsweredError)) {
+			fmt.Fprintln(out, err)
+			return false, nil
+		}
+		return false, err
 	case "/quit", "/exit":
 		return true, t.leave()
 	default:

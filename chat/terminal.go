@@ -115,6 +115,12 @@ func (t *terminal) loop(ctx context.Context) error {
 
 // send runs one message as a turn that Ctrl-C (SIGINT) interrupts.
 func (t *terminal) send(ctx context.Context, msg string) error {
+	return t.turnWith(ctx, func(ctx context.Context, asker *TerminalAsker) (Turn, error) { return t.Send(ctx, msg, asker) })
+}
+
+// turnWith runs a turn (a message, or a waiting run answered) that Ctrl-C
+// (SIGINT) interrupts, asking inline at the editor.
+func (t *terminal) turnWith(ctx context.Context, turnFn func(context.Context, *TerminalAsker) (Turn, error)) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	t.mu.Lock()
@@ -126,7 +132,7 @@ func (t *terminal) send(ctx context.Context, msg string) error {
 		t.mu.Unlock()
 	}()
 	asker := &TerminalAsker{lines: console.LinesFrom(t.question), out: &t.pending}
-	turn, err := t.Send(ctx, msg, asker)
+	turn, err := turnFn(ctx, asker)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,4 +159,47 @@ func TestChatTmuxHistory(t *testing.T) {
 	if second := string(e.Srv.Requests()[1].Body); strings.Count(second, "remember the word marmalade") != 2 {
 		t.Errorf("the second request should carry the session's first message and the recalled one: %s", second)
 	}
+}
+
+// TestChatTmuxApproveAndFork: a scripted chat under --ask parks (exit 6);
+// agent chat --continue at a terminal answers it with /approve, and the run
+// goes on here; /fork then goes on in a new session holding the
+// conversation, and /deny with nothing waiting says so.
+func TestChatTmuxApproveAndFork(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{e2etest.ToolCall("bash", `{"command":"echo approved > ran.txt"}`)}},
+		llmtest.Turn{Text: "It ran."},
+		llmtest.Turn{Text: "Still here, in the fork."},
+	)
+	script := e.Command("chat", "--ask", "bash", "--json")
+	script.Stdin = strings.NewReader("run it\n")
+	_ = script.Run()
+	if code := script.ProcessState.ExitCode(); code != 6 {
+		t.Fatalf("the scripted chat exited %d, want 6: its run waits", code)
+	}
+	capture, keys := tmuxSession(t, chatShell(e, "--continue"))
+	waitScreen(t, "the prompt", capture, func(s string) bool { return strings.Contains(s, "test-model ›") })
+	keys("/approve", "Enter")
+	waitScreen(t, "the run going on", capture, func(s string) bool { return strings.Contains(s, "It ran.") })
+	if b, err := os.ReadFile(filepath.Join(e.Workspace, "ran.txt")); err != nil || string(b) != "approved\n" {
+		t.Errorf("the approved call's file: %q, %v", b, err)
+	}
+	keys("/deny", "Enter")
+	waitScreen(t, "nothing to deny", capture, func(s string) bool { return strings.Contains(s, "no run of this session waits") })
+	keys("/fork", "Enter")
+	waitScreen(t, "the fork", capture, func(s string) bool { return strings.Contains(s, "the next message goes there") })
+	keys("are you there?", "Enter")
+	waitScreen(t, "the fork's answer", capture, func(s string) bool { return strings.Contains(s, "Still here, in the fork.") })
+	if third := string(e.Srv.Requests()[2].Body); !strings.Contains(third, "run it") || !strings.Contains(third, "It ran.") {
+		t.Errorf("the fork's request lacks the conversation: %s", third)
+	}
+	db := e.OpenStore(t)
+	ss, err := db.ListSessions(context.Background(), 0, false)
+	if err != nil || len(ss) != 2 || ss[0].ParentID != ss[1].ID || !ss[0].Local {
+		t.Errorf("sessions after /fork: %+v, %v; want the fork, local, naming its source", ss, err)
+	}
+	keys("C-d")
+	waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
+	sameTerminal(t, e)
 }
