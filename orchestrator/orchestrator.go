@@ -546,8 +546,10 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 			return end
 		}
 	}
-	began := time.Now()
-	if err := o.emitPhase(ctx, event.PhaseStarted, ph.ID, attempt, event.PhaseData{Title: ph.Title}); err != nil {
+	// The attempt's time runs from its phase.started to its end, as the
+	// boards' clocks show it running: verification included.
+	began := time.Now().UTC()
+	if err := o.emitPhaseAt(ctx, began, event.PhaseStarted, ph.ID, attempt, event.PhaseData{Title: ph.Title}); err != nil {
 		end.err = err
 		return end
 	}
@@ -602,13 +604,18 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 		res.Status = event.StatusCrashed
 	}
 	data := event.PhaseData{
-		Title: ph.Title, Output: res.Output, DurationMS: time.Since(began).Milliseconds(),
+		Title: ph.Title, Output: res.Output,
 		Usage: &event.Usage{PromptTokens: res.Usage.PromptTokens, CompletionTokens: res.Usage.CompletionTokens},
+	}
+	endAttempt := func(typ string) error {
+		now := time.Now().UTC()
+		data.DurationMS = now.Sub(began).Milliseconds()
+		return o.emitPhaseAt(persist, now, typ, ph.ID, attempt, data)
 	}
 
 	interrupted := func() phaseEnd {
 		data.Status, data.Reason = event.StatusCancelled, "interrupted by the user"
-		end.err = o.emitPhase(persist, event.PhaseFailed, ph.ID, attempt, data)
+		end.err = endAttempt(event.PhaseFailed)
 		return end
 	}
 	if ctx.Err() != nil || res.Status == event.StatusCancelled {
@@ -618,7 +625,7 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 		// The worker running it went away: the phase did not fail, so the
 		// attempt counts no more than one a stopped harness left.
 		data.Status, data.Reason, data.Reasons, data.WillRetry = event.StatusInterrupted, res.Reason, []string{res.Reason}, true
-		end.err = o.emitPhase(persist, event.PhaseFailed, ph.ID, attempt, data)
+		end.err = endAttempt(event.PhaseFailed)
 		return end
 	}
 
@@ -635,7 +642,7 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 		if findings.Passed() {
 			data.Status = event.StatusPassed
 			end.passed, end.output = true, res.Output
-			end.err = o.emitPhase(persist, event.PhaseCompleted, ph.ID, attempt, data)
+			end.err = endAttempt(event.PhaseCompleted)
 			_ = o.writeProgress(persist)
 			return end
 		}
@@ -651,7 +658,7 @@ func (o *Orchestrator) runPhase(ctx context.Context, p *plan.Plan, ph plan.Phase
 	data.Reasons, data.Reason = reasons, strings.Join(reasons, "; ")
 	data.WillRetry = budget.used+1 < ph.MaxAttempts && end.stop == ""
 	end.reasons, end.exhausted = reasons, !data.WillRetry
-	end.err = o.emitPhase(persist, event.PhaseFailed, ph.ID, attempt, data)
+	end.err = endAttempt(event.PhaseFailed)
 	_ = o.writeProgress(persist)
 	return end
 }
@@ -807,8 +814,13 @@ func (o *Orchestrator) emit(ctx context.Context, e event.Event) error {
 }
 
 func (o *Orchestrator) emitPhase(ctx context.Context, typ, phaseID string, attempt int, data event.PhaseData) error {
+	return o.emitPhaseAt(ctx, time.Now().UTC(), typ, phaseID, attempt, data)
+}
+
+// emitPhaseAt is emitPhase with the event's time.
+func (o *Orchestrator) emitPhaseAt(ctx context.Context, at time.Time, typ, phaseID string, attempt int, data event.PhaseData) error {
 	e := event.New(typ, data)
-	e.PhaseID, e.Attempt = phaseID, attempt
+	e.TS, e.PhaseID, e.Attempt = at, phaseID, attempt
 	return o.emit(ctx, e)
 }
 
