@@ -196,7 +196,7 @@ func exitCode(err error) int {
 		return 2
 	case errors.As(err, new(*llm.Error)), errors.As(err, new(*api.UnreachableError)):
 		return 3
-	case errors.As(err, new(*store.LeaseHeldError)), errors.As(err, new(*supervisor.NotResumableError)):
+	case errors.As(err, new(*store.LeaseHeldError)), errors.As(err, new(*supervisor.NotResumableError)), errors.As(err, new(*store.SessionInUseError)):
 		return 4
 	case errors.As(err, new(*store.UnusableError)), errors.As(err, new(*config.HomeError)), errors.As(err, new(*gateway.ListenError)),
 		errors.As(err, new(*mcpserve.DirError)):

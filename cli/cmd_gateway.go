@@ -25,11 +25,11 @@ func gatewayCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "gateway",
 		Usage: "run the local daemon: sessions, runs and replayable event streams over WebSocket and HTTP",
-		Description: "Clients connect to ws://ADDR/ws (protocol v1) or use the HTTP API on the same port:\n" +
-			"GET /healthz, GET /v1/sessions, GET /v1/runs/ID, GET /v1/runs/ID/events?after_seq=N (Server-Sent\n" +
-			"Events), POST /v1/runs. Every request needs the token, as 'Authorization: Bearer TOKEN' (or, on /ws,\n" +
-			"in the connect frame); a token in a URL is always refused. The token is AGENT_GATEWAY_TOKEN, or the\n" +
-			"contents of $AGENT_HOME/gateway.token, created with mode 0600 on first start.\n\n" +
+		Description: "Clients connect to ws://ADDR/ws (protocol v1) or use the HTTP API on the same port: GET /v1/sessions,\n" +
+			"GET /v1/runs/ID, GET /v1/runs/ID/events?after_seq=N (Server-Sent Events), POST /v1/runs. Each needs\n" +
+			"the token, as 'Authorization: Bearer TOKEN' (or, on /ws, in the connect frame); a token in a URL is\n" +
+			"always refused; GET /healthz answers anyone, saying only that the gateway is up. The token is\n" +
+			"AGENT_GATEWAY_TOKEN, or the contents of $AGENT_HOME/gateway.token, created with mode 0600 on first start.\n\n" +
 			"A browser opens the web view at http://ADDR/ and signs in there with the token, once: the page then\n" +
 			"holds an HttpOnly session cookie, which pages of other origins cannot use.\n\n" +
 			"A run works in --workspace or a directory below it, or below a --workspace-root; its\n" +

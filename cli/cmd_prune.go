@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -47,19 +46,6 @@ func pruneCommand() *cli.Command {
 	}
 }
 
-// pruneView is agent prune --json: what it was asked, what it removed
-// and, with --vacuum, the database's size (its file and WAL) before and
-// after.
-type pruneView struct {
-	DryRun    bool      `json:"dry_run"`
-	OlderThan string    `json:"older_than"`
-	Before    time.Time `json:"before"` // runs that finished before it
-	Runs      int       `json:"runs"`
-	store.PruneReport
-	DatabaseBefore int64 `json:"database_bytes_before,omitempty"`
-	DatabaseAfter  int64 `json:"database_bytes_after,omitempty"`
-}
-
 func pruneAction(c *cli.Context) error {
 	if c.Args().Len() > 0 {
 		return usageErrorf("prune takes no arguments; see 'agent prune --help'")
@@ -98,26 +84,13 @@ func pruneAction(c *cli.Context) error {
 	if rep.Runs == nil {
 		rep.Runs = []string{}
 	}
-	v := pruneView{DryRun: dry, OlderThan: age.String(), Before: before.UTC().Truncate(time.Second), Runs: len(rep.Runs), PruneReport: rep}
+	v := console.PruneView{DryRun: dry, OlderThan: age.String(), Before: before.UTC().Truncate(time.Second), Runs: len(rep.Runs), PruneReport: rep}
 	if vacuum {
 		if v.DatabaseBefore, v.DatabaseAfter, err = db.Vacuum(c.Context); err != nil {
 			return err
 		}
 	}
-	if c.Bool("json") {
-		return json.NewEncoder(c.App.Writer).Encode(v)
-	}
-	w := c.App.Writer
-	console.PrintPrune(w, rep, v.Before, dry)
-	switch {
-	case vacuum:
-		fmt.Fprintf(w, "database %s → %s\n", console.HumanBytes(v.DatabaseBefore), console.HumanBytes(v.DatabaseAfter))
-	case dry:
-		fmt.Fprintln(w, "nothing was changed (--dry-run)")
-	case rep.Bytes > 0:
-		fmt.Fprintln(w, "the database reuses the space; 'agent prune --older-than "+c.String("older-than")+" --vacuum' gives it back to the disk")
-	}
-	return nil
+	return console.PrintPruneView(c.App.Writer, v, vacuum, c.Bool("json"), c.String("older-than"))
 }
 
 // parseAge reads --older-than: a Go duration, or whole days as 30d.

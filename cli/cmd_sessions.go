@@ -8,14 +8,13 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"agent/console"
-	"agent/store"
 )
 
 func sessionsCommand() *cli.Command {
 	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print JSON: one object per line for lists, one object otherwise"}
 	return &cli.Command{
 		Name:  "sessions",
-		Usage: "inspect and fork gateway sessions",
+		Usage: "inspect, fork and delete gateway sessions",
 		Description: "Sessions live in $AGENT_HOME/agent.db, written by 'agent gateway'. A run in a session sees the\n" +
 			"session's earlier messages. SESSION may be a unique prefix.\n\n" +
 			"Examples:\n" +
@@ -23,7 +22,8 @@ func sessionsCommand() *cli.Command {
 			"  agent sessions list --all          # with the sessions scheduled jobs' ticks created\n" +
 			"  agent sessions show 3f2a\n" +
 			"  agent sessions fork 3f2a --seq 40     # a new session with the conversation up to seq 40\n" +
-			"  agent run --gateway --session NEW_ID \"try another approach\"",
+			"  agent run --gateway --session NEW_ID \"try another approach\"\n" +
+			"  agent sessions delete 3f2a         # with its runs and their events; none may be running or waiting",
 		Subcommands: []*cli.Command{
 			{Name: "list", Usage: "list sessions, most recently active first", Flags: []cli.Flag{jsonFlag,
 				&cli.IntFlag{Name: "limit", Value: 20, Usage: "show at most N sessions"},
@@ -34,6 +34,8 @@ func sessionsCommand() *cli.Command {
 					&cli.Int64Flag{Name: "seq", Usage: "keep the conversation up to this event seq", DefaultText: "all of it"},
 					&cli.StringFlag{Name: "title", Usage: "the new session's title"}},
 				Action: sessionsForkAction},
+			{Name: "delete", Usage: "delete a session with its runs and their events; none may be running or waiting (exit 4)",
+				ArgsUsage: "SESSION", Flags: []cli.Flag{jsonFlag}, Action: sessionsDeleteAction},
 		},
 	}
 }
@@ -52,11 +54,7 @@ func sessionsListAction(c *cli.Context) error {
 		return err
 	}
 	if c.Bool("json") {
-		views := make([]store.SessionView, len(sessions))
-		for i := range sessions {
-			views[i] = sessions[i].View()
-		}
-		return jsonLines(c.App.Writer, views)
+		return console.PrintSessionsJSON(c.App.Writer, sessions)
 	}
 	if len(sessions) == 0 {
 		if !c.Bool("all") {
@@ -91,10 +89,23 @@ func sessionsShowAction(c *cli.Context) error {
 	if !c.Bool("json") {
 		return console.PrintSession(c.App.Writer, *s, runs)
 	}
-	return json.NewEncoder(c.App.Writer).Encode(struct {
-		store.SessionView
-		RunList []store.RunView `json:"run_list,omitempty"`
-	}{s.View(), db.RunViews(runs)})
+	return console.PrintSessionJSON(c.App.Writer, *s, db.RunViews(runs))
+}
+
+func sessionsDeleteAction(c *cli.Context) error {
+	if c.Args().Len() != 1 {
+		return usageErrorf("sessions delete needs exactly one SESSION")
+	}
+	_, db, err := openStore()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	s, err := db.DeleteSession(c.Context, c.Args().First())
+	if err != nil {
+		return err
+	}
+	return console.PrintDeletedSession(c.App.Writer, c.App.ErrWriter, *s, c.Bool("json"))
 }
 
 func sessionsForkAction(c *cli.Context) error {

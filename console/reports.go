@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -10,6 +11,37 @@ import (
 	"agent/event"
 	"agent/store"
 )
+
+// PruneView is agent prune --json: what it was asked, what it removed
+// and, with --vacuum, the database's size (its file and WAL) before and
+// after.
+type PruneView struct {
+	DryRun    bool      `json:"dry_run"`
+	OlderThan string    `json:"older_than"`
+	Before    time.Time `json:"before"` // runs that finished before it
+	Runs      int       `json:"runs"`
+	store.PruneReport
+	DatabaseBefore int64 `json:"database_bytes_before,omitempty"`
+	DatabaseAfter  int64 `json:"database_bytes_after,omitempty"`
+}
+
+// PrintPruneView prints what agent prune did (as JSON with asJSON), and
+// how to give the space back to the disk; flag is --older-than as given.
+func PrintPruneView(w io.Writer, v PruneView, vacuumed, asJSON bool, flag string) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(v)
+	}
+	PrintPrune(w, v.PruneReport, v.Before, v.DryRun)
+	switch {
+	case vacuumed:
+		fmt.Fprintf(w, "database %s → %s\n", HumanBytes(v.DatabaseBefore), HumanBytes(v.DatabaseAfter))
+	case v.DryRun:
+		fmt.Fprintln(w, "nothing was changed (--dry-run)")
+	case v.Bytes > 0:
+		fmt.Fprintln(w, "the database reuses the space; 'agent prune --older-than "+flag+" --vacuum' gives it back to the disk")
+	}
+	return nil
+}
 
 // PrintRewind shows what a rewind did: a line per file and a summary.
 func PrintRewind(w io.Writer, rep checkpoint.Report) {

@@ -240,9 +240,50 @@ func PrintSessions(w io.Writer, sessions []store.Session) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tRUNS\tLAST SEQ\tACTIVE\tTITLE")
 	for _, s := range sessions {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", ShortID(s.ID), s.Runs, s.LastSeq, age(s.UpdatedAt), OneLine(s.Title, 60))
+		title := OneLine(s.Title, 60)
+		if s.ParentID != "" {
+			title = strings.TrimSpace(title + " (fork of " + ShortID(s.ParentID) + ")")
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", ShortID(s.ID), s.Runs, s.LastSeq, age(s.UpdatedAt), title)
 	}
 	return tw.Flush()
+}
+
+// PrintSessionsJSON is `agent sessions list --json`: a session per line.
+func PrintSessionsJSON(w io.Writer, sessions []store.Session) error {
+	enc := json.NewEncoder(w)
+	for i := range sessions {
+		if err := enc.Encode(sessions[i].View()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PrintSessionJSON is `agent sessions show --json`: the session and its runs.
+func PrintSessionJSON(w io.Writer, s store.Session, runs []store.RunView) error {
+	return json.NewEncoder(w).Encode(struct {
+		store.SessionView
+		RunList []store.RunView `json:"run_list,omitempty"`
+	}{s.View(), runs})
+}
+
+// PrintDeletedSession says that a session is gone with its runs: its id on
+// out, the rest on errw; or, with asJSON, the session as it was, deleted.
+func PrintDeletedSession(out, errw io.Writer, s store.Session, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(out).Encode(struct {
+			store.SessionView
+			Deleted bool `json:"deleted"`
+		}{s.View(), true})
+	}
+	fmt.Fprintln(out, s.ID)
+	title := ""
+	if s.Title != "" {
+		title = fmt.Sprintf(" (%s)", OneLine(s.Title, 60))
+	}
+	fmt.Fprintf(errw, "deleted session %s%s with %s and their events\n", ShortID(s.ID), title, plural(s.Runs, "run"))
+	return nil
 }
 
 // PrintSession shows a session, how to follow it, and its runs.

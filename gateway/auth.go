@@ -88,5 +88,8 @@ func (s *Server) checkRequest(r *http.Request, wsConnect bool) (authed bool, e *
 	if wsConnect {
 		return false, nil
 	}
-	return false, &api.Error{Code: api.CodeUnauthorized, Message: msgNoToken}
+	return false, errNoToken
 }
+
+// errNoToken refuses a request that came with no token and no cookie.
+var errNoToken = &api.Error{Code: api.CodeUnauthorized, Message: msgNoToken}

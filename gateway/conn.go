@@ -340,6 +340,13 @@ func (c *conn) handle(req api.Request) (result any, then func(), err error) {
 		}
 		info, err := s.forkSession(ctx, p)
 		return info, nil, err
+	case api.MethodSessionDelete:
+		var p api.SessionParams
+		if err := decode(req.Params, &p); err != nil {
+			return nil, nil, err
+		}
+		res, err := s.deleteSession(ctx, p.SessionID)
+		return res, nil, err
 	case api.MethodSessionLock, api.MethodSessionRelease:
 		var p api.SessionParams
 		if err := decode(req.Params, &p); err != nil {
@@ -368,6 +375,9 @@ func (c *conn) handle(req api.Request) (result any, then func(), err error) {
 		var p api.RunStartParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
+		}
+		if p.SessionID == "" { // a new session: attached from the start, as its creator
+			return c.startNew(func() (*api.RunStartResult, error) { return s.startRun(ctx, p, c.id) })
 		}
 		return c.startOrResume(p.SessionID, func() (*api.RunStartResult, error) { return s.startRun(ctx, p, c.id) })
 	case api.MethodRunResume:
@@ -465,6 +475,24 @@ func (c *conn) startOrResume(sessionID string, start func() (*api.RunStartResult
 	_, then, err := c.attach(sess, last, false)
 	if err != nil {
 		return res, nil, nil // the run started; the client can still session.resume
+	}
+	return res, then, nil
+}
+
+// startNew runs start, a run.start that creates its session, and attaches
+// the connection to the new session from its first event.
+func (c *conn) startNew(start func() (*api.RunStartResult, error)) (any, func(), error) {
+	res, err := start()
+	if err != nil {
+		return nil, nil, err
+	}
+	sess, _, err := c.s.sessions.open(c.ctx, res.SessionID)
+	if err != nil {
+		return res, nil, nil // the run started; the client can still session.resume
+	}
+	_, then, err := c.attach(sess, 0, false)
+	if err != nil {
+		return res, nil, nil
 	}
 	return res, then, nil
 }

@@ -48,6 +48,8 @@ func toError(err error) *api.Error {
 		return &api.Error{Code: api.CodeBadRequest, Message: err.Error()}
 	case errors.As(err, &held):
 		return &api.Error{Code: api.CodeConflict, Message: err.Error(), Retryable: true}
+	case errors.As(err, new(*store.SessionInUseError)):
+		return &api.Error{Code: api.CodeConflict, Message: err.Error()}
 	case errors.As(err, &answered):
 		return &api.Error{Code: api.CodeAnswered, Message: "the wait is " + answered.Error() + ": the first answer wins"}
 	case errors.As(err, &fits):

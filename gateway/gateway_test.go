@@ -273,7 +273,7 @@ func TestInvalidStart(t *testing.T) {
 		msg  string
 	}{
 		{api.RunStartParams{SessionID: sid}, api.CodeBadRequest, "input is empty"},
-		{api.RunStartParams{Input: "x"}, api.CodeBadRequest, "session_id is required"},
+		{api.RunStartParams{Input: "x", Options: api.RunOptions{MaxTurns: -1}}, api.CodeInvalidOptions, "max_turns"}, // and no session made for it
 		{api.RunStartParams{SessionID: "missing", Input: "x"}, api.CodeNotFound, "missing"},
 		{api.RunStartParams{SessionID: sid, Input: "x", Workspace: "relative"}, api.CodeBadRequest, "absolute"},
 		{api.RunStartParams{SessionID: sid, Input: "x", Workspace: "/does/not/exist"}, api.CodeBadRequest, "workspace"},
@@ -294,6 +294,9 @@ func TestInvalidStart(t *testing.T) {
 	}
 	if runs, _ := e.db.ListRuns(ctx, 0); len(runs) != 0 {
 		t.Errorf("refused starts created %d runs", len(runs))
+	}
+	if ss := sessionsOf(t, e); len(ss) != 1 {
+		t.Errorf("refused starts left %d sessions, want only the one made first", len(ss))
 	}
 }
 
@@ -593,7 +596,7 @@ func TestHTTP(t *testing.T) {
 		status int
 		msg    string
 	}{
-		{"/healthz", nil, 401, "token is required"},
+		{"/v1/sessions", nil, 401, "token is required"},
 		{"/v1/sessions", map[string]string{"Authorization": "Bearer wrong"}, 401, "wrong token"},
 		{"/v1/sessions?token=" + e.token, e.bearer(), 401, "never accepted in URLs"},
 		{"/v1/sessions", map[string]string{"Authorization": "Bearer " + e.token, "Origin": "http://evil.example"}, 403, "Origin"},

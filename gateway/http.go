@@ -21,7 +21,6 @@ const sseKeepalive = 15 * time.Second
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", s.bounded(s.healthz))
 	mux.HandleFunc("GET /v1/sessions", s.bounded(s.httpSessions))
 	mux.HandleFunc("GET /v1/runs/{id}", s.bounded(s.httpRun))
 	mux.HandleFunc("GET /v1/runs/{id}/events", s.httpEvents) // streams: no read deadline
@@ -35,6 +34,7 @@ func (s *Server) routes() http.Handler {
 	// /ws checks its own requests: its token may come in the connect frame.
 	root := http.NewServeMux()
 	root.HandleFunc("/ws", s.serveWS)
+	root.HandleFunc("GET /healthz", s.bounded(s.healthz)) // checks its own requests: anyone may ask
 	root.Handle("/", s.authenticated(mux))
 	s.webRoutes(root)
 	s.linkRoutes(root)
@@ -110,8 +110,21 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	writeError(w, e)
 }
 
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, api.Health{OK: true, Version: s.cfg.Version})
+// healthz is GET /healthz. Anyone may ask whether the gateway is up (a
+// load balancer's or a service manager's probe) and learns nothing else;
+// the token, or a signed-in page's cookie, also gets the version. A wrong
+// token, or a page's ended session, is refused as on every route.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	_, e := s.checkRequest(r, false)
+	switch {
+	case e == errNoToken:
+		writeJSON(w, http.StatusOK, api.Health{OK: true})
+	case e != nil:
+		writeError(w, e)
+	default:
+		defer protectRequest(r)()
+		writeJSON(w, http.StatusOK, api.Health{OK: true, Version: s.cfg.Version})
+	}
 }
 
 func (s *Server) httpSessions(w http.ResponseWriter, r *http.Request) {
@@ -165,27 +178,6 @@ func (s *Server) httpStartRun(w http.ResponseWriter, r *http.Request) {
 	// The body is in; what follows gets a fresh deadline, as when it
 	// passes net/http's background read cancels the request's context.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout))
-	if p.SessionID == "" {
-		if s.stopping.Load() {
-			s.writeErr(w, errDraining)
-			return
-		}
-		if err := checkRunFields(p); err != nil {
-			writeError(w, err)
-			return
-		}
-		// Refuse bad options before a session is made for them.
-		if _, _, err := s.resolve(p); err != nil {
-			s.writeErr(w, err)
-			return
-		}
-		row, err := s.sessions.create(r.Context(), title(p.Input), "")
-		if err != nil {
-			s.writeErr(w, err)
-			return
-		}
-		p.SessionID = row.ID
-	}
 	res, err := s.startRun(r.Context(), p, 0)
 	if err != nil {
 		s.writeErr(w, err)

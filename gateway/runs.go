@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -53,7 +54,9 @@ func checkTitle(title string) *api.Error {
 }
 
 // startRun creates a run in a session and queues it. holder is the
-// connection asking (0 for HTTP), for the session's write lock.
+// connection asking (0 for HTTP), for the session's write lock. Without a
+// session_id it creates the session once the run's options hold, so a
+// refused run leaves none behind.
 func (s *Server) startRun(ctx context.Context, p api.RunStartParams, holder uint64) (*api.RunStartResult, error) {
 	// Stop takes admit exclusively: a run is either created and queued
 	// before the gateway drains, or refused.
@@ -65,24 +68,40 @@ func (s *Server) startRun(ctx context.Context, p api.RunStartParams, holder uint
 	if e := checkRunFields(p); e != nil {
 		return nil, e
 	}
+	if e := checkTitle(p.Title); e != nil {
+		return nil, e
+	}
 	p.Input = strings.TrimSpace(p.Input)
-	if p.SessionID == "" {
-		return nil, errorf(api.CodeBadRequest, "session_id is required; create a session with session.create")
-	}
-	sess, _, err := s.sessions.open(ctx, p.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.sessions.checkWrite(sess.id, holder); err != nil {
-		return nil, err
+	var sess *session
+	var srow *store.Session
+	var err error
+	if p.SessionID != "" {
+		if sess, srow, err = s.sessions.open(ctx, p.SessionID); err != nil {
+			return nil, err
+		}
+		if err := s.sessions.checkWrite(sess.id, holder); err != nil {
+			return nil, err
+		}
 	}
 	opts, ws, err := s.resolve(p)
 	if err != nil {
 		return nil, err
 	}
+	if sess == nil {
+		if srow, err = s.sessions.create(ctx, cmp.Or(p.Title, title(p.Input)), ""); err != nil {
+			return nil, err
+		}
+		if sess, _, err = s.sessions.open(ctx, srow.ID); err != nil {
+			return nil, err
+		}
+	}
 
 	sess.startMu.Lock()
 	defer sess.startMu.Unlock()
+	// session.delete (or agent sessions delete) may have taken it since.
+	if _, err := s.db.GetSession(ctx, sess.id); err != nil {
+		return nil, err
+	}
 	if p.IdempotencyKey != "" {
 		prev, err := s.db.RunByIdempotencyKey(ctx, sess.id, p.IdempotencyKey)
 		if err == nil {
@@ -103,6 +122,11 @@ func (s *Server) startRun(ctx context.Context, p api.RunStartParams, holder uint
 			}
 		}
 		return nil, err
+	}
+	if srow.Title == "" { // a session with no title yet takes this run's
+		if err := s.db.TitleSession(ctx, sess.id, title(p.Input)); err != nil {
+			s.log.Warn("title session", "session_id", sess.id, "err", err)
+		}
 	}
 	if s.cfg.Workers {
 		s.log.Info("run queued for a worker", "run_id", row.ID, "session_id", sess.id, "kind", row.Kind)

@@ -291,7 +291,7 @@ func (s *Server) renew(id string) {
 // Methods this gateway implements, in connect's answer.
 var methods = []string{
 	api.MethodSessionCreate, api.MethodSessionResume, api.MethodSessionFork, api.MethodSessionList, api.MethodSessionGet,
-	api.MethodSessionLock, api.MethodSessionRelease, api.MethodRunStart, api.MethodRunCancel, api.MethodRunResume, api.MethodRunGet,
+	api.MethodSessionLock, api.MethodSessionRelease, api.MethodSessionDelete, api.MethodRunStart, api.MethodRunCancel, api.MethodRunResume, api.MethodRunGet,
 	api.MethodCheckpointList, api.MethodCheckpointRewind, api.MethodWaitAnswer,
 }
 

@@ -258,3 +258,26 @@ func (s *Server) forkSession(ctx context.Context, p api.SessionForkParams) (*api
 	info := sessionInfo(row)
 	return &info, nil
 }
+
+// deleteSession is session.delete: the session goes with its runs and
+// what they recorded (store.DeleteSession), unless one of its runs is
+// running or waiting. No run starts in it meanwhile: run.start takes the
+// session's startMu and then finds it gone. Its live state stays until
+// the gateway stops, for the streams attached to it; opening it again
+// finds it gone from the store.
+func (s *Server) deleteSession(ctx context.Context, id string) (*api.SessionDeleteResult, error) {
+	if id == "" {
+		return nil, errorf(api.CodeBadRequest, "session_id is required")
+	}
+	live, row, err := s.sessions.open(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	live.startMu.Lock()
+	defer live.startMu.Unlock()
+	if row, err = s.db.DeleteSession(ctx, row.ID); err != nil {
+		return nil, err
+	}
+	s.log.Info("session deleted", "session_id", row.ID, "runs", row.Runs)
+	return &api.SessionDeleteResult{SessionInfo: sessionInfo(row), Deleted: true}, nil
+}

@@ -2,10 +2,13 @@ package gateway
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"embed"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -74,27 +77,101 @@ func (s *Server) webRoutes(root *http.ServeMux) {
 	root.HandleFunc("GET /web/{file}", func(w http.ResponseWriter, r *http.Request) {
 		serveWebFile(w, r, r.PathValue("file"))
 	})
+	root.HandleFunc("GET /login", s.bounded(s.loginState))
 	root.HandleFunc("POST /login", s.bounded(s.login))
 	root.HandleFunc("POST /logout", s.bounded(s.logout))
 }
 
 // serveWebFile serves one file of web/. The browser revalidates it every
-// time, so a new binary's page is never mixed with an old one's script.
+// time (its ETag), so a new binary's page is never mixed with an old
+// one's script; gzipped to a client that takes it.
 func serveWebFile(w http.ResponseWriter, r *http.Request, name string) {
-	var data []byte
-	err := fs.ErrNotExist
-	if fs.ValidPath(name) {
-		data, err = fs.ReadFile(webFiles, "web/"+name)
-	}
-	if err != nil {
+	a := webAssets()[name]
+	if a == nil {
 		writeError(w, errorf(api.CodeNotFound, "no such file: %s", r.URL.Path))
 		return
 	}
+	h := w.Header()
 	if ct := mime.TypeByExtension(path.Ext(name)); ct != "" {
-		w.Header().Set("Content-Type", ct)
+		h.Set("Content-Type", ct)
 	}
-	w.Header().Set("Cache-Control", "no-cache")
-	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(data))
+	h.Set("Cache-Control", "no-cache")
+	h.Add("Vary", "Accept-Encoding")
+	body, etag := a.plain, a.etag
+	if a.gzip != nil && acceptsGzip(r) {
+		body, etag = a.gzip, strings.TrimSuffix(a.etag, `"`)+`-gzip"`
+		h.Set("Content-Encoding", "gzip")
+	}
+	h.Set("ETag", etag)
+	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(body))
+}
+
+// webAsset is a file of web/ as it is sent: as is, gzipped (when that is
+// smaller), and the tag of its content.
+type webAsset struct {
+	plain, gzip []byte
+	etag        string
+}
+
+// webAssets reads and compresses the files of web/ once.
+var webAssets = sync.OnceValue(func() map[string]*webAsset {
+	out := map[string]*webAsset{}
+	entries, _ := fs.ReadDir(webFiles, "web")
+	for _, e := range entries {
+		data, err := fs.ReadFile(webFiles, "web/"+e.Name())
+		if err != nil {
+			continue
+		}
+		sum := sha256.Sum256(data)
+		a := &webAsset{plain: data, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		if _, err := zw.Write(data); err == nil && zw.Close() == nil && buf.Len() < len(data) {
+			a.gzip = buf.Bytes()
+		}
+		out[e.Name()] = a
+	}
+	return out
+})
+
+// acceptsGzip reports whether r's Accept-Encoding takes gzip.
+func acceptsGzip(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(coding), "gzip") {
+			continue
+		}
+		q, weighted := strings.CutPrefix(strings.TrimSpace(params), "q=")
+		v, err := strconv.ParseFloat(q, 64)
+		return !weighted || err == nil && v > 0
+	}
+	return false
+}
+
+// SignedIn answers GET /login: whether the page's cookie signs it in, so
+// the page can show its sign-in form without a refused request.
+type SignedIn struct {
+	SignedIn  bool       `json:"signed_in"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	Message   string     `json:"message,omitempty"` // why a page signed in before is no more
+}
+
+// loginState is GET /login.
+func (s *Server) loginState(w http.ResponseWriter, r *http.Request) {
+	if e := pageRequest(r, false); e != nil {
+		writeError(w, e)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	sess, named := s.signedIn(r)
+	switch {
+	case sess != nil:
+		writeJSON(w, http.StatusOK, SignedIn{SignedIn: true, ExpiresAt: &sess.expires})
+	case named:
+		writeJSON(w, http.StatusOK, SignedIn{Message: msgWebSessionEnded})
+	default:
+		writeJSON(w, http.StatusOK, SignedIn{})
+	}
 }
 
 // SignIn answers POST /login: the page is signed in until ExpiresAt.

@@ -349,3 +349,83 @@ func lastSessionSeq(ctx context.Context, tx *txn, sessionID string) (int64, erro
 		`SELECT COALESCE(MAX(seq), 0) FROM events WHERE session_id = ?`, sessionID).Scan(&last)
 	return last, err
 }
+
+// TitleSession gives a session that has no title one, and leaves a titled
+// one as it is: a session made without a title takes its first run's.
+func (db *DB) TitleSession(ctx context.Context, id, title string) error {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("title session %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `UPDATE sessions SET title = ? WHERE id = ? AND title = ''`, title, id); err != nil {
+		return fmt.Errorf("title session %s: %w", id, err)
+	}
+	return tx.Commit()
+}
+
+// SessionInUseError is a session DeleteSession keeps: one of its runs is
+// running or waiting, or a scheduled job starts its runs there.
+type SessionInUseError struct {
+	SessionID string
+	RunID     string // the run in progress, and its status
+	Status    string
+	Job       string // the name of the job whose runs go there
+}
+
+func (e *SessionInUseError) Error() string {
+	if e.Job != "" {
+		return fmt.Sprintf("session %s is kept: scheduled job %s starts its runs there; give the job another session or delete it first", e.SessionID, e.Job)
+	}
+	next := "cancel it, or let it end"
+	if e.Status == event.StatusWaiting {
+		next = "answer or cancel it"
+	}
+	return fmt.Sprintf("session %s is kept: its run %s is %s; %s, then delete the session", e.SessionID, e.RunID, e.Status, next)
+}
+
+// DeleteSession deletes a session (id may be a unique prefix) with its
+// runs and everything they recorded, and returns it as it was. A session
+// with a run running or waiting, or where a job starts its runs, is a
+// *SessionInUseError. Its forks stay whole, since each holds its own copy
+// of the conversation; they no longer name it as their parent.
+func (db *DB) DeleteSession(ctx context.Context, id string) (*Session, error) {
+	tx, err := db.rw.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("delete session %s: %w", id, err)
+	}
+	defer tx.Rollback()
+	s, err := getSession(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	busy := &SessionInUseError{SessionID: s.ID}
+	err = tx.QueryRowContext(ctx, `SELECT id, status FROM runs WHERE session_id = ? AND status IN (?, ?) ORDER BY created_at LIMIT 1`,
+		s.ID, event.StatusRunning, event.StatusWaiting).Scan(&busy.RunID, &busy.Status)
+	if err == nil {
+		return nil, busy
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("delete session %s: %w", s.ID, err)
+	}
+	err = tx.QueryRowContext(ctx, `SELECT name FROM scheduled_jobs WHERE target_session_id = ? ORDER BY name LIMIT 1`, s.ID).Scan(&busy.Job)
+	if err == nil {
+		return nil, busy
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("delete session %s: %w", s.ID, err)
+	}
+	for _, q := range []string{
+		`UPDATE sessions SET parent_id = NULL, forked_from_seq = NULL WHERE parent_id = ?`,
+		`DELETE FROM runs WHERE session_id = ?`, // the rest of what they recorded goes with them (ON DELETE CASCADE)
+		`DELETE FROM sessions WHERE id = ?`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, s.ID); err != nil {
+			return nil, fmt.Errorf("delete session %s: %w", s.ID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("delete session %s: %w", s.ID, err)
+	}
+	return s, nil
+}

@@ -43,6 +43,9 @@ type RunView struct {
 	RunID          string     `json:"run_id"`
 	Reclaims       int        `json:"reclaims,omitempty"` // times a rescuer took it over
 	IdempotencyKey string     `json:"idempotency_key,omitempty"`
+	// Resumable: resume (agent resume, run.resume) can continue it, since
+	// it ended without completing or its holder is gone.
+	Resumable bool `json:"resumable,omitempty"`
 }
 
 // RunView is r as the front-ends show it.
@@ -57,6 +60,7 @@ func (db *DB) RunView(r *Run) RunView {
 	if r.Status == event.StatusRunning && r.LeaseOwner != "" {
 		v.LeaseOwner, v.LeaseExpiresAt, v.HolderGone = r.LeaseOwner, timePtr(r.LeaseExpiresAt), db.HolderGone(r)
 	}
+	v.Resumable = r.Status == event.StatusFailed || r.Status == event.StatusInterrupted || v.HolderGone
 	return v
 }
 

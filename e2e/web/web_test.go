@@ -436,8 +436,9 @@ func TestWebHarnessBoard(t *testing.T) {
 	if w := eval[int](b, `document.documentElement.scrollWidth - window.innerWidth`); w > 0 {
 		t.Errorf("on a phone the page is %d px wider than the screen", w)
 	}
-	if layout := eval[string](b, `getComputedStyle(document.getElementById('app-view')).display`); layout != "block" {
-		t.Errorf("on a phone the layout is %q, want one column (block)", layout)
+	if lefts := eval[[]int](b, `[document.getElementById('session-main'), document.querySelector('.details'), document.getElementById('sidebar')]
+		.map((e) => Math.round(e.getBoundingClientRect().left))`); len(lefts) != 3 || lefts[0] != 0 || lefts[1] != 0 || lefts[2] != 0 {
+		t.Errorf("on a phone the session, the run and the sessions list start at %v px: want one column", lefts)
 	}
 	b.pageScreenshot("phone")
 	b.tokenNeverInURL(e2etest.GwToken)

@@ -60,15 +60,12 @@ func (s *Stream) Close() {
 	s.Client.Close()
 }
 
-// StartRun starts a run of p; with no session it creates one, titled
-// title, which attaches this connection to it from the start.
+// StartRun starts a run of p; with no session the gateway creates one,
+// titled title, once it has accepted the run, and attaches this
+// connection to it from the start.
 func (s *Stream) StartRun(ctx context.Context, p RunStartParams, title string) (RunStartResult, error) {
 	if p.SessionID == "" {
-		var sess SessionInfo
-		if err := s.Call(ctx, MethodSessionCreate, SessionCreateParams{Title: title}, &sess); err != nil {
-			return RunStartResult{}, err
-		}
-		p.SessionID = sess.SessionID
+		p.Title = title
 	}
 	// Starting a run in a session attaches to it from before the run.
 	var started RunStartResult

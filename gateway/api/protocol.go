@@ -95,6 +95,7 @@ const (
 	MethodSessionGet       = "session.get"
 	MethodSessionLock      = "session.lock"
 	MethodSessionRelease   = "session.release"
+	MethodSessionDelete    = "session.delete"
 	MethodRunStart         = "run.start"
 	MethodRunCancel        = "run.cancel"
 	MethodRunResume        = "run.resume"
@@ -129,8 +130,12 @@ type ConnectResult struct {
 }
 
 // RunStartParams starts a run in a session.
+// Without SessionID the gateway checks the options, then creates a
+// session for the run, titled Title (default: the input's first line);
+// a run refused leaves no session behind.
 type RunStartParams struct {
-	SessionID      string     `json:"session_id"`
+	SessionID      string     `json:"session_id,omitempty"`
+	Title          string     `json:"title,omitempty"` // of the session it creates
 	Input          string     `json:"input"`
 	Workspace      string     `json:"workspace,omitempty"` // absolute; default the gateway's working directory
 	Options        RunOptions `json:"options"`
@@ -211,6 +216,13 @@ type SessionForkParams struct {
 	Title     string `json:"title,omitempty"`
 }
 
+// SessionDeleteResult answers session.delete: the session as it was, now
+// gone with its runs.
+type SessionDeleteResult struct {
+	SessionInfo
+	Deleted bool `json:"deleted"`
+}
+
 // SessionLockResult answers session.lock and session.release.
 type SessionLockResult struct {
 	SessionID string `json:"session_id"`
@@ -280,10 +292,11 @@ type RunDetail struct {
 	Events int     `json:"events"`
 }
 
-// Health answers GET /healthz.
+// Health answers GET /healthz: to anyone, only that the gateway is up;
+// with the token (or a signed-in page's cookie), also its version.
 type Health struct {
 	OK      bool   `json:"ok"`
-	Version string `json:"version"`
+	Version string `json:"version,omitempty"`
 }
 
 // HTTPError is the body of every failed HTTP request.

@@ -30,6 +30,9 @@ function h(tag, props, ...children) {
 }
 
 const TERMINAL = new Set(['run.completed', 'run.failed', 'run.cancelled', 'run.interrupted']);
+// RESUMABLE are the statuses run.resume continues from, as the gateway's
+// RunInfo.resumable says (store.RunView): every end but completed and cancelled.
+const RESUMABLE = new Set(['interrupted', 'failed', 'planned']);
 // Events that change a harness run's phase board.
 const BOARD_EVENTS = new Set(['plan.created', 'phase.started', 'phase.completed', 'phase.failed',
   'verification.completed', 'receipt.recorded', 'artifact.created', 'learning.recorded', 'approach.failed', 'effect.failed']);
@@ -175,21 +178,22 @@ class Gateway {
   }
 
   // reconnect tries again with backoff, once the cookie still signs in:
-  // a refused upgrade tells the page nothing, /healthz does.
+  // a refused upgrade tells the page nothing, GET /login does.
   reconnect() {
     setConn('reconnecting');
     const delay = Math.min(500 * 2 ** this.retries, 10000);
     this.retries++;
     this.timer = setTimeout(async () => {
       if (!this.wanted) return;
+      let st;
       try {
-        await api('GET', '/healthz');
-      } catch (err) {
-        if (err.status === 401) {
-          signedOut(err.message);
-          return;
-        }
+        st = await api('GET', '/login');
+      } catch {
         this.reconnect();
+        return;
+      }
+      if (!st.signed_in) {
+        signedOut(st.message);
         return;
       }
       if (this.wanted && !this.ws) this.open();
@@ -359,7 +363,16 @@ class RunView {
       h('span', { class: 'mono', text: short(runID) }), this.kind, this.promptLine, this.status);
     this.body = h('div', { class: 'run-body' });
     this.el = h('article', { class: 'run', dataset: { run: runID } }, this.head, this.body);
+    this.thinkingEl = h('div', { class: 'thinking', text: 'thinking' });
+    this.running = new Set(); // tool calls under way
     this.refresh();
+  }
+
+  // thinking shows, at the end of the run, that the model works on its
+  // next message: none of its text or tool calls has come yet.
+  thinking(on) {
+    if (on && !this.running.size) this.body.append(this.thinkingEl);
+    else this.thinkingEl.remove();
   }
 
   refresh() {
@@ -382,6 +395,7 @@ class RunView {
   }
 
   delta(f, text) {
+    this.thinking(false);
     const k = this.textKey(f);
     let el = this.texts.get(k);
     if (!el) {
@@ -419,11 +433,14 @@ class RunView {
       h('span', { class: 'name', text: d.name }), h('span', { class: 'args', text: oneLine(args, 200) }));
     const el = h('details', { class: 'tool', dataset: { call: d.call_id, name: d.name, state: 'running' } }, summary);
     this.tools.set(d.call_id, { el, mark });
+    this.running.add(d.call_id);
+    this.thinking(false);
     this.body.append(el);
   }
 
   toolCompleted(d) {
     const t = this.tools.get(d.call_id);
+    this.running.delete(d.call_id);
     if (!t) return;
     t.el.dataset.state = d.ok ? 'ok' : 'error';
     t.mark.textContent = d.ok ? '✓' : '✗';
@@ -445,9 +462,15 @@ class RunView {
       h('strong', { text: facts.join(' · ') }));
     if (d.detail && d.detail !== d.reason) el.append(h('span', { class: 'result', text: d.detail }));
     if (d.result && d.result !== this.lastText) el.append(h('span', { class: 'result', text: d.result }));
+    if (RESUMABLE.has(status)) {
+      // The run's latest end offers to go on (run.resume); a later start takes it away.
+      el.append(h('button', { type: 'button', class: 'small primary resume', onclick: () => resumeRun(this.id) }, 'Resume'));
+    }
     this.body.append(el);
     for (const t of this.texts.values()) t.dataset.streaming = 'false'; // cut off: no more will come
     this.texts.clear();
+    this.running.clear();
+    this.thinking(false);
   }
 }
 
@@ -475,12 +498,14 @@ class View {
     const phase = f.phase_id ? `${phaseName(f.phase_id)}${f.attempt ? ' #' + f.attempt : ''}` : '';
     switch (f.event) {
       case 'run.started': {
+        for (const b of r.body.querySelectorAll('.end button.resume')) b.remove();
         const bits = ['started'];
         if (d.model) bits.push(d.model);
         if (d.sandbox) bits.push(`sandbox ${d.sandbox}`);
         if (d.resumed) bits.push('resumed');
         if (d.mcp_servers?.length) bits.push(`MCP ${d.mcp_servers.join(', ')}`);
         r.line('quiet', bits.join(' · '));
+        r.thinking(true);
         break;
       }
       case 'message.delta':
@@ -492,12 +517,14 @@ class View {
         } else {
           r.message(f, d.text || '');
         }
+        r.thinking(d.role === 'user');
         break;
       case 'tool.started':
         r.toolStarted(d, f);
         break;
       case 'tool.completed':
         r.toolCompleted(d);
+        r.thinking(true); // its result goes back to the model
         break;
       case 'retry':
         r.line('warn', `model call retried (attempt ${d.attempt}${d.max_attempts ? '/' + d.max_attempts : ''}) in ${duration(d.delay_ms)}: ${oneLine(d.error, 200)}`, 'retry');
@@ -506,10 +533,12 @@ class View {
         r.line('warn', d.message || '', 'warning');
         break;
       case 'run.waiting':
+        r.thinking(false);
         r.line('warn', `waiting for ${d.kind === 'approval' ? `approval of ${d.tool} ${oneLine(JSON.stringify(d.args || {}), 200)}` : d.kind === 'question' ? `an answer: ${oneLine(d.question, 200)}` : d.kind === 'signal' ? `signal ${d.name}` : `a time${d.reason ? ' (' + d.reason.replace('_', ' ') + ')' : ''}`} until ${d.until}`, 'wait');
         break;
       case 'wait.resolved':
         r.line(d.outcome === 'denied' || d.outcome === 'timed_out' ? 'bad' : 'ok', `${d.outcome.replace('_', ' ')} (${d.via}${d.who ? ', ' + d.who : ''})${d.reason ? ': ' + oneLine(d.reason, 200) : ''}${d.answer ? ': ' + oneLine(d.answer, 200) : ''}`, 'wait');
+        r.thinking(true);
         break;
       case 'effect.failed':
         r.line('warn', `side effect ${d.key} did not happen: ${oneLine(d.error, 200)}`, 'effect');
@@ -645,7 +674,9 @@ function trackRun(f) {
   } else if (TERMINAL.has(f.event)) {
     info.status = d.status || f.event.replace('run.', '');
     info.reason = d.reason;
+    info.resumable = RESUMABLE.has(info.status);
   }
+  if (f.event === 'run.started') info.resumable = false;
 }
 
 // ---- Sessions ----
@@ -666,14 +697,33 @@ function renderSessions() {
   for (const s of state.sessions) {
     const meta = [`${s.runs} run${s.runs === 1 ? '' : 's'}`, ago(s.updated_at)];
     if (s.job_id) meta.push('scheduled');
+    // A fork says what it was forked from, and where: it starts with its
+    // parent's title and conversation, and would look the same.
+    const fork = s.parent_id ? h('span', { class: 'meta fork',
+      text: `fork of ${sessionName(state.sessions.find((p) => p.session_id === s.parent_id) || { session_id: s.parent_id, runs: 1 })}${s.forked_from_seq ? ' at seq ' + s.forked_from_seq : ''}` }) : null;
     ul.append(h('li', {}, h('button', {
       type: 'button', class: `item${s.session_id === state.selected ? ' selected' : ''}`,
-      dataset: { session: s.session_id }, onclick: () => selectSession(s.session_id),
-    }, h('span', { class: 'title', text: s.title || `session ${short(s.session_id)}` }), h('span', { class: 'meta', text: meta.join(' · ') }))));
+      dataset: s.parent_id ? { session: s.session_id, fork: s.parent_id } : { session: s.session_id }, onclick: () => selectSession(s.session_id),
+      title: s.parent_id ? `Forked from session ${s.parent_id}` : false,
+    }, h('span', { class: 'title', text: sessionName(s) }), fork, h('span', { class: 'meta', text: meta.join(' · ') }))));
   }
+  renderSessionTitle();
+}
+
+// sessionName is what a session is called: its title, else "New session"
+// until its first run titles it.
+function sessionName(s) {
+  return s.title || (s.runs ? `session ${short(s.session_id)}` : 'New session');
+}
+
+function renderSessionTitle() {
+  const s = state.selected && state.sessions.find((x) => x.session_id === state.selected);
+  if (s) $('session-title').textContent = sessionName(s);
+  $('delete-session').hidden = !state.selected;
 }
 
 async function selectSession(id) {
+  if (state.selected !== id) hideError('session-error');
   state.selected = id;
   sessionStorage.setItem('agent.selected', id);
   renderSessions();
@@ -682,7 +732,8 @@ async function selectSession(id) {
   try {
     const d = await gw.call('session.get', { session_id: id });
     for (const r of d.runs || []) state.runs.set(r.run_id, r);
-    $('session-title').textContent = d.session.title || `session ${short(id)}`;
+    $('session-title').textContent = sessionName(d.session);
+    $('delete-session').hidden = false;
     renderSessionMeta();
     if (state.selected !== id) return;
     if (!st.attached) await attach(st);
@@ -695,13 +746,48 @@ async function selectSession(id) {
       sessionStorage.removeItem('agent.selected');
       state.selected = null;
       renderStream();
+      renderSessionTitle();
     }
     showError('start-error', err.message);
   }
 }
 
-async function newSession(title) {
-  const s = await gw.call('session.create', title ? { title } : {});
+// deleteSession deletes the selected session with its runs, once asked;
+// the gateway keeps one whose run is running or waiting, saying why.
+async function deleteSession() {
+  const id = state.selected;
+  if (!id) return;
+  hideError('session-error');
+  const s = state.sessions.find((x) => x.session_id === id) || { session_id: id, runs: 0 };
+  const ok = await confirmDialog({
+    title: `Delete ${sessionName(s)}?`,
+    text: `The session ${short(id)} goes, with its ${s.runs} run${s.runs === 1 ? '' : 's'} and everything they recorded. Its forks keep their own copy of the conversation. This cannot be undone.`,
+    yes: 'Delete session',
+  });
+  if (!ok) return;
+  try {
+    await gw.call('session.delete', { session_id: id });
+  } catch (err) {
+    showError('session-error', err.message);
+    return;
+  }
+  sessionStorage.removeItem(stream(id).key());
+  state.streams.delete(id);
+  state.sessions = state.sessions.filter((x) => x.session_id !== id);
+  if (state.selected === id) {
+    state.selected = null;
+    sessionStorage.removeItem('agent.selected');
+    $('session-title').textContent = 'No session selected';
+    $('session-meta').textContent = '';
+    renderStream();
+    selectRun(null);
+  }
+  renderSessions();
+  refreshSessions().catch(() => {});
+}
+
+async function newSession() {
+  const s = await gw.call('session.create', {});
   // The creator is attached from the start (docs/PROTOCOL.md#replay-and-attachment).
   stream(s.session_id).attached = true;
   state.sessions.unshift(s);
@@ -719,9 +805,14 @@ async function startRun(ev) {
   const harness = $('harness').checked;
   $('start-button').disabled = true;
   try {
-    let sid = state.selected;
-    if (!sid) sid = await newSession(oneLine(input, 80));
-    const res = await gw.call('run.start', { session_id: sid, input, options: harness ? { harness: true } : {} });
+    // Without a session the gateway makes one, only for a run it accepts.
+    const res = await gw.call('run.start', { session_id: state.selected || undefined, input, options: harness ? { harness: true } : {} });
+    const sid = res.session_id;
+    if (sid !== state.selected) {
+      stream(sid).attached = true; // from its first event, as its creator
+      await refreshSessions();
+      await selectSession(sid);
+    }
     state.runs.set(res.run_id, {
       ...(state.runs.get(res.run_id) || {}), run_id: res.run_id, session_id: sid, status: res.status,
       kind: harness ? 'harness' : 'run', prompt: input,
@@ -733,6 +824,27 @@ async function startRun(ev) {
     showError('start-error', err.message);
   } finally {
     $('start-button').disabled = false;
+  }
+}
+
+// resumeRun continues a run that ended without completing (run.resume),
+// where it stopped; its events follow in its session.
+async function resumeRun(id) {
+  hideError('run-error');
+  for (const b of document.querySelectorAll('#resume, .end button.resume')) b.disabled = true;
+  try {
+    const res = await gw.call('run.resume', { run_id: id });
+    const info = state.runs.get(id) || { run_id: id, session_id: res.session_id };
+    Object.assign(info, { status: res.status, resumable: false });
+    state.runs.set(id, info);
+    if (state.selectedRun !== id) selectRun(id);
+    renderRunPanel();
+    state.view?.runs.get(id)?.refresh();
+  } catch (err) {
+    if (state.selectedRun !== id) selectRun(id);
+    showError('run-error', err.message);
+  } finally {
+    for (const b of document.querySelectorAll('#resume, .end button.resume')) b.disabled = false;
   }
 }
 
@@ -786,6 +898,9 @@ function renderRunPanel() {
   const active = info.status === 'running' || info.status === 'queued' || info.status === 'waiting';
   $('run-actions').hidden = !active;
   $('interrupt').hidden = info.status === 'waiting'; // it runs nothing: cancel it, or answer it
+  const resumable = !active && (info.resumable ?? RESUMABLE.has(info.status));
+  $('resume-actions').hidden = !resumable;
+  $('resume-note').textContent = resumable ? `${info.status}${info.reason && info.reason !== info.status ? ' (' + info.reason.replaceAll('_', ' ') + ')' : ''}: it goes on where it stopped` : '';
   for (const b of document.querySelectorAll('.rewind')) b.disabled = active;
 }
 
@@ -822,7 +937,10 @@ function renderBoard(b) {
     facts.push(`attempt ${attempts.length}/${p.max_attempts}`);
     const elapsed = h('span', { class: 'elapsed' });
     if (last?.status === 'running' && !isZeroTime(last.started_at)) {
+      // The phase's time so far, as it is recorded once it ends: its
+      // earlier attempts' and this one's since its phase.started.
       elapsed.dataset.since = last.started_at;
+      elapsed.dataset.before = String(attempts.slice(0, -1).reduce((n, a) => n + (a.duration_ms || 0), 0));
       tickOne(elapsed);
     } else if (attempts.length) {
       elapsed.textContent = duration(attempts.reduce((n, a) => n + (a.duration_ms || 0), 0));
@@ -881,7 +999,7 @@ function evidenceText(ev) {
 }
 
 function tickOne(el) {
-  el.textContent = `running ${duration(Date.now() - new Date(el.dataset.since).getTime())}`;
+  el.textContent = `running ${duration(Number(el.dataset.before || 0) + Date.now() - new Date(el.dataset.since).getTime())}`;
 }
 setInterval(() => document.querySelectorAll('.elapsed[data-since]').forEach(tickOne), 1000);
 
@@ -1263,10 +1381,13 @@ function confirmDialog({ title, text, list, yes, force }) {
 
 // ---- Connection, sign-in, sign-out ----
 
+// CONN_TEXT is what the badge says in each state.
+const CONN_TEXT = { 'signed-out': 'not signed in' };
+
 function setConn(s) {
   const el = $('conn');
   el.dataset.state = s;
-  el.textContent = s;
+  el.textContent = CONN_TEXT[s] || s;
 }
 
 async function onConnected(hello) {
@@ -1306,8 +1427,9 @@ function hideError(id) {
 function showSignIn(error, note) {
   gw.stop();
   stopInbox();
-  setConn('offline');
+  setConn('signed-out');
   $('app-view').hidden = true;
+  $('session-main').hidden = true; // one <main> at a time: the sign-in's
   $('signout').hidden = true;
   $('signin-view').hidden = false;
   $('signin-error').hidden = !error;
@@ -1320,6 +1442,7 @@ function showSignIn(error, note) {
 function showApp() {
   $('signin-view').hidden = true;
   $('app-view').hidden = false;
+  $('session-main').hidden = false;
   $('signout').hidden = false;
   gw.start();
 }
@@ -1369,7 +1492,9 @@ async function boot() {
   $('input').addEventListener('keydown', (ev) => {
     if (ev.key === 'Enter' && (ev.metaKey || ev.ctrlKey)) $('start').requestSubmit();
   });
-  $('new-session').addEventListener('click', () => newSession('').catch((err) => showError('start-error', err.message)));
+  $('new-session').addEventListener('click', () => newSession().catch((err) => showError('start-error', err.message)));
+  $('delete-session').addEventListener('click', deleteSession);
+  $('resume').addEventListener('click', () => state.selectedRun && resumeRun(state.selectedRun));
   $('refresh').addEventListener('click', () => {
     refreshSessions().catch(() => {});
     refreshJobs().catch(() => {});
@@ -1377,11 +1502,14 @@ async function boot() {
   $('interrupt').addEventListener('click', () => stopRun('interrupt'));
   $('cancel').addEventListener('click', () => stopRun('cancel'));
   window.addEventListener('pagehide', saveAll);
+  // GET /login answers 200 signed in or not: nothing is refused, so the
+  // console logs no error before anyone signs in.
   try {
-    await api('GET', '/healthz');
-    showApp();
+    const st = await api('GET', '/login');
+    if (st.signed_in) showApp();
+    else showSignIn(st.message || '');
   } catch (err) {
-    showSignIn(err.status === 401 ? '' : err.message);
+    showSignIn(err.message);
   }
 }
 
