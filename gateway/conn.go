@@ -107,7 +107,7 @@ func (c *conn) serve(authed bool) {
 		defer c.wg.Done()
 		c.keepalive()
 	}()
-	c.watchJobs()
+	c.forwardJobs()
 	for {
 		_, data, err := c.ws.Read(c.ctx)
 		if err != nil {
@@ -201,6 +201,7 @@ func (c *conn) handshake(authed bool) bool {
 		return false
 	}
 	c.release = c.protect() // before the client hears it is connected
+	c.watchJobs()           // so too: it misses no job event from then on
 	return c.reply(req.ID, c.s.connectResult(), nil)
 }
 

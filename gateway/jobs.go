@@ -83,9 +83,9 @@ func (s *Server) publishJobEvent(e event.Event) {
 	s.notifyJob(e)
 }
 
-// watchJobs sends the job events to the client from now on. One that
-// falls more than SubscriberBuffer events behind is told and
-// disconnected, as for a session's stream.
+// watchJobs subscribes the connection to the job events before the
+// client hears it is connected, so that it misses none published once it
+// has: they wait in the subscription's buffer until forwardJobs.
 func (c *conn) watchJobs() {
 	jobs := c.s.jobEvents
 	if jobs == nil {
@@ -96,8 +96,19 @@ func (c *conn) watchJobs() {
 	if c.closing {
 		return
 	}
-	sub, _ := jobs.subscribe()
-	c.jobSub = sub
+	c.jobSub, _ = jobs.subscribe()
+}
+
+// forwardJobs sends the job events to the client, once it has its connect
+// answer. One that falls more than SubscriberBuffer events behind is told
+// and disconnected, as for a session's stream.
+func (c *conn) forwardJobs() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sub := c.jobSub
+	if sub == nil || c.closing {
+		return
+	}
 	c.streams.Add(1)
 	go func() {
 		defer c.streams.Done()
