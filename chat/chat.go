@@ -108,6 +108,28 @@ func (c *Chat) Send(ctx context.Context, prompt string, ask *TerminalAsker) (Tur
 	if c.cfg.Gateway != nil {
 		return c.sendGateway(ctx, prompt, ask)
 	}
+	return c.send(ctx, prompt, ask, c.cfg.Options, nil)
+}
+
+// Harness makes request a harness run of the session (a planner, then
+// verified phases, shown on the phase board), driven here; confirm, if not
+// nil, is asked before a new plan runs. Like any harness run, the session's
+// earlier messages are not its context, and later messages do not see it.
+func (c *Chat) Harness(ctx context.Context, request string, ask *TerminalAsker, confirm func(string) bool) (Turn, error) {
+	if c.cfg.Gateway != nil {
+		return Turn{}, errors.New("/harness runs here: chat without --gateway, or agent harness --gateway")
+	}
+	o := c.cfg.Options
+	o.Harness = true
+	o, _, err := c.cfg.Supervisor.Prepare(o, c.cfg.Workspace)
+	if err != nil {
+		return Turn{}, err
+	}
+	return c.send(ctx, request, ask, o, confirm)
+}
+
+// send creates the session's next run with options o and drives it.
+func (c *Chat) send(ctx context.Context, prompt string, ask *TerminalAsker, o supervisor.Options, confirm func(string) bool) (Turn, error) {
 	var asker supervisor.Asker
 	if ask != nil {
 		asker = ask.Ask
@@ -120,14 +142,14 @@ func (c *Chat) Send(ctx context.Context, prompt string, ask *TerminalAsker) (Tur
 		c.session = s
 	}
 	r, err := c.cfg.Supervisor.Create(ctx, supervisor.NewRun{
-		Prompt: prompt, Workspace: c.cfg.Workspace, SessionID: c.session.ID, Options: c.cfg.Options,
+		Prompt: prompt, Workspace: c.cfg.Workspace, SessionID: c.session.ID, Options: o,
 	})
 	if err != nil {
 		return Turn{}, err
 	}
-	show := console.NewDisplay(c.cfg.Out, c.cfg.Err, false, c.cfg.JSON)
+	show := console.NewDisplay(c.cfg.Out, c.cfg.Err, o.Harness, c.cfg.JSON)
 	defer show.Close()
-	end, err := c.cfg.Supervisor.Drive(ctx, r, supervisor.Drive{Options: c.cfg.Options, Show: show.Print, Ask: asker})
+	end, err := c.cfg.Supervisor.Drive(ctx, r, supervisor.Drive{Options: o, Show: show.Print, Ask: asker, Confirm: confirm})
 	if err != nil {
 		return Turn{RunID: r.ID}, err
 	}

@@ -29,6 +29,7 @@ var commands = []struct {
 	{"/model", "[NAME]", "say the model, or use NAME from the next message on"},
 	{"/cost", "", "tokens and USD the session has spent so far"},
 	{"/fork", "[SEQ]", "go on in a new session with this one's conversation (up to event SEQ)"},
+	{"/harness", "REQUEST", "run REQUEST as a harness here: a plan to confirm, then verified phases on the board"},
 	{"/approve", "", "allow the call the session's run waits for, and go on with it"},
 	{"/deny", "[REASON]", "refuse it (the model is told REASON), and go on"},
 	{"/quit", "", "leave (as Ctrl-D); agent chat --continue comes back"},
@@ -48,7 +49,7 @@ func (t *terminal) command(ctx context.Context, line string) (done bool, err err
 	name, arg, _ := strings.Cut(line, " ")
 	arg = strings.TrimSpace(arg)
 	out := t.cfg.Err
-	if t.cfg.Gateway != nil && slices.Contains([]string{"/sessions", "/resume", "/cost", "/fork", "/approve", "/deny"}, name) {
+	if t.cfg.Gateway != nil && slices.Contains([]string{"/sessions", "/resume", "/cost", "/fork", "/harness", "/approve", "/deny"}, name) {
 		fmt.Fprintf(out, "%s is for local sessions; the gateway's web view does it for its sessions\n", name)
 		return false, nil
 	}
@@ -108,6 +109,15 @@ func (t *terminal) command(ctx context.Context, line string) (done bool, err err
 			return false, nil
 		}
 		fmt.Fprintf(out, "session %s, forked from %s; the next message goes there\n", console.ShortID(t.SessionID()), console.ShortID(from))
+	case "/harness":
+		if arg == "" {
+			fmt.Fprintln(out, "/harness needs a REQUEST: /harness make every test pass")
+			return false, nil
+		}
+		err := t.turnWith(ctx, func(ctx context.Context, asker *TerminalAsker) (Turn, error) {
+			return t.Harness(ctx, arg, asker, func(mission string) bool { return t.confirm(ctx, mission) })
+		})
+		return false, err
 	case "/approve", "/deny":
 		d := supervisor.Decision{Decide: supervisor.DecideAllow, Via: event.ViaTerminal, Who: os.Getenv("USER")}
 		if name == "/deny" {
@@ -178,4 +188,13 @@ func (t *terminal) cost(ctx context.Context) error {
 	fmt.Fprintf(t.cfg.Err, "session %s: %d runs, %d tokens (%d prompt, %d completion), %s\n",
 		console.ShortID(t.session.ID), len(runs), prompt+completion, prompt, completion, price)
 	return nil
+}
+
+// confirm asks at the editor whether to run the plan written to mission:
+// yes unless the person says otherwise, as agent harness asks.
+func (t *terminal) confirm(ctx context.Context, mission string) bool {
+	fmt.Fprintf(&t.pending, "the plan is in %s\nRun this plan? [Y/n] ", mission)
+	answer, err := t.question(ctx)
+	answer = strings.ToLower(answer)
+	return err == nil && (answer == "" || answer == "y" || answer == "yes")
 }

@@ -2,8 +2,10 @@ package chat
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // newline is how a line break within a message shows in the editor, which
@@ -30,23 +32,45 @@ var newlineBytes = []byte(string(newline))
 // and bytes the chat puts in itself (inject), which end a question another
 // channel answered.
 type input struct {
-	from   chan []byte
-	mu     sync.Mutex
-	queued []byte // read or injected, not yet handed to the editor
-	more   chan struct{}
+	from chan chunk
+	// editing is set while the editor reads, the terminal raw; otherwise
+	// it is cooked, and a line typed ahead during a turn ends in "\n",
+	// which is Enter then, not Ctrl-J.
+	editing atomic.Bool
+	mu      sync.Mutex
+	queued  []byte // read or injected, not yet handed to the editor
+	more    chan struct{}
 	// What a chunk left undecided: an ESC, or part of a paste marker.
 	held    []byte
 	inPaste bool
 }
 
+// chunk is what one read of the terminal gave, and whether the editor
+// was reading then.
+type chunk struct {
+	b       []byte
+	editing bool
+}
+
 func newInput(r io.Reader) *input {
-	in := &input{from: make(chan []byte), more: make(chan struct{}, 1)}
+	in := &input{from: make(chan chunk), more: make(chan struct{}, 1)}
 	go func() {
+		eofs := 0
 		for {
 			buf := make([]byte, 4096)
 			n, err := r.Read(buf)
+			editing := in.editing.Load()
 			if n > 0 {
-				in.from <- buf[:n]
+				eofs = 0
+				in.from <- chunk{buf[:n], editing}
+			}
+			// Ctrl-D typed ahead, the terminal cooked, is an end of file
+			// the terminal reads on after: the editor's Ctrl-D (raw, it is
+			// a byte). A terminal that keeps saying so is gone.
+			if errors.Is(err, io.EOF) && eofs < 3 {
+				eofs++
+				in.from <- chunk{[]byte{4}, true}
+				continue
 			}
 			if err != nil {
 				close(in.from)
@@ -79,12 +103,15 @@ func (in *input) Read(p []byte) (int, error) {
 		}
 		in.mu.Unlock()
 		select {
-		case b, ok := <-in.from:
+		case c, ok := <-in.from:
 			if !ok {
 				return 0, io.EOF
 			}
+			if !c.editing {
+				c.b = bytes.ReplaceAll(c.b, []byte{'\n'}, []byte{'\r'}) // typed ahead: Enter
+			}
 			in.mu.Lock()
-			in.queued = append(in.queued, in.translate(b)...)
+			in.queued = append(in.queued, in.translate(c.b)...)
 			in.mu.Unlock()
 		case <-in.more:
 		}

@@ -60,8 +60,33 @@ func TestInputInject(t *testing.T) {
 	if err != nil || string(buf[:n]) != "typed" {
 		t.Errorf("read %q, %v; want what was typed", buf[:n], err)
 	}
+	// An end of file is Ctrl-D typed while the terminal was cooked; one
+	// that keeps coming is a terminal gone.
 	w.Close()
+	for i := 0; i < 3; i++ {
+		if n, err := in.Read(buf); err != nil || string(buf[:n]) != "\x04" {
+			t.Fatalf("end of file %d: %q, %v; want Ctrl-D", i, buf[:n], err)
+		}
+	}
 	if _, err := in.Read(buf); err != io.EOF {
 		t.Errorf("after the terminal closed: %v, want EOF", err)
+	}
+}
+
+// A line typed ahead while a turn runs, the terminal cooked, ends in "\n":
+// Enter, sent at the next prompt; at the editor "\n" is Ctrl-J.
+func TestInputTypedAhead(t *testing.T) {
+	t.Parallel()
+	r, w := io.Pipe()
+	in := newInput(r)
+	go func() { _, _ = w.Write([]byte("ahead\n")) }()
+	buf := make([]byte, 16)
+	if n, _ := in.Read(buf); string(buf[:n]) != "ahead\r" {
+		t.Errorf("typed ahead: %q, want the line and Enter", buf[:n])
+	}
+	in.editing.Store(true)
+	go func() { _, _ = w.Write([]byte("a\nb")) }()
+	if n, _ := in.Read(buf); string(buf[:n]) != "a"+string(newline)+"b" {
+		t.Errorf("at the editor: %q, want a line break within the message", buf[:n])
 	}
 }

@@ -73,7 +73,7 @@ func (t *terminal) loop(ctx context.Context) error {
 	interrupted := false // the last key at an empty prompt was Ctrl-C
 	for {
 		t.rl.SetPrompt(t.prompt())
-		line, err := t.rl.Readline()
+		line, err := t.readline()
 		switch {
 		case errors.Is(err, readline.ErrInterrupt):
 			if strings.TrimSpace(line) == "" {
@@ -153,7 +153,7 @@ func (t *terminal) question(ctx context.Context) (string, error) {
 	}
 	got := make(chan read, 1)
 	go func() {
-		line, err := t.rl.Readline()
+		line, err := t.readline()
 		got <- read{line, err}
 	}()
 	select {
@@ -168,6 +168,13 @@ func (t *terminal) question(ctx context.Context) (string, error) {
 		<-got
 		return "", context.Cause(ctx)
 	}
+}
+
+// readline is the editor's read, the terminal raw meanwhile.
+func (t *terminal) readline() (string, error) {
+	t.in.editing.Store(true)
+	defer t.in.editing.Store(false)
+	return t.rl.Readline()
 }
 
 // interrupt stops the turn under way, resumably.

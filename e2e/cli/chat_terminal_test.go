@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -74,6 +76,7 @@ func TestChatTmuxConversation(t *testing.T) {
 	waitScreen(t, "the unknown command", capture, func(s string) bool {
 		return strings.Contains(s, "unknown command /nope; the commands are /help")
 	})
+	waitScreen(t, "the prompt again", capture, atPrompt)
 	keys("C-d")
 	s = waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=") })
 	if !strings.Contains(s, "go on with: agent chat --continue") || !strings.Contains(s, "EXIT=0") {
@@ -99,6 +102,7 @@ func TestChatTmuxApproval(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(e.Workspace, "ran.txt")); err != nil || string(b) != "approved\n" {
 		t.Errorf("the approved call's file: %q, %v", b, err)
 	}
+	waitScreen(t, "the prompt again", capture, atPrompt)
 	keys("C-d")
 	waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
 	sameTerminal(t, e)
@@ -147,6 +151,7 @@ func TestChatTmuxHistory(t *testing.T) {
 	waitScreen(t, "the prompt", capture, func(s string) bool { return strings.Contains(s, "test-model ›") })
 	keys("remember the word marmalade", "Enter")
 	waitScreen(t, "the answer", capture, func(s string) bool { return strings.Contains(s, "First answer.") })
+	waitScreen(t, "the prompt again", capture, atPrompt)
 	keys("C-d")
 	waitScreen(t, "the first chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
 
@@ -199,7 +204,45 @@ func TestChatTmuxApproveAndFork(t *testing.T) {
 	if err != nil || len(ss) != 2 || ss[0].ParentID != ss[1].ID || !ss[0].Local {
 		t.Errorf("sessions after /fork: %+v, %v; want the fork, local, naming its source", ss, err)
 	}
+	waitScreen(t, "the prompt again", capture, atPrompt)
 	keys("C-d")
 	waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
 	sameTerminal(t, e)
+}
+
+// TestChatTmuxHarness: /harness REQUEST plans, asks at the editor whether
+// to run the plan, shows the phases on the board, and the chat goes on.
+func TestChatTmuxHarness(t *testing.T) {
+	t.Parallel()
+	planArgs := json.RawMessage(`{"objective":"One file","phases":[
+		{"id":"write","title":"Write a.md","instructions":"Write a.md.","evidence":{"type":"artifact","artifacts":["a.md"]}}]}`)
+	turns := []llmtest.Turn{{When: e2etest.PlannerMarker, ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: planArgs}}}}
+	turns = append(turns, e2etest.ForPhase("write", e2etest.WriteTurn("a.md", "A\n"), llmtest.Turn{Text: "a.md written."})...)
+	turns = append(turns, llmtest.Turn{When: "and now?", Text: "Now we talk again."})
+	e := e2etest.NewHarness(t, turns...)
+	capture, keys := tmuxSession(t, chatShell(e))
+	waitScreen(t, "the prompt", capture, func(s string) bool { return strings.Contains(s, "test-model ›") })
+	keys("/harness write a.md", "Enter")
+	waitScreen(t, "the plan's question", capture, func(s string) bool { return strings.Contains(s, "Run this plan? [Y/n]") })
+	keys("y", "Enter")
+	s := waitScreen(t, "the board's end", capture, func(s string) bool { return regexp.MustCompile(`done in .* · 1 phase`).MatchString(s) })
+	if !regexp.MustCompile(`(?m)^✓ write +completed`).MatchString(s) {
+		t.Errorf("the board does not show the phase completed:\n%s", s)
+	}
+	if b, err := os.ReadFile(filepath.Join(e.Workspace, "a.md")); err != nil || string(b) != "A\n" {
+		t.Errorf("a.md: %q, %v", b, err)
+	}
+	keys("and now?", "Enter")
+	waitScreen(t, "the next answer", capture, func(s string) bool { return strings.Contains(s, "Now we talk again.") })
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("C-d")
+	waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
+	sameTerminal(t, e)
+}
+
+// atPrompt reports whether the screen ends at the chat's prompt: its
+// editor reads again.
+func atPrompt(s string) bool {
+	lines := strings.Split(strings.TrimRight(s, "\n "), "\n")
+	return strings.HasSuffix(lines[len(lines)-1], "›")
 }
