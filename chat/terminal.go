@@ -247,7 +247,12 @@ func (c *Chat) describe() string {
 	if id := c.SessionID(); id != "" {
 		session = "session " + console.ShortID(id)
 	}
-	return fmt.Sprintf("%s · %s", session, c.cfg.Options.Model)
+	model := c.cfg.Options.Model
+	if c.cfg.Gateway != nil {
+		// The gateway fills in the model unless --model says it.
+		model = strings.TrimSpace(model + " via " + strings.TrimPrefix(c.cfg.GatewayAddr, "http://"))
+	}
+	return fmt.Sprintf("%s · %s", session, model)
 }
 
 // pendingPrompt holds what an asker writes after its last line break: the

@@ -246,3 +246,37 @@ func atPrompt(s string) bool {
 	lines := strings.Split(strings.TrimRight(s, "\n "), "\n")
 	return strings.HasSuffix(lines[len(lines)-1], "›")
 }
+
+// TestChatTmuxGateway: at a terminal with --gateway, the turns run in the
+// gateway's session, an approval is asked inline at the editor and
+// answered through the gateway, and the second message sees the first.
+func TestChatTmuxGateway(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{e2etest.ToolCall("bash", `{"command":"echo approved > ran.txt"}`)}},
+		llmtest.Turn{Text: "It ran in the gateway."},
+		llmtest.Turn{Text: "You asked me to run it."},
+	)
+	g := e.StartGateway()
+	line := chatShell(e, "--gateway", "--ask", "bash")
+	line = strings.Replace(line, " AGENT_HOME=", " AGENT_GATEWAY=http://"+g.Addr+" AGENT_GATEWAY_TOKEN="+e2etest.GwToken+" AGENT_HOME=", 1)
+	capture, keys := tmuxSession(t, line)
+	waitScreen(t, "the prompt", capture, func(s string) bool { return strings.Contains(s, "via "+g.Addr+" ›") })
+	keys("run it", "Enter")
+	waitScreen(t, "the approval", capture, func(s string) bool { return strings.Contains(s, `Allow bash "echo approved > ran.txt"? [y]es`) })
+	keys("y", "Enter")
+	waitScreen(t, "the answer", capture, func(s string) bool { return strings.Contains(s, "It ran in the gateway.") })
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("what did I ask?", "Enter")
+	waitScreen(t, "the second answer", capture, func(s string) bool { return strings.Contains(s, "You asked me to run it.") })
+	if third := string(e.Srv.Requests()[2].Body); !strings.Contains(third, "run it") {
+		t.Errorf("the second message's request lacks the first: %s", third)
+	}
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("C-d")
+	s := waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=") })
+	if !strings.Contains(s, "EXIT=0") || !strings.Contains(s, "agent chat --continue --gateway") {
+		t.Errorf("final screen:\n%s", s)
+	}
+	sameTerminal(t, e)
+}
