@@ -134,6 +134,9 @@ func (c *Chat) send(ctx context.Context, prompt string, ask *TerminalAsker, o su
 	if ask != nil {
 		asker = ask.Ask
 	}
+	if err := c.notBusy(ctx); err != nil {
+		return Turn{}, err
+	}
 	if c.session == nil {
 		s := &store.Session{ID: uuid.NewString(), Title: console.OneLine(prompt, 60), Local: true}
 		if err := c.cfg.DB.CreateSession(ctx, s); err != nil {
@@ -282,5 +285,38 @@ func (c *Chat) Fork(ctx context.Context, seq int64) error {
 		return err
 	}
 	c.session = s
+	return nil
+}
+
+// BusySessionError is a message to a local session one of whose runs
+// another live process drives (a second chat on it): both would write the
+// session's one sequence. It is a *store.LeaseHeldError (exit 4).
+type BusySessionError struct {
+	SessionID string
+	Held      *store.LeaseHeldError
+}
+
+func (e *BusySessionError) Error() string {
+	return fmt.Sprintf("session %s is busy: its run %s goes on in another process (%s); wait for it to end, or go on in a copy (/fork)",
+		console.ShortID(e.SessionID), e.Held.RunID, e.Held.Owner)
+}
+
+func (e *BusySessionError) Unwrap() error { return e.Held }
+
+// notBusy checks that no other live process drives a run of the session.
+func (c *Chat) notBusy(ctx context.Context) error {
+	if c.session == nil {
+		return nil
+	}
+	runs, err := c.cfg.DB.ListSessionRuns(ctx, c.session.ID)
+	if err != nil {
+		return err
+	}
+	for i := range runs {
+		r := &runs[i]
+		if r.Status == event.StatusRunning && r.LeaseOwner != "" && !c.cfg.DB.HolderGone(r) {
+			return &BusySessionError{SessionID: c.session.ID, Held: &store.LeaseHeldError{RunID: r.ID, Owner: r.LeaseOwner, ExpiresAt: r.LeaseExpiresAt}}
+		}
+	}
 	return nil
 }

@@ -133,6 +133,10 @@ func (t *terminal) turnWith(ctx context.Context, turnFn func(context.Context, *T
 	}()
 	asker := &TerminalAsker{lines: console.LinesFrom(t.question), out: &t.pending}
 	turn, err := turnFn(ctx, asker)
+	if errors.As(err, new(*BusySessionError)) {
+		fmt.Fprintln(t.cfg.Err, err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

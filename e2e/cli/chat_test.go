@@ -193,3 +193,31 @@ func TestChatGatewayKilledMidTurn(t *testing.T) {
 		t.Errorf("the next message's request lacks the turn completed in the gateway: %s", third)
 	}
 }
+
+// TestChatSessionBusy: while one chat's run of a local session goes on, a
+// second chat on the session is refused (exit 4), saying why, rather than
+// both writing the session's one sequence.
+func TestChatSessionBusy(t *testing.T) {
+	t.Parallel()
+	thinking := make(chan struct{})
+	e := e2etest.New(t, llmtest.Turn{Text: "Hello.", Gate: thinking}, llmtest.Turn{Text: "Later."})
+	first := e.Command("chat", "--json")
+	first.Stdin = strings.NewReader("hello\n")
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e2etest.WaitFor(t, "the first chat's model request", func() bool { return e.Srv.RequestCount() == 1 })
+	second := e.Command("chat", "--continue")
+	second.Stdin = strings.NewReader("me too\n")
+	out, _ := second.CombinedOutput()
+	if code := second.ProcessState.ExitCode(); code != 4 || !strings.Contains(string(out), "is busy: its run") {
+		t.Errorf("a second chat on the busy session: exit %d: %s", code, out)
+	}
+	close(thinking)
+	if err := first.Wait(); err != nil {
+		t.Errorf("the first chat: %v", err)
+	}
+	if n := e.Srv.RequestCount(); n != 1 {
+		t.Errorf("%d model requests, want the first chat's only", n)
+	}
+}
