@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"agent/checkpoint"
 	"agent/console"
 	"agent/event"
 	"agent/gateway/api"
@@ -319,4 +320,22 @@ func (c *Chat) notBusy(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Rewind puts back the files the session's last run changed, from its
+// checkpoint to on (1: all of them), as agent rewind does.
+func (c *Chat) Rewind(ctx context.Context, to int) (checkpoint.Report, error) {
+	if c.session == nil || c.cfg.Gateway != nil {
+		return checkpoint.Report{}, errors.New("nothing to rewind: the session has no run yet")
+	}
+	runs, err := c.cfg.DB.ListSessionRuns(ctx, c.session.ID)
+	if err != nil {
+		return checkpoint.Report{}, err
+	}
+	for i := len(runs) - 1; i >= 0; i-- {
+		if runs[i].Kind == store.KindRun && !runs[i].Fork {
+			return c.cfg.Supervisor.Rewind(ctx, &runs[i], to, false, nil)
+		}
+	}
+	return checkpoint.Report{}, errors.New("nothing to rewind: the session has no run of its own yet")
 }

@@ -29,6 +29,7 @@ var commands = []struct {
 	{"/model", "[NAME]", "say the model, or use NAME from the next message on"},
 	{"/cost", "", "tokens and USD the session has spent so far"},
 	{"/fork", "[SEQ]", "go on in a new session with this one's conversation (up to event SEQ)"},
+	{"/rewind", "[N]", "put back the files the last run changed (from its checkpoint N on)"},
 	{"/harness", "REQUEST", "run REQUEST as a harness here: a plan to confirm, then verified phases on the board"},
 	{"/approve", "", "allow the call the session's run waits for, and go on with it"},
 	{"/deny", "[REASON]", "refuse it (the model is told REASON), and go on"},
@@ -49,7 +50,7 @@ func (t *terminal) command(ctx context.Context, line string) (done bool, err err
 	name, arg, _ := strings.Cut(line, " ")
 	arg = strings.TrimSpace(arg)
 	out := t.cfg.Err
-	if t.cfg.Gateway != nil && slices.Contains([]string{"/sessions", "/resume", "/cost", "/fork", "/harness", "/approve", "/deny"}, name) {
+	if t.cfg.Gateway != nil && slices.Contains([]string{"/sessions", "/resume", "/cost", "/fork", "/rewind", "/harness", "/approve", "/deny"}, name) {
 		fmt.Fprintf(out, "%s is for local sessions; the gateway's web view does it for its sessions\n", name)
 		return false, nil
 	}
@@ -109,6 +110,18 @@ func (t *terminal) command(ctx context.Context, line string) (done bool, err err
 			return false, nil
 		}
 		fmt.Fprintf(out, "session %s, forked from %s; the next message goes there\n", console.ShortID(t.SessionID()), console.ShortID(from))
+	case "/rewind":
+		to, perr := strconv.Atoi(config.Pick(arg, "1"))
+		if perr != nil || to < 1 {
+			fmt.Fprintf(out, "/rewind takes a checkpoint number, 1 or more (agent rewind RUN_ID --list), not %q\n", arg)
+			return false, nil
+		}
+		rep, err := t.Rewind(ctx, to)
+		if err != nil {
+			fmt.Fprintln(out, err) // a range, a busy run: said, and the chat goes on
+			return false, nil
+		}
+		console.PrintRewind(out, rep)
 	case "/harness":
 		if arg == "" {
 			fmt.Fprintln(out, "/harness needs a REQUEST: /harness make every test pass")

@@ -225,7 +225,9 @@ func (t *terminal) signals(ctx context.Context) (context.Context, func()) {
 				switch {
 				case busy:
 					t.interrupt()
-				case s != os.Interrupt:
+				case s == os.Interrupt: // Ctrl-C as a turn ends: the prompt's
+					t.in.inject([]byte{readline.CharInterrupt})
+				default:
 					cancel()
 					t.in.inject([]byte{readline.CharEnter}) // ends the prompt's read
 				}

@@ -65,11 +65,15 @@ func TestChatTmuxConversation(t *testing.T) {
 	if !strings.Contains(s, "session ") {
 		t.Errorf("the prompt does not name the session:\n%s", s)
 	}
+	// At the editor (typed ahead during a turn, the terminal cooked, a
+	// line break is an Enter).
+	waitScreen(t, "the prompt again", capture, atPrompt)
 	keys("line one", "C-j", "line two", "Enter")
 	waitScreen(t, "the answer to two lines", capture, func(s string) bool { return strings.Contains(s, "Two lines seen.") })
 	if fourth := string(e.Srv.Requests()[3].Body); !strings.Contains(fourth, `line one\nline two`) {
 		t.Errorf("the two-line message was not sent as one: %s", fourth)
 	}
+	waitScreen(t, "the prompt again", capture, atPrompt)
 	keys("/co", "Tab", "Enter")
 	waitScreen(t, "/cost", capture, func(s string) bool { return strings.Contains(s, "4 runs,") && strings.Contains(s, "tokens") })
 	keys("/nope", "Enter")
@@ -132,6 +136,7 @@ func TestChatTmuxInterrupt(t *testing.T) {
 	if second := string(e.Srv.Requests()[1].Body); !strings.Contains(second, "count to a million") {
 		t.Errorf("the follow-up's request lacks the interrupted message: %s", second)
 	}
+	waitScreen(t, "the prompt again", capture, atPrompt)
 	keys("C-c")
 	waitScreen(t, "the hint", capture, func(s string) bool { return strings.Contains(s, "(Ctrl-C again or Ctrl-D to leave)") })
 	keys("C-c")
@@ -278,5 +283,29 @@ func TestChatTmuxGateway(t *testing.T) {
 	if !strings.Contains(s, "EXIT=0") || !strings.Contains(s, "agent chat --continue --gateway") {
 		t.Errorf("final screen:\n%s", s)
 	}
+	sameTerminal(t, e)
+}
+
+// TestChatTmuxRewind: /rewind puts back the file the session's last run
+// wrote, and the chat goes on.
+func TestChatTmuxRewind(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t, e2etest.WriteTurn("a.md", "A\n"), llmtest.Turn{Text: "Wrote a.md."})
+	capture, keys := tmuxSession(t, chatShell(e))
+	waitScreen(t, "the prompt", capture, func(s string) bool { return strings.Contains(s, "test-model ›") })
+	keys("write a.md", "Enter")
+	waitScreen(t, "the answer", capture, func(s string) bool { return strings.Contains(s, "Wrote a.md.") })
+	if _, err := os.Stat(filepath.Join(e.Workspace, "a.md")); err != nil {
+		t.Fatal(err)
+	}
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("/rewind", "Enter")
+	e2etest.WaitFor(t, "a.md to be gone", func() bool {
+		_, err := os.Stat(filepath.Join(e.Workspace, "a.md"))
+		return os.IsNotExist(err)
+	})
+	waitScreen(t, "the prompt after the rewind", capture, func(s string) bool { return strings.Contains(s, "a.md") && atPrompt(s) })
+	keys("C-d")
+	waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
 	sameTerminal(t, e)
 }
