@@ -145,7 +145,9 @@ func TestAttachHuman(t *testing.T) {
 		return stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()
 	}
 
-	stdout, stderr, code := attach(func(o, _ string) bool { return strings.Contains(o, "first answer") })
+	// The answer's line is whole once its line break is out: the text
+	// streams first, the break comes with the message's end.
+	stdout, stderr, code := attach(func(o, _ string) bool { return strings.Contains(o, "first answer\n") })
 	if stdout != "> one\nfirst answer\n" || code != 0 {
 		t.Errorf("replay: exit %d, stdout %q", code, stdout)
 	}
