@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -644,24 +643,6 @@ func (e *exampleEnv) run(t *testing.T, ex example) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer two goroutines can use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // untilStopped runs a command that runs until stopped: it waits for
 // ready on stderr (when ready is "": for any output, or three seconds),
 // then sends sig.
@@ -669,7 +650,7 @@ func (e *exampleEnv) untilStopped(t *testing.T, cmdline string, withGateway bool
 	t.Helper()
 	cmd := exec.Command("sh", "-c", "exec "+cmdline)
 	cmd.Dir, cmd.Env = e.ws, e.environ(withGateway)
-	var out, errb lockedBuffer
+	var out, errb terminalOutput // written by the command, read by the test
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
