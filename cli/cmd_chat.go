@@ -53,7 +53,7 @@ func chatAction(c *cli.Context) error {
 	if remote {
 		defaults = supervisor.Options{} // the gateway fills in its own
 	}
-	defaults.AskHuman = inline(c) && !c.IsSet("replay") // as agent run: a person is there to answer
+	defaults.AskHuman = askHuman(c)
 	if cfg.Options, err = flagOptions(c, defaults); err != nil {
 		return err
 	}

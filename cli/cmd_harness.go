@@ -85,7 +85,7 @@ func harnessAction(c *cli.Context) error {
 		if given != nil || c.Bool("plan") {
 			return usageErrorf("--plan and --plan-file run here, not with --gateway: plan here (agent harness --plan), then resume it here")
 		}
-		opts, err := flagOptions(c, supervisor.Options{Harness: true}) // the gateway fills in its own defaults
+		opts, err := flagOptions(c, supervisor.Options{Harness: true, AskHuman: askHuman(c)}) // the gateway fills in its own defaults
 		if err != nil {
 			return err
 		}

@@ -127,7 +127,7 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	if addr, ok := gatewayAddress(c); ok {
-		opts, err := flagOptions(c, supervisor.Options{}) // the gateway fills in its own defaults
+		opts, err := flagOptions(c, supervisor.Options{AskHuman: askHuman(c)}) // the gateway fills in its own defaults
 		if err != nil {
 			return err
 		}
@@ -145,9 +145,7 @@ func runAction(c *cli.Context) error {
 func runHere(c *cli.Context, settings config.Settings, prompt string, d supervisor.Drive) error {
 	defaults := supervisor.DefaultOptions(settings)
 	defaults.Harness = d.Options.Harness
-	// A person at the terminal can answer the model's questions (a
-	// cassette replays the tools it was recorded with).
-	defaults.AskHuman = inline(c) && !c.IsSet("replay")
+	defaults.AskHuman = askHuman(c)
 	opts, err := flagOptions(c, defaults)
 	if err != nil {
 		return err
@@ -261,7 +259,10 @@ var optionFlags = []struct {
 	{"record", path(func(o *supervisor.Options) *string { return &o.Record })},
 	{"replay", path(func(o *supervisor.Options) *string { return &o.Replay })},
 	{"ask", list(func(o *supervisor.Options) *[]string { return &o.Ask })},
-	{"ask-human", value(func(o *supervisor.Options) *bool { return &o.AskHuman })},
+	{"ask-human", func(c *cli.Context, name string, o *supervisor.Options) error {
+		o.AskHuman = new(c.Bool(name))
+		return nil
+	}},
 	{"wait-tools", value(func(o *supervisor.Options) *bool { return &o.WaitTools })},
 }
 
@@ -399,6 +400,12 @@ func finished(c *cli.Context, runID string, fin event.RunFinishedData) error {
 func inline(c *cli.Context) bool {
 	return !c.Bool("json") && console.IsTerminal(c.App.Reader) && console.IsTerminal(c.App.ErrWriter)
 }
+
+// askHuman is whether the model may ask the person: yes when one is at
+// this terminal to answer (a cassette replays the tools it was recorded
+// with). The CLI always says, so a run through the gateway offers what
+// the same run here would.
+func askHuman(c *cli.Context) *bool { return new(inline(c) && !c.IsSet("replay")) }
 
 // newDisplay picks the display for a command's output flags.
 func newDisplay(c *cli.Context, harness bool) console.Display {

@@ -31,6 +31,7 @@ type Board struct {
 	ending  bool   // the list is being drawn for the last time
 	frame   int
 	calls   map[string]string // call id → what the call is about
+	waits   map[string]bool   // open waits: a person is asked under the list, which stays still
 	stop    chan struct{}
 	done    chan struct{}
 
@@ -68,7 +69,7 @@ func NewBoard(out, err io.Writer, live bool) *Board {
 // newBoard returns a Board that draws only when told (tests), with the
 // clock now.
 func newBoard(out, err io.Writer, live bool, now func() time.Time) *Board {
-	return &Board{out: out, err: err, live: live, now: now, byID: map[string]*phaseLine{}, calls: map[string]string{}}
+	return &Board{out: out, err: err, live: live, now: now, byID: map[string]*phaseLine{}, calls: map[string]string{}, waits: map[string]bool{}}
 }
 
 func (b *Board) tick() {
@@ -206,16 +207,12 @@ func (b *Board) Print(e event.Event) {
 	case event.EffectUnknown:
 		var d event.EffectUnknownData
 		if e.Decode(&d) == nil {
-			b.say(b.err, "%s: %s", orDefault(e.PhaseID, "harness"), unknownEffect(d))
+			b.say(b.err, "%s: %s", who(e.PhaseID), unknownEffect(d))
 		}
 	case event.Retry:
 		var d event.RetryData
 		if e.Decode(&d) == nil {
-			who := orDefault(e.PhaseID, "harness")
-			if who == event.PlannerPhaseID {
-				who = "planner"
-			}
-			b.say(b.err, "%s: model call failed (attempt %d of %d): %s; retrying in %s", who,
+			b.say(b.err, "%s: model call failed (attempt %d of %d): %s; retrying in %s", who(e.PhaseID),
 				d.Attempt, d.MaxAttempts, d.Error, formatDuration(time.Duration(d.DelayMS)*time.Millisecond))
 		}
 	case event.Warning:
@@ -225,13 +222,21 @@ func (b *Board) Print(e event.Event) {
 		}
 	case event.RunWaiting:
 		var d event.RunWaitingData
-		if e.Decode(&d) == nil {
-			b.say(b.err, "%s: %s", orDefault(e.PhaseID, "harness"), WaitLine(d))
+		if e.Decode(&d) == nil && !b.waits[d.WaitID] { // a parked harness names its phase's wait again
+			if p := b.phase(e.PhaseID); p != nil {
+				p.status = event.StatusWaiting
+			}
+			b.say(b.err, "%s: %s", who(e.PhaseID), WaitLine(d))
+			b.hold(d.WaitID)
 		}
 	case event.WaitResolved:
 		var d event.WaitResolvedData
 		if e.Decode(&d) == nil {
-			b.say(b.err, "%s: %s", orDefault(e.PhaseID, "harness"), strings.TrimSpace(ResolvedLine(d)))
+			delete(b.waits, d.WaitID)
+			if p := b.phase(e.PhaseID); p != nil && p.status == event.StatusWaiting {
+				p.status = event.StatusRunning
+			}
+			b.say(b.err, "%s: %s", who(e.PhaseID), strings.TrimSpace(ResolvedLine(d)))
 		}
 	case event.RunStarted:
 		var d event.RunStartedData
@@ -440,8 +445,26 @@ func (b *Board) clear() {
 	b.drawn = 0
 }
 
+// hold leaves the live list on screen as it is, without a spinner frame,
+// and draws it no more while a wait is open: the person is asked under
+// it, and the answer typed there. A planning line is taken off instead.
+func (b *Board) hold(waitID string) {
+	if !b.live {
+		return
+	}
+	if !b.planning {
+		b.ending = true
+		b.redraw()
+		b.ending = false
+	} else {
+		b.clear()
+	}
+	b.drawn = 0
+	b.waits[waitID] = true
+}
+
 func (b *Board) redraw() {
-	if !b.live || b.frozen {
+	if !b.live || b.frozen || len(b.waits) > 0 {
 		return
 	}
 	b.clear()
@@ -452,7 +475,7 @@ func (b *Board) redraw() {
 		b.drawn = 1
 	case b.shown && len(b.phases) > 0:
 		for _, p := range b.phases {
-			mark := map[string]string{event.StatusPending: "·", event.StatusCompleted: "✓", event.StatusFailed: "✗", "retrying": "↻"}[p.status]
+			mark := map[string]string{event.StatusPending: "·", event.StatusCompleted: "✓", event.StatusFailed: "✗", "retrying": "↻", event.StatusWaiting: "⏸"}[p.status]
 			if p.status == event.StatusRunning {
 				mark = spin
 				if b.ending {
@@ -474,6 +497,14 @@ func (b *Board) redraw() {
 		}
 		b.drawn = len(b.phases)
 	}
+}
+
+// who names the part of a harness an event is about on its own line.
+func who(phaseID string) string {
+	if phaseID == event.PlannerPhaseID {
+		return "planner"
+	}
+	return orDefault(phaseID, "harness")
 }
 
 func orDefault(s, def string) string {

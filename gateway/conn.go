@@ -377,6 +377,12 @@ func (c *conn) handle(req api.Request) (result any, then func(), err error) {
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
+		// A person can answer a session's questions (its clients, the web
+		// view's inbox, a link), so the model may ask unless the client
+		// says ask_human: false.
+		if p.Options.AskHuman == nil {
+			p.Options.AskHuman = new(true)
+		}
 		if p.SessionID == "" { // a new session: attached from the start, as its creator
 			return c.startNew(func() (*api.RunStartResult, error) { return s.startRun(ctx, p, c.id) })
 		}

@@ -79,6 +79,9 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 	switch {
 	case fresh && given == nil:
 		_, err := orch.Plan(ctx, r.Prompt)
+		for errors.Is(err, orchestrator.ErrParked) && s.askHere(ctx, r.ID, d) {
+			_, err = orch.Plan(ctx, r.Prompt) // it goes on where it stopped
+		}
 		if errors.Is(err, orchestrator.ErrParked) {
 			return s.parkHarness(ctx, r, sink)
 		}
@@ -114,6 +117,9 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 	}
 
 	out, err := orch.Execute(ctx)
+	for err == nil && out.Status == event.StatusWaiting && s.askHere(ctx, r.ID, d) {
+		out, err = orch.Execute(ctx) // the answered attempts go on where they stopped
+	}
 	if err != nil {
 		return failed(ctx, err)
 	}
@@ -170,6 +176,33 @@ func (s *Supervisor) parkHarness(ctx context.Context, r *store.Run, sink Sink) O
 	}
 	return Outcome{Report: &event.RunnerResultData{Status: event.StatusWaiting, Reason: event.ReasonWaiting,
 		Detail: fmt.Sprintf("phase %s waits for %s", first.PhaseID, describeWait(first.Waiting))}}
+}
+
+// askHere waits in this process for the open waits of a harness whose
+// planner or phases parked, when it can ask someone (Drive.Ask): each is
+// asked in turn, while the other channels and its deadline may resolve it
+// first, as a single run's are. It reports whether any was resolved, so
+// that the harness goes on rather than parks.
+func (s *Supervisor) askHere(ctx context.Context, runID string, d Drive) bool {
+	w := s.waiter(runID, d)
+	if w == nil {
+		return false
+	}
+	ws, err := s.db.Waits(ctx, runID)
+	if err != nil {
+		return false // parked: a resume or a wake-up reads them again
+	}
+	resolved := false
+	for _, open := range ws {
+		if open.PhaseID == "" || open.Journaled || open.Resolution != nil {
+			continue
+		}
+		if _, err := w.Wait(ctx, open.Waiting); err != nil {
+			return resolved && ctx.Err() == nil
+		}
+		resolved = true
+	}
+	return resolved
 }
 
 // editedMission returns the run's mission.json when a person changed it

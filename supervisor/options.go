@@ -80,7 +80,7 @@ type Options struct {
 	Ask          []string `json:"ask,omitempty"`
 	AskTimeout   Duration `json:"ask_timeout,omitempty"`
 	AskOnTimeout string   `json:"ask_on_timeout,omitempty"`
-	AskHuman     bool     `json:"ask_human,omitempty"`
+	AskHuman     *bool    `json:"ask_human,omitempty"`
 	WaitTools    bool     `json:"wait_tools,omitempty"`
 	MaxWait      Duration `json:"max_wait,omitempty"`
 
@@ -276,7 +276,7 @@ func (s *Supervisor) offeredTools(ws *tools.Workspace, o Options, servers []mcp.
 		extra = append(extra, tools.RecordTools()...)
 	}
 	allow := o.AllowTools
-	if o.AskHuman && !o.Harness {
+	if o.asksHuman() && !o.Harness {
 		extra = append(extra, tools.AskHumanTool())
 		allow = withNames(allow, tools.AskHumanName)
 	}

@@ -81,11 +81,16 @@ func withNames(allow []string, names ...string) []string {
 	return append(allow[:len(allow):len(allow)], names...)
 }
 
+// asksHuman is whether the model may ask the person (ask_human). Unset is
+// no: each front-end says whether a person can answer (the CLI on a
+// terminal; the gateway for its sessions unless run.start says otherwise).
+func (o Options) asksHuman() bool { return o.AskHuman != nil && *o.AskHuman }
+
 // waitOptions are the run's approval rules and wait tools, as each of its
 // loops gets them.
 func (o Options) waitOptions() adapter.WaitOptions {
 	return adapter.WaitOptions{
-		Ask: o.Ask, AskOnTimeout: o.AskOnTimeout, AskHuman: o.AskHuman, WaitTools: o.WaitTools,
+		Ask: o.Ask, AskOnTimeout: o.AskOnTimeout, AskHuman: o.asksHuman(), WaitTools: o.WaitTools,
 		AskTimeoutMS: time.Duration(o.AskTimeout).Milliseconds(), MaxWaitMS: time.Duration(o.MaxWait).Milliseconds(),
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"agent/e2e/internal/e2etest"
 	"agent/event"
@@ -183,5 +184,40 @@ func TestGatewayClientParks(t *testing.T) {
 	})
 	if _, err := os.Stat(filepath.Join(e.Workspace, "pushed")); err != nil {
 		t.Error("the approved call did not run")
+	}
+}
+
+// A harness on a terminal asks too, as agent run does: the planner's
+// question and a phase's approval are asked inline under a board that
+// holds still meanwhile, and the run goes on without parking.
+func TestHarnessAsksInlineOnATerminal(t *testing.T) {
+	t.Parallel()
+	ask, _ := json.Marshal(map[string]any{"question": "Which file?", "options": []string{"b.txt", "c.txt"}})
+	planArgs := json.RawMessage(`{"objective":"One file","phases":[
+		{"id":"touch","title":"Touch the file","instructions":"Touch it.","evidence":{"type":"artifact","artifacts":["b.txt"]}}]}`)
+	turns := []llmtest.Turn{
+		{When: e2etest.PlannerMarker, ToolCalls: []llmtest.Call{{Name: "ask_human", Arguments: ask}}},
+		{When: e2etest.PlannerMarker, ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: planArgs}}},
+	}
+	turns = append(turns, e2etest.ForPhase("touch", e2etest.BashTurn("echo b > b.txt"), llmtest.Turn{Text: "b.txt written."})...)
+	e := e2etest.NewHarness(t, turns...)
+	capture, keys := tmuxSession(t, shellCommand(e, "harness", "--yes", "--ask", "bash", "touch the file I name"))
+	waitScreen(t, "the planner's question", capture, func(s string) bool { return strings.Contains(s, "? Which file?") })
+	keys("b.txt", "Enter")
+	s := waitScreen(t, "the phase's approval prompt", capture, func(s string) bool { return strings.Contains(s, "Allow bash") })
+	time.Sleep(time.Second) // the board would draw at least four times meanwhile
+	if again := capture(); again != s {
+		t.Errorf("the screen changed under the approval prompt:\n%s\nthen:\n%s", s, again)
+	}
+	keys("y", "Enter")
+	s = waitScreen(t, "the end", capture, func(s string) bool { return strings.Contains(s, "EXIT=") })
+	if !strings.Contains(s, "EXIT=0") || !strings.Contains(s, "answered (terminal") || !strings.Contains(s, "allowed (terminal") {
+		t.Errorf("final screen:\n%s", s)
+	}
+	if _, err := os.Stat(filepath.Join(e.Workspace, "b.txt")); err != nil {
+		t.Error("b.txt was not created")
+	}
+	if got := e.Srv.Requests()[1].LastMessage().Content; !strings.Contains(got, "Answer (") || !strings.Contains(got, ": b.txt") {
+		t.Errorf("the planner was told %q, not the answer", got)
 	}
 }

@@ -52,7 +52,10 @@ func TestGatewayRunLikeFastPath(t *testing.T) {
 	c := e2etest.GwDial(t, srv.Addr())
 	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
 	e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sid})
-	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "write hello.txt"})
+	// The same options: agent run --json offers no ask_human (nobody at a
+	// terminal), which a gateway session does unless told.
+	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "write hello.txt",
+		Options: api.RunOptions{AskHuman: new(false)}})
 	got := e2etest.GwWait(t, c, run.RunID)
 	if e2etest.FrameTypes(got) != eventTypes(want) {
 		t.Errorf("gateway stream:\n  %s\nagent run --json:\n  %s", e2etest.FrameTypes(got), eventTypes(want))

@@ -3,9 +3,11 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -169,7 +171,7 @@ func TestGatewayAnswersOverHTTP(t *testing.T) {
 		info.Resolution == nil || info.Resolution.Outcome != event.WaitDenied || info.Resolution.Reason != "not on Fridays" {
 		t.Fatalf("POST deny: %d %+v", code, info)
 	}
-	colour, _ := startAsking(t, c, "pick a colour", api.RunOptions{AskHuman: true})
+	colour, _ := startAsking(t, c, "pick a colour", api.RunOptions{})
 	_, q := e2etest.GwWaiting(t, c, colour.RunID, 0)
 	if q.Kind != event.WaitQuestion || q.Question != "Which colour?" || strings.Join(q.Options, ",") != "blue,red" {
 		t.Fatalf("the question: %+v", q)
@@ -299,4 +301,35 @@ func logFile(t *testing.T, e *e2etest.Env) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// TestGatewaySessionsOfferAskHuman: a gateway session's run may ask the
+// person (its clients and the web view's inbox can answer) unless
+// run.start says ask_human: false; agent run --json through the gateway
+// says so, as the same run here would not offer it either.
+func TestGatewaySessionsOfferAskHuman(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t, llmtest.Turn{When: "first", Text: "one"}, llmtest.Turn{When: "second", Text: "two"}, llmtest.Turn{When: "third", Text: "three"})
+	srv, _ := e.InProcessGateway(nil)
+	c := e2etest.GwDial(t, srv.Addr())
+	for _, input := range []string{"first", "second"} {
+		o := api.RunOptions{}
+		if input == "second" {
+			o.AskHuman = new(false)
+		}
+		run, _ := startAsking(t, c, input, o)
+		e2etest.GwWait(t, c, run.RunID)
+	}
+	cmd := e.Command("run", "--json", "third")
+	cmd.Env = append(cmd.Env, e.GatewayEnv(srv.Addr())...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("agent run --json through the gateway: %v\n%s", err, out)
+	}
+	offered := map[string]bool{}
+	for _, r := range e.Srv.Requests() {
+		offered[r.LastMessage().Content] = slices.Contains(r.ToolNames(), "ask_human")
+	}
+	if want := map[string]bool{"first": true, "second": false, "third": false}; !maps.Equal(offered, want) {
+		t.Errorf("ask_human offered by prompt: %v, want %v", offered, want)
+	}
 }

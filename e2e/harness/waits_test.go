@@ -233,7 +233,7 @@ func TestHarnessPlannerAsksFirst(t *testing.T) {
 	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
 	e2etest.GwCall[api.SessionResumeResult](t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sid})
 	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "deploy it",
-		Options: api.RunOptions{Harness: true, AskHuman: true}})
+		Options: api.RunOptions{Harness: true}}) // a gateway session offers ask_human
 
 	ctx := context.Background()
 	e2etest.WaitFor(t, "the harness to park on the planner's question", func() bool {

@@ -96,7 +96,7 @@ func TestWebInbox(t *testing.T) {
 	b.until("the answered approval gone", `document.querySelector(`+jsString(card(push))+`) === null && document.getElementById('inbox-panel').hidden`)
 
 	// A question with options: one click answers it.
-	colour, _ := start("pick a colour", api.RunOptions{AskHuman: true})
+	colour, _ := start("pick a colour", api.RunOptions{})
 	b.until("the question", `(document.querySelector(`+jsString(card(colour)+` .question`)+`)?.textContent || '') === 'Which colour for the logo?' &&
 		document.querySelectorAll(`+jsString(card(colour)+` button.option`)+`).length === 2`)
 	b.screenshot("inbox-question")
