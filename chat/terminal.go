@@ -28,8 +28,13 @@ const HistoryFile = "chat_history"
 // line, a paste stays one message. Ctrl-C interrupts a turn (resumable: the
 // next message goes on with it in context); Ctrl-C twice at an empty
 // prompt, Ctrl-D or /quit leaves. The terminal is left as it was found on
-// every way out but kill -9.
+// every way out; after kill -9 or a crash, by a guard process.
 func (c *Chat) Terminal(ctx context.Context, home string) error {
+	if release, err := console.GuardTerminal(os.Stdin, string(pasteOff)); err == nil {
+		defer release() // last: after the editor put the terminal back
+	} else {
+		fmt.Fprintf(c.cfg.Err, "warning: %v; if this chat is killed, run reset\n", err)
+	}
 	in := newInput(os.Stdin)
 	rl, err := readline.NewEx(&readline.Config{
 		Prompt:                 c.prompt(),

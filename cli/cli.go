@@ -99,6 +99,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 			doctorCommand(),
 			versionCommand(),
 			runnerCommand(),
+			guardCommand(),
 		},
 		Action: func(c *cli.Context) error {
 			if c.Bool("version") {

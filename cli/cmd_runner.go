@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"agent/config"
+	"agent/console"
 	"agent/runner"
 )
 
@@ -32,4 +33,10 @@ func runnerAction(c *cli.Context) error {
 		return &exitError{code: 130, msg: "parent gone; stopped"}
 	}
 	return err
+}
+
+// guardCommand is agent chat's terminal guard (console.GuardTerminal).
+func guardCommand() *cli.Command {
+	return &cli.Command{Name: console.GuardCommand, Usage: "put the terminal back if agent chat dies (internal)", Hidden: true,
+		Action: func(*cli.Context) error { return console.ServeGuard() }}
 }

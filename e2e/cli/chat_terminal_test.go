@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"agent/e2e/internal/e2etest"
@@ -308,4 +311,74 @@ func TestChatTmuxRewind(t *testing.T) {
 	keys("C-d")
 	waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
 	sameTerminal(t, e)
+}
+
+// TestChatTmuxKill9: agent chat killed with kill -9 at its prompt (the
+// line editor's raw mode on) leaves the terminal as it found it: its guard
+// puts the settings back. A crash takes the same way out.
+func TestChatTmuxKill9(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t)
+	agent, err := exec.LookPath("agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile, ttyFile := filepath.Join(e.Workspace, "chat.pid"), filepath.Join(e.Workspace, "tty.path")
+	line := chatShell(e)
+	q := "'" + agent + "' 'chat'"
+	if !strings.Contains(line, q) {
+		t.Fatalf("no %s in %s", q, line)
+	}
+	// The chat's pid, as sh execs it; the terminal's path, to read it after.
+	line = "tty > " + ttyFile + "; " + strings.Replace(line, q, `sh -c 'echo $$ > `+pidFile+`; exec "$0" chat' '`+agent+`'`, 1)
+	// Run by sh, which leaves the terminal as a killed job left it (bash
+	// and zsh put it back themselves; a script, ssh or tmux may not).
+	script := filepath.Join(e.Workspace, "chat.sh")
+	if err := os.WriteFile(script, []byte(line+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	capture, keys := tmuxSession(t, "sh "+script)
+	waitScreen(t, "the prompt", capture, func(s string) bool { return strings.Contains(s, "test-model ›") })
+	keys("half a message")
+	waitScreen(t, "the typed text", capture, func(s string) bool { return strings.Contains(s, "half a message") })
+	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, pidFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := readFile(t, filepath.Join(e.Workspace, "stty.before"))
+	tty := strings.TrimSpace(readFile(t, ttyFile))
+	if raw := sttyOf(t, tty); raw == before {
+		t.Fatalf("the chat did not change the terminal's settings at its prompt; the test cannot tell a restore:\n%s", raw)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitScreen(t, "the shell after the chat", capture, func(s string) bool { return strings.Contains(s, "EXIT=137") })
+	e2etest.WaitFor(t, "the terminal's settings put back", func() bool { return sttyOf(t, tty) == before })
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// sttyOf is `stty -a` of the terminal at path.
+func sttyOf(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command("stty", "-a")
+	cmd.Stdin = f
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }
