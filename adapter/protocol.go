@@ -48,11 +48,13 @@ type PhaseSpec struct {
 	ContextBudget int    `json:"context_budget,omitempty"`
 
 	// Context and spend (README.md#context-and-spend): the window in tokens (0: the
-	// model's known one), compaction unless NoCompact, and the budget of
+	// model's known one), compaction unless NoCompact (CompactPrior: of
+	// the session's earlier conversation before the first request), and the budget of
 	// the run as a whole (Usage and, for a phase, what the run spent
 	// before it count).
 	ContextWindow int          `json:"context_window,omitempty"`
 	NoCompact     bool         `json:"no_compact,omitempty"`
+	CompactPrior  bool         `json:"compact_prior,omitempty"`
 	MaxTokens     int          `json:"max_tokens,omitempty"`
 	MaxCost       float64      `json:"max_cost,omitempty"`
 	Price         *event.Price `json:"price,omitempty"`

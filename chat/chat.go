@@ -53,6 +53,22 @@ type Config struct {
 type Chat struct {
 	cfg     Config
 	session *store.Session // nil until the first message of a new chat
+	compact bool           // the next message compacts the conversation before it (/compact)
+}
+
+// CompactNext has the next message's run compact the session's earlier
+// conversation into a summary before its first request (Options.Compact
+// "now"), whatever its size: recorded as context.compacted, it stands
+// for those runs in every later message's context.
+func (c *Chat) CompactNext() { c.compact = true }
+
+// options are the next message's run options.
+func (c *Chat) options() supervisor.Options {
+	o := c.cfg.Options
+	if c.compact {
+		o.Compact = "now"
+	}
+	return o
 }
 
 // Open finds the session the chat goes on in, if any: a gateway's
@@ -109,7 +125,7 @@ func (c *Chat) Send(ctx context.Context, prompt string, ask *TerminalAsker) (Tur
 	if c.cfg.Gateway != nil {
 		return c.sendGateway(ctx, prompt, ask)
 	}
-	return c.send(ctx, prompt, ask, c.cfg.Options, nil)
+	return c.send(ctx, prompt, ask, c.options(), nil)
 }
 
 // Harness makes request a harness run of the session (a planner, then
@@ -151,6 +167,7 @@ func (c *Chat) send(ctx context.Context, prompt string, ask *TerminalAsker, o su
 	if err != nil {
 		return Turn{}, err
 	}
+	c.compact = false
 	show := console.NewDisplay(c.cfg.Out, c.cfg.Err, o.Harness, c.cfg.JSON)
 	defer show.Close()
 	end, err := c.cfg.Supervisor.Drive(ctx, r, supervisor.Drive{Options: o, Show: show.Print, Ask: asker, Confirm: confirm})

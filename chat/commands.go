@@ -28,6 +28,7 @@ var commands = []struct {
 	{"/resume", "[ID]", "go on in a local session: ID, or the one last active"},
 	{"/model", "[NAME]", "say the model, or use NAME from the next message on"},
 	{"/cost", "", "tokens and USD the session has spent so far"},
+	{"/compact", "", "summarise the conversation so far at the start of the next message, to save context"},
 	{"/fork", "[SEQ]", "go on in a new session with this one's conversation (up to event SEQ)"},
 	{"/rewind", "[N]", "put back the files the last run changed (from its checkpoint N on)"},
 	{"/harness", "REQUEST", "run REQUEST as a harness here: a plan to confirm, then verified phases on the board"},
@@ -98,6 +99,13 @@ func (t *terminal) command(ctx context.Context, line string) (done bool, err err
 		fmt.Fprintf(out, "model %s from the next message on\n", o.Model)
 	case "/cost":
 		return false, t.cost(ctx)
+	case "/compact":
+		if t.SessionID() == "" {
+			fmt.Fprintln(out, "nothing to compact: the session has no message yet")
+			return false, nil
+		}
+		t.CompactNext()
+		fmt.Fprintln(out, "the conversation so far is summarised when your next message starts (context.compacted)")
 	case "/fork":
 		seq, perr := strconv.ParseInt(config.Pick(arg, "0"), 10, 64)
 		if perr != nil || seq < 0 {

@@ -80,7 +80,7 @@ func (c *Chat) replay(ctx context.Context, runID string) error {
 // new one for a new chat, titled by the message), followed to its end;
 // ctx's end interrupts the run there, resumably.
 func (c *Chat) sendGateway(ctx context.Context, prompt string, ask *TerminalAsker) (Turn, error) {
-	p := api.RunStartParams{Input: prompt, Workspace: c.cfg.Workspace, Options: c.cfg.Options}
+	p := api.RunStartParams{Input: prompt, Workspace: c.cfg.Workspace, Options: c.options()}
 	if c.session != nil {
 		p.SessionID = c.session.ID
 	}
@@ -88,6 +88,7 @@ func (c *Chat) sendGateway(ctx context.Context, prompt string, ask *TerminalAske
 	if err != nil {
 		return Turn{}, err
 	}
+	c.compact = false
 	if c.session == nil {
 		c.session = &store.Session{ID: started.SessionID, Title: console.OneLine(prompt, 60)}
 	}

@@ -35,7 +35,7 @@ func modelFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "model-call-timeout", Usage: "give up on a model call, its retries and waits included, after this long", DefaultText: console.DurationText(llm.DefaultCallTimeout)},
 		&cli.DurationFlag{Name: "timeout", Usage: "stop the run after this long, e.g. 10m", DefaultText: "no limit"},
 		&cli.IntFlag{Name: "context-window", Usage: "the model's context window in `TOKENS`: the conversation is compacted before a request would pass it", DefaultText: "context_window in config.toml, or the model's known window"},
-		&cli.StringFlag{Name: "compact", Usage: "`MODE`: auto, compact the conversation when it outgrows the context window, or off, a context error ends the run (exit 3)", DefaultText: "auto"},
+		&cli.StringFlag{Name: "compact", Usage: "`MODE`: auto, compact the conversation when it outgrows the context window, off, a context error ends the run (exit 3), or now, the session's earlier conversation first", DefaultText: "auto"},
 		&cli.IntFlag{Name: "max-tokens", Usage: "stop once the run has used this many `TOKENS` (prompt plus completion); on resume, this many more", DefaultText: "no limit"},
 		&cli.Float64Flag{Name: "max-cost", Usage: "stop once the run has cost this many `USD`, at [prices.\"MODEL\"] in config.toml; on resume, this much more", DefaultText: "no limit"},
 		&cli.StringFlag{Name: "sandbox", Usage: "what the model's commands (bash, evidence checks) may do, `MODE`: workspace-write " +

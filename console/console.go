@@ -228,7 +228,11 @@ func (p *Printer) render(e event.Event) {
 		var d event.ContextCompactedData
 		if e.Decode(&d) == nil {
 			p.endLine()
-			p.printf(p.err, "  compacted the conversation to fit the context window: about %d → %d tokens\n", d.TokensBefore, d.TokensAfter)
+			why := "to fit the context window"
+			if d.Trigger == event.CompactAsked {
+				why = "as asked (/compact)"
+			}
+			p.printf(p.err, "  compacted the conversation %s: about %d → %d tokens\n", why, d.TokensBefore, d.TokensAfter)
 		}
 	case event.EffectUnknown:
 		var d event.EffectUnknownData

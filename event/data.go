@@ -319,6 +319,15 @@ type SyncData struct {
 // its first user message, always kept); Prior says the session's earlier
 // runs were replaced too. The store fills in the seqs of the first and
 // last message replaced.
+// What made a compaction: the request would not have fit the window; the
+// provider refused it as too long; the run's options asked for it (agent
+// chat's /compact: the session's earlier conversation, whatever its size).
+const (
+	CompactWindow       = "window"
+	CompactContextError = "context_error"
+	CompactAsked        = "asked"
+)
+
 type ContextCompactedData struct {
 	Iteration       int    `json:"iteration,omitempty"`
 	From            int    `json:"from"`
@@ -329,8 +338,7 @@ type ContextCompactedData struct {
 	TokensBefore    int    `json:"tokens_before"`
 	TokensAfter     int    `json:"tokens_after"`
 	Summary         string `json:"summary"`
-	// Trigger is "window" (the request would not have fit) or
-	// "context_error" (the provider refused it as too long).
+	// Trigger is CompactWindow, CompactContextError or CompactAsked.
 	Trigger string `json:"trigger"`
 	// Usage is what the summary request cost.
 	Usage Usage `json:"usage"`

@@ -21,12 +21,6 @@ import (
 // is recorded as context.compacted before the conversation changes, so a
 // resume, a fork or a replay rebuilds the same one.
 
-// Triggers of a compaction.
-const (
-	triggerWindow       = "window"
-	triggerContextError = "context_error"
-)
-
 // maxCompactions bounds compactions for one request refused as too long:
 // each keeps less of the recent turns.
 const maxCompactions = 2

@@ -60,7 +60,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 	cfg := Config{
 		ModelName: spec.Model.Name, Sink: env.Sink, MaxTurns: spec.MaxTurns, MaxRepeats: spec.MaxRepeats,
 		Until: spec.Until, MaxIterations: spec.MaxIterations, ContextBudget: spec.ContextBudget,
-		Compact: !spec.NoCompact, ContextWindow: spec.ContextWindow,
+		Compact: !spec.NoCompact, CompactPrior: spec.CompactPrior, ContextWindow: spec.ContextWindow,
 		MaxTokens: spec.MaxTokens, MaxCost: spec.MaxCost, Price: spec.Price,
 	}
 	if cfg.ContextWindow == 0 {

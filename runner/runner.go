@@ -77,7 +77,10 @@ type Config struct {
 	// when a request would not fit ContextWindow (tokens; 0: unknown,
 	// then only after the provider refuses one as too long, and before
 	// sending once a refusal stated the window). README.md#context-and-spend.
+	// CompactPrior compacts Prior, the session's earlier conversation,
+	// before the first request, whatever its size (agent chat's /compact).
 	Compact       bool
+	CompactPrior  bool
 	ContextWindow int
 	// MaxTokens and MaxCost (USD, at Price) bound the run's usage as a
 	// whole, State.Usage included: once passed, no request is made and
@@ -474,8 +477,13 @@ func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
 	if l.spent() {
 		return nil, errBudget
 	}
+	if l.cfg.CompactPrior && len(l.state.Prior) > 0 { // once: it leaves no Prior
+		if _, err := l.compact(ctx, event.CompactAsked, 0); err != nil {
+			return nil, err
+		}
+	}
 	if l.wouldOverflow() {
-		if _, err := l.compact(ctx, triggerWindow, l.keepTokens(0)); err != nil {
+		if _, err := l.compact(ctx, event.CompactWindow, l.keepTokens(0)); err != nil {
 			return nil, err
 		}
 	}
@@ -498,7 +506,7 @@ func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
 			if werr := l.learnWindow(ctx, llm.ContextWindowOf(err)); werr != nil {
 				return nil, werr
 			}
-			compacted, cerr := l.compact(ctx, triggerContextError, l.keepTokens(attempt+1))
+			compacted, cerr := l.compact(ctx, event.CompactContextError, l.keepTokens(attempt+1))
 			if cerr != nil {
 				return nil, cerr
 			}

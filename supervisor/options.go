@@ -45,7 +45,9 @@ type Options struct {
 	MaxRepeats int `json:"max_repeats,omitempty"`
 
 	// Context and spend (README.md#context-and-spend). ContextWindow is in tokens (0:
-	// a known default for the model); Compact "off" disables compaction.
+	// a known default for the model); Compact "off" disables compaction,
+	// "now" compacts the session's earlier conversation before the run's
+	// first request (agent chat's /compact).
 	// MaxTokens and MaxCost stop the run once its usage passes them;
 	// Prices (USD per million tokens) make MaxCost and cost_usd possible.
 	ContextWindow int          `json:"context_window,omitempty"`
@@ -160,8 +162,8 @@ func (o Options) Validate() error {
 		return optionErr("context_budget", "{context_budget} must be positive")
 	case o.ContextWindow < 0:
 		return optionErr("context_window", "{context_window} must be positive")
-	case o.Compact != "" && o.Compact != "auto" && o.Compact != "off":
-		return optionErr("compact", "{compact} is auto or off, not %q", o.Compact)
+	case o.Compact != "" && o.Compact != "auto" && o.Compact != "off" && o.Compact != "now":
+		return optionErr("compact", "{compact} is auto, off or now, not %q", o.Compact)
 	case o.MaxTokens < 0:
 		return optionErr("max_tokens", "{max_tokens} must be positive")
 	case o.MaxCost < 0:

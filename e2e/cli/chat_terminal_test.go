@@ -77,7 +77,7 @@ func TestChatTmuxConversation(t *testing.T) {
 		t.Errorf("the two-line message was not sent as one: %s", fourth)
 	}
 	waitScreen(t, "the prompt again", capture, atPrompt)
-	keys("/co", "Tab", "Enter")
+	keys("/cos", "Tab", "Enter")
 	waitScreen(t, "/cost", capture, func(s string) bool { return strings.Contains(s, "4 runs,") && strings.Contains(s, "tokens") })
 	keys("/nope", "Enter")
 	waitScreen(t, "the unknown command", capture, func(s string) bool {
@@ -381,4 +381,46 @@ func sttyOf(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(out)
+}
+
+// TestChatTmuxCompact: /compact has the next message's run summarise the
+// session's earlier messages first (context.compacted, trigger asked);
+// that request and the one after carry the summary, not the messages.
+func TestChatTmuxCompact(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t,
+		llmtest.Turn{When: "marmalade", Text: "Noted the marmalade."},
+		llmtest.Turn{When: "You are compacting the conversation", Text: "SUMMARY: the person likes marmalade."},
+		llmtest.Turn{When: "what do I like", Text: "You like marmalade."},
+		llmtest.Turn{When: "and again", Text: "Still marmalade."},
+	)
+	capture, keys := tmuxSession(t, chatShell(e))
+	waitScreen(t, "the prompt", capture, func(s string) bool { return strings.Contains(s, "test-model ›") })
+	keys("/compact", "Enter")
+	waitScreen(t, "nothing to compact", capture, func(s string) bool { return strings.Contains(s, "nothing to compact") })
+	keys("I like marmalade", "Enter")
+	waitScreen(t, "the answer", capture, func(s string) bool { return strings.Contains(s, "Noted the marmalade.") })
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("/compact", "Enter")
+	waitScreen(t, "the promise", capture, func(s string) bool { return strings.Contains(s, "summarised when your next message starts") })
+	keys("what do I like?", "Enter")
+	waitScreen(t, "the answer after the summary", capture, func(s string) bool {
+		return strings.Contains(s, "compacted the conversation as asked (/compact)") && strings.Contains(s, "You like marmalade.")
+	})
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("and again?", "Enter")
+	waitScreen(t, "the last answer", capture, func(s string) bool { return strings.Contains(s, "Still marmalade.") })
+	reqs := e.Srv.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d requests, want 4 (a message, the summary, two messages)", len(reqs))
+	}
+	for _, r := range reqs[2:] {
+		if body := string(r.Body); strings.Contains(body, "I like marmalade") || !strings.Contains(body, "SUMMARY: the person likes marmalade.") {
+			t.Errorf("a request after /compact carries the compacted message, or not the summary: %s", body)
+		}
+	}
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("C-d")
+	waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
+	sameTerminal(t, e)
 }
