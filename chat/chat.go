@@ -8,6 +8,7 @@ package chat
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,7 @@ type Chat struct {
 	cfg     Config
 	session *store.Session // nil until the first message of a new chat
 	compact bool           // the next message compacts the conversation before it (/compact)
+	parked  *parkedRun     // through a gateway: the session's run last seen waiting
 }
 
 // CompactNext has the next message's run compact the session's earlier
@@ -123,21 +125,22 @@ type Turn struct {
 // conversation goes on with it in context).
 func (c *Chat) Send(ctx context.Context, prompt string, ask *TerminalAsker) (Turn, error) {
 	if c.cfg.Gateway != nil {
-		return c.sendGateway(ctx, prompt, ask)
+		return c.sendGateway(ctx, prompt, ask, c.options())
 	}
 	return c.send(ctx, prompt, ask, c.options(), nil)
 }
 
 // Harness makes request a harness run of the session (a planner, then
 // verified phases, shown on the phase board), driven here; confirm, if not
-// nil, is asked before a new plan runs. Like any harness run, the session's
+// nil, is asked before a new plan runs (here: a gateway runs its plan
+// unasked). Like any harness run, the session's
 // earlier messages are not its context, and later messages do not see it.
 func (c *Chat) Harness(ctx context.Context, request string, ask *TerminalAsker, confirm func(string) bool) (Turn, error) {
-	if c.cfg.Gateway != nil {
-		return Turn{}, errors.New("/harness runs here: chat without --gateway, or agent harness --gateway")
-	}
-	o := c.cfg.Options
+	o := c.options()
 	o.Harness = true
+	if c.cfg.Gateway != nil { // the gateway plans and runs it, unasked, as agent harness --gateway
+		return c.sendGateway(ctx, request, ask, o)
+	}
 	o, _, err := c.cfg.Supervisor.Prepare(o, c.cfg.Workspace)
 	if err != nil {
 		return Turn{}, err
@@ -261,7 +264,10 @@ var ErrNothingWaits = errors.New("no run of this session waits for an answer")
 // chat closed while it asked, or a script's exit 6), through
 // supervisor.Answer as every channel does, and goes on with the run here.
 func (c *Chat) Answer(ctx context.Context, d supervisor.Decision, ask *TerminalAsker) (Turn, error) {
-	if c.session == nil || c.cfg.Gateway != nil {
+	if c.cfg.Gateway != nil {
+		return c.answerGateway(ctx, d)
+	}
+	if c.session == nil {
 		return Turn{}, ErrNothingWaits
 	}
 	runs, err := c.cfg.DB.ListSessionRuns(ctx, c.session.ID)
@@ -295,8 +301,11 @@ func (c *Chat) Answer(ctx context.Context, d supervisor.Decision, ask *TerminalA
 // Fork goes on in a new local session holding this one's conversation up
 // to seq (0: all of it), as agent sessions fork makes; this one stays.
 func (c *Chat) Fork(ctx context.Context, seq int64) error {
-	if c.session == nil || c.cfg.Gateway != nil {
-		return errors.New("nothing to fork: the session has no message yet, or is a gateway's (agent sessions fork)")
+	switch {
+	case c.session == nil:
+		return errors.New("nothing to fork: the session has no message yet")
+	case c.cfg.Gateway != nil:
+		return c.forkGateway(ctx, seq)
 	}
 	s, err := c.cfg.DB.ForkSession(ctx, c.session.ID, uuid.NewString(), "", seq)
 	if err != nil {
@@ -342,8 +351,11 @@ func (c *Chat) notBusy(ctx context.Context) error {
 // Rewind puts back the files the session's last run changed, from its
 // checkpoint to on (1: all of them), as agent rewind does.
 func (c *Chat) Rewind(ctx context.Context, to int) (checkpoint.Report, error) {
-	if c.session == nil || c.cfg.Gateway != nil {
+	switch {
+	case c.session == nil:
 		return checkpoint.Report{}, errors.New("nothing to rewind: the session has no run yet")
+	case c.cfg.Gateway != nil:
+		return c.rewindGateway(ctx, to)
 	}
 	runs, err := c.cfg.DB.ListSessionRuns(ctx, c.session.ID)
 	if err != nil {
@@ -355,4 +367,68 @@ func (c *Chat) Rewind(ctx context.Context, to int) (checkpoint.Report, error) {
 		}
 	}
 	return checkpoint.Report{}, errors.New("nothing to rewind: the session has no run of its own yet")
+}
+
+// Sessions are those the chat can go on in, most recently active first:
+// the local store's, or through a gateway its own.
+func (c *Chat) Sessions(ctx context.Context) ([]store.SessionView, error) {
+	if c.cfg.Gateway != nil {
+		return c.gatewaySessions(ctx)
+	}
+	ss, err := c.cfg.DB.ListSessions(ctx, 20, false)
+	var out []store.SessionView
+	for _, s := range ss {
+		if s.Local {
+			out = append(out, s.View())
+		}
+	}
+	return out, err
+}
+
+// Runs are the session's runs, oldest first.
+func (c *Chat) Runs(ctx context.Context) ([]store.RunView, error) {
+	switch {
+	case c.session == nil:
+		return nil, nil
+	case c.cfg.Gateway != nil:
+		d, err := c.gatewaySession(ctx, c.session.ID)
+		return d.Runs, err
+	}
+	runs, err := c.cfg.DB.ListSessionRuns(ctx, c.session.ID)
+	return c.cfg.DB.RunViews(runs), err
+}
+
+// GoOn goes on in session id (a unique prefix), or "" the one last
+// active: the next message is its next run.
+func (c *Chat) GoOn(ctx context.Context, id string) (*store.Session, error) {
+	if c.cfg.Gateway != nil {
+		if id == "" {
+			ss, err := c.gatewaySessions(ctx)
+			if err != nil || len(ss) == 0 {
+				return nil, cmp.Or(err, fmt.Errorf("no session in the gateway yet: %w", store.ErrNotFound))
+			}
+			id = ss[0].ID
+		}
+		d, err := c.gatewaySession(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		c.session = &store.Session{ID: d.Session.ID, Title: d.Session.Title, Runs: d.Session.Runs}
+		return c.session, nil
+	}
+	var s *store.Session
+	var err error
+	if id == "" {
+		s, err = c.cfg.DB.LastLocalSession(ctx)
+	} else {
+		s, err = c.cfg.DB.GetSession(ctx, id)
+	}
+	switch {
+	case err != nil:
+		return nil, err
+	case !s.Local:
+		return nil, &GatewaySessionError{SessionID: s.ID}
+	}
+	c.session = s
+	return s, nil
 }

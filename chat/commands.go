@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -24,8 +24,8 @@ var commands = []struct {
 }{
 	{"/help", "", "this list"},
 	{"/new", "", "start a new session (the next message is its first)"},
-	{"/sessions", "", "the local sessions, most recently active first"},
-	{"/resume", "[ID]", "go on in a local session: ID, or the one last active"},
+	{"/sessions", "", "the sessions (local, or the gateway's), most recently active first"},
+	{"/resume", "[ID]", "go on in a session: ID, or the one last active"},
 	{"/model", "[NAME]", "say the model, or use NAME from the next message on"},
 	{"/cost", "", "tokens and USD the session has spent so far"},
 	{"/compact", "", "summarise the conversation so far at the start of the next message, to save context"},
@@ -51,10 +51,6 @@ func (t *terminal) command(ctx context.Context, line string) (done bool, err err
 	name, arg, _ := strings.Cut(line, " ")
 	arg = strings.TrimSpace(arg)
 	out := t.cfg.Err
-	if t.cfg.Gateway != nil && slices.Contains([]string{"/sessions", "/resume", "/cost", "/fork", "/rewind", "/harness", "/approve", "/deny"}, name) {
-		fmt.Fprintf(out, "%s is for local sessions; the gateway's web view does it for its sessions\n", name)
-		return false, nil
-	}
 	switch name {
 	case "/help":
 		for _, c := range commands {
@@ -67,23 +63,12 @@ func (t *terminal) command(ctx context.Context, line string) (done bool, err err
 	case "/sessions":
 		return false, t.listSessions(ctx)
 	case "/resume":
-		var s *store.Session
-		if arg == "" {
-			s, err = t.cfg.DB.LastLocalSession(ctx)
-		} else {
-			s, err = t.cfg.DB.GetSession(ctx, arg)
+		s, err := t.GoOn(ctx, arg)
+		if err != nil {
+			fmt.Fprintln(out, err) // not found, ambiguous, not this chat's kind: said, and the chat goes on
+			return false, nil
 		}
-		switch {
-		case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrAmbiguous):
-			fmt.Fprintln(out, err)
-		case err != nil:
-			return false, err
-		case !s.Local:
-			fmt.Fprintln(out, &GatewaySessionError{SessionID: s.ID})
-		default:
-			t.session = s
-			fmt.Fprintf(out, "going on in session %s: %s (%d runs)\n", console.ShortID(s.ID), s.Title, s.Runs)
-		}
+		fmt.Fprintf(out, "going on in session %s: %s (%d runs)\n", console.ShortID(s.ID), s.Title, s.Runs)
 	case "/model":
 		if arg == "" {
 			fmt.Fprintf(out, "model %s\n", t.cfg.Options.Model)
@@ -135,10 +120,7 @@ func (t *terminal) command(ctx context.Context, line string) (done bool, err err
 			fmt.Fprintln(out, "/harness needs a REQUEST: /harness make every test pass")
 			return false, nil
 		}
-		err := t.turnWith(ctx, func(ctx context.Context, asker *TerminalAsker) (Turn, error) {
-			return t.Harness(ctx, arg, asker, func(mission string) bool { return t.confirm(ctx, mission) })
-		})
-		return false, err
+		return false, t.harness(ctx, arg)
 	case "/approve", "/deny":
 		d := supervisor.Decision{Decide: supervisor.DecideAllow, Via: event.ViaTerminal, Who: os.Getenv("USER")}
 		if name == "/deny" {
@@ -163,24 +145,19 @@ func (t *terminal) command(ctx context.Context, line string) (done bool, err err
 }
 
 func (t *terminal) listSessions(ctx context.Context) error {
-	ss, err := t.cfg.DB.ListSessions(ctx, 20, false)
+	ss, err := t.Sessions(ctx)
 	if err != nil {
 		return err
 	}
-	n := 0
 	for _, s := range ss {
-		if !s.Local {
-			continue
-		}
 		mark := " "
 		if s.ID == t.SessionID() {
 			mark = "*"
 		}
 		fmt.Fprintf(t.cfg.Err, "%s %s  %-40s  %d runs\n", mark, console.ShortID(s.ID), console.OneLine(s.Title, 40), s.Runs)
-		n++
 	}
-	if n == 0 {
-		fmt.Fprintln(t.cfg.Err, "no local session yet")
+	if len(ss) == 0 {
+		fmt.Fprintln(t.cfg.Err, "no session yet")
 	}
 	return nil
 }
@@ -191,7 +168,7 @@ func (t *terminal) cost(ctx context.Context) error {
 		fmt.Fprintln(t.cfg.Err, "nothing spent: the session has no message yet")
 		return nil
 	}
-	runs, err := t.cfg.DB.ListSessionRuns(ctx, t.session.ID)
+	runs, err := t.Runs(ctx)
 	if err != nil {
 		return err
 	}
@@ -209,6 +186,52 @@ func (t *terminal) cost(ctx context.Context) error {
 	fmt.Fprintf(t.cfg.Err, "session %s: %d runs, %d tokens (%d prompt, %d completion), %s\n",
 		console.ShortID(t.session.ID), len(runs), prompt+completion, prompt, completion, price)
 	return nil
+}
+
+// harness runs request as a harness run of the session, asking at the
+// editor whether to run its plan.
+func (t *terminal) harness(ctx context.Context, request string) error {
+	return t.turnWith(ctx, func(ctx context.Context, asker *TerminalAsker) (Turn, error) {
+		return t.Harness(ctx, request, asker, func(mission string) bool { return t.confirm(ctx, mission) })
+	})
+}
+
+// harnessLike reports whether a message looks like a long task of several
+// parts, which a harness of verified phases may do better than one run:
+// three list items or more (numbered or bulleted lines), or a long
+// message (60 words or more) that orders its steps. Only a guess: the
+// person is offered it, and says yes or no.
+func harnessLike(msg string) bool {
+	items := 0
+	for _, line := range strings.Split(msg, "\n") {
+		if listItem.MatchString(line) {
+			items++
+		}
+	}
+	if items >= 3 {
+		return true
+	}
+	if len(strings.Fields(msg)) < 60 {
+		return false
+	}
+	lower := strings.ToLower(msg)
+	steps := 0
+	for _, w := range []string{" then ", "after that", "finally", "first,", "second,", "next,"} {
+		steps += strings.Count(lower, w)
+	}
+	return steps >= 2
+}
+
+var listItem = regexp.MustCompile(`^\s*(\d+[.)]|[-*•])\s+\S`)
+
+// offerHarness asks at the editor whether to run a harness-like message
+// as a harness: no unless the person says yes. Ctrl-C (an error) sends
+// neither: the message is ↑ in the history.
+func (t *terminal) offerHarness(ctx context.Context) (bool, error) {
+	fmt.Fprint(&t.pending, "Run this as a harness of verified phases? [y/N] ")
+	answer, err := t.question(ctx)
+	answer = strings.ToLower(answer)
+	return answer == "y" || answer == "yes", err
 }
 
 // confirm asks at the editor whether to run the plan written to mission:

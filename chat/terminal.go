@@ -109,7 +109,17 @@ func (t *terminal) loop(ctx context.Context) error {
 			}
 			continue
 		}
-		if err := t.send(ctx, msg); err != nil {
+		send := t.send
+		if harnessLike(msg) {
+			yes, err := t.offerHarness(ctx)
+			if err != nil {
+				continue
+			}
+			if yes {
+				send = t.harness
+			}
+		}
+		if err := send(ctx, msg); err != nil {
 			return err
 		}
 		if t.leaving() {

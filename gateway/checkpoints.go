@@ -10,27 +10,7 @@ import (
 	"agent/supervisor"
 )
 
-// CheckpointListParams name the run whose checkpoints to list.
-type CheckpointListParams struct {
-	RunID string `json:"run_id"`
-}
-
-// CheckpointList answers checkpoint.list.
-type CheckpointList struct {
-	RunID       string             `json:"run_id"`
-	Checkpoints []store.Checkpoint `json:"checkpoints"`
-}
-
-// CheckpointRewindParams rewind a run's files: all of them (To 0 or 1)
-// or those first changed at checkpoint To or later. Force restores files
-// changed after the run too.
-type CheckpointRewindParams struct {
-	RunID string `json:"run_id"`
-	To    int    `json:"to,omitempty"`
-	Force bool   `json:"force,omitempty"`
-}
-
-func (s *Server) listCheckpoints(ctx context.Context, p CheckpointListParams) (*CheckpointList, error) {
+func (s *Server) listCheckpoints(ctx context.Context, p api.CheckpointListParams) (*api.CheckpointList, error) {
 	row, err := s.db.GetRun(ctx, p.RunID)
 	if err != nil {
 		return nil, err
@@ -39,12 +19,12 @@ func (s *Server) listCheckpoints(ctx context.Context, p CheckpointListParams) (*
 	if err != nil {
 		return nil, err
 	}
-	return &CheckpointList{RunID: row.ID, Checkpoints: append([]store.Checkpoint{}, cps...)}, nil
+	return &api.CheckpointList{RunID: row.ID, Checkpoints: append([]store.Checkpoint{}, cps...)}, nil
 }
 
 // rewind restores a finished run's files. A run still active holds its
 // lease, so the supervisor refuses it (conflict).
-func (s *Server) rewind(ctx context.Context, p CheckpointRewindParams) (any, error) {
+func (s *Server) rewind(ctx context.Context, p api.CheckpointRewindParams) (any, error) {
 	if p.To < 0 {
 		return nil, errorf(api.CodeBadRequest, "to must be a checkpoint number, 1 or more")
 	}

@@ -412,14 +412,14 @@ func (c *conn) handle(req api.Request) (result any, then func(), err error) {
 		info, err := s.getRun(ctx, p.RunID)
 		return info, nil, err
 	case api.MethodCheckpointList:
-		var p CheckpointListParams
+		var p api.CheckpointListParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}
 		list, err := s.listCheckpoints(ctx, p)
 		return list, nil, err
 	case api.MethodCheckpointRewind:
-		var p CheckpointRewindParams
+		var p api.CheckpointRewindParams
 		if err := decode(req.Params, &p); err != nil {
 			return nil, nil, err
 		}

@@ -109,10 +109,7 @@ func TestChatTmuxApproval(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(e.Workspace, "ran.txt")); err != nil || string(b) != "approved\n" {
 		t.Errorf("the approved call's file: %q, %v", b, err)
 	}
-	waitScreen(t, "the prompt again", capture, atPrompt)
-	keys("C-d")
-	waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
-	sameTerminal(t, e)
+	leave(t, e, capture, keys)
 }
 
 // TestChatTmuxInterrupt: Ctrl-C while the model thinks interrupts the
@@ -212,21 +209,14 @@ func TestChatTmuxApproveAndFork(t *testing.T) {
 	if err != nil || len(ss) != 2 || ss[0].ParentID != ss[1].ID || !ss[0].Local {
 		t.Errorf("sessions after /fork: %+v, %v; want the fork, local, naming its source", ss, err)
 	}
-	waitScreen(t, "the prompt again", capture, atPrompt)
-	keys("C-d")
-	waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
-	sameTerminal(t, e)
+	leave(t, e, capture, keys)
 }
 
 // TestChatTmuxHarness: /harness REQUEST plans, asks at the editor whether
 // to run the plan, shows the phases on the board, and the chat goes on.
 func TestChatTmuxHarness(t *testing.T) {
 	t.Parallel()
-	planArgs := json.RawMessage(`{"objective":"One file","phases":[
-		{"id":"write","title":"Write a.md","instructions":"Write a.md.","evidence":{"type":"artifact","artifacts":["a.md"]}}]}`)
-	turns := []llmtest.Turn{{When: e2etest.PlannerMarker, ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: planArgs}}}}
-	turns = append(turns, e2etest.ForPhase("write", e2etest.WriteTurn("a.md", "A\n"), llmtest.Turn{Text: "a.md written."})...)
-	turns = append(turns, llmtest.Turn{When: "and now?", Text: "Now we talk again."})
+	turns := append(writeAMD(), llmtest.Turn{When: "and now?", Text: "Now we talk again."})
 	e := e2etest.NewHarness(t, turns...)
 	capture, keys := tmuxSession(t, chatShell(e))
 	waitScreen(t, "the prompt", capture, func(s string) bool { return strings.Contains(s, "test-model ›") })
@@ -242,10 +232,7 @@ func TestChatTmuxHarness(t *testing.T) {
 	}
 	keys("and now?", "Enter")
 	waitScreen(t, "the next answer", capture, func(s string) bool { return strings.Contains(s, "Now we talk again.") })
-	waitScreen(t, "the prompt again", capture, atPrompt)
-	keys("C-d")
-	waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
-	sameTerminal(t, e)
+	leave(t, e, capture, keys)
 }
 
 // atPrompt reports whether the screen ends at the chat's prompt: its
@@ -419,6 +406,104 @@ func TestChatTmuxCompact(t *testing.T) {
 			t.Errorf("a request after /compact carries the compacted message, or not the summary: %s", body)
 		}
 	}
+	leave(t, e, capture, keys)
+}
+
+// TestChatTmuxGatewayCommands: the session commands through a gateway: a
+// scripted chat's run parks there (exit 6); agent chat --gateway
+// --continue shows it waiting and /approve answers it (wait.answer), the
+// gateway going on with it; /cost and /sessions read the gateway's
+// session; /harness runs a harness in it, on the board; /fork goes on in
+// the gateway's copy of the conversation.
+func TestChatTmuxGatewayCommands(t *testing.T) {
+	t.Parallel()
+	turns := append([]llmtest.Turn{
+		{When: "run it", ToolCalls: []llmtest.Call{e2etest.ToolCall("bash", `{"command":"echo approved > ran.txt"}`)}},
+		{When: "run it", Text: "It ran."},
+	}, writeAMD()...)
+	turns = append(turns, llmtest.Turn{When: "are you there", Text: "Still here, in the fork."})
+	e := e2etest.NewHarness(t, turns...)
+	g := e.StartGateway()
+	script := e.Command("chat", "--gateway", "--ask", "bash", "--json")
+	script.Env = append(script.Env, e.GatewayEnv(g.Addr)...)
+	script.Stdin = strings.NewReader("run it\n")
+	_ = script.Run()
+	if code := script.ProcessState.ExitCode(); code != 6 {
+		t.Fatalf("the scripted chat exited %d, want 6: its run waits in the gateway", code)
+	}
+	line := chatShell(e, "--gateway", "--continue")
+	line = strings.Replace(line, " AGENT_HOME=", " AGENT_GATEWAY=http://"+g.Addr+" AGENT_GATEWAY_TOKEN="+e2etest.GwToken+" AGENT_HOME=", 1)
+	capture, keys := tmuxSession(t, line)
+	waitScreen(t, "the waiting run, then the prompt", capture, func(s string) bool { return strings.Contains(s, "waiting for approval") && atPrompt(s) })
+	keys("/approve", "Enter")
+	waitScreen(t, "the run going on in the gateway", capture, func(s string) bool { return strings.Contains(s, "It ran.") })
+	if b, err := os.ReadFile(filepath.Join(e.Workspace, "ran.txt")); err != nil || string(b) != "approved\n" {
+		t.Errorf("the approved call's file: %q, %v", b, err)
+	}
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("/cost", "Enter")
+	waitScreen(t, "/cost", capture, func(s string) bool { return strings.Contains(s, ": 1 runs,") })
+	keys("/sessions", "Enter")
+	waitScreen(t, "/sessions", capture, func(s string) bool { return regexp.MustCompile(`(?m)^\* [0-9a-f]{8}  run it`).MatchString(s) })
+	keys("/harness write a.md", "Enter")
+	s := waitScreen(t, "the board's end", capture, func(s string) bool { return regexp.MustCompile(`done in .* · 1 phase`).MatchString(s) })
+	if !regexp.MustCompile(`(?m)^✓ write +completed`).MatchString(s) {
+		t.Errorf("the board does not show the phase completed:\n%s", s)
+	}
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("/fork", "Enter")
+	waitScreen(t, "the fork", capture, func(s string) bool { return strings.Contains(s, "the next message goes there") })
+	keys("are you there?", "Enter")
+	waitScreen(t, "the fork's answer", capture, func(s string) bool { return strings.Contains(s, "Still here, in the fork.") })
+	reqs := e.Srv.Requests()
+	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "run it") || !strings.Contains(last, "It ran.") {
+		t.Errorf("the fork's request lacks the conversation: %s", last)
+	}
+	leave(t, e, capture, keys)
+}
+
+// TestChatTmuxHarnessOffer: a message of several listed parts gets a
+// one-line offer to run it as a harness: no (Enter) sends it as one run,
+// yes plans it and runs the phases on the board.
+func TestChatTmuxHarnessOffer(t *testing.T) {
+	t.Parallel()
+	turns := append([]llmtest.Turn{{When: "plain", Text: "Done as one run."}}, writeAMD()...)
+	e := e2etest.NewHarness(t, turns...)
+	capture, keys := tmuxSession(t, chatShell(e))
+	waitScreen(t, "the prompt", capture, func(s string) bool { return strings.Contains(s, "test-model ›") })
+	keys("1. plain one", "C-j", "2. plain two", "C-j", "3. plain three", "Enter")
+	waitScreen(t, "the offer", capture, func(s string) bool { return strings.Contains(s, "Run this as a harness of verified phases? [y/N]") })
+	keys("Enter")
+	waitScreen(t, "the one run's answer", capture, func(s string) bool { return strings.Contains(s, "Done as one run.") })
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("1. write a.md", "C-j", "2. check it", "C-j", "3. say so", "Enter")
+	waitScreen(t, "the second offer", capture, func(s string) bool { return strings.Count(s, "Run this as a harness") == 2 })
+	keys("y", "Enter")
+	waitScreen(t, "the plan's question", capture, func(s string) bool { return strings.Contains(s, "Run this plan? [Y/n]") })
+	keys("y", "Enter")
+	s := waitScreen(t, "the board's end", capture, func(s string) bool { return regexp.MustCompile(`done in .* · 1 phase`).MatchString(s) })
+	if !regexp.MustCompile(`(?m)^✓ write +completed`).MatchString(s) {
+		t.Errorf("the board does not show the phase completed:\n%s", s)
+	}
+	if n := len(e.Srv.Requests()); n != 4 {
+		t.Errorf("%d model requests, want 4: one run, a planner, a phase of two turns", n)
+	}
+	leave(t, e, capture, keys)
+}
+
+// writeAMD are the model's turns of a harness that writes a.md: a plan of
+// one phase, and the phase writing it.
+func writeAMD() []llmtest.Turn {
+	planArgs := json.RawMessage(`{"objective":"One file","phases":[
+		{"id":"write","title":"Write a.md","instructions":"Write a.md.","evidence":{"type":"artifact","artifacts":["a.md"]}}]}`)
+	turns := []llmtest.Turn{{When: e2etest.PlannerMarker, ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: planArgs}}}}
+	return append(turns, e2etest.ForPhase("write", e2etest.WriteTurn("a.md", "A\n"), llmtest.Turn{Text: "a.md written."})...)
+}
+
+// leave waits for the chat's prompt, leaves with Ctrl-D and checks the
+// chat exited 0 with the terminal as it was.
+func leave(t *testing.T, e *e2etest.Env, capture func() string, keys func(...string)) {
+	t.Helper()
 	waitScreen(t, "the prompt again", capture, atPrompt)
 	keys("C-d")
 	waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })

@@ -18,7 +18,6 @@ import (
 	"agent/config"
 	"agent/e2e/internal/e2etest"
 	"agent/event"
-	"agent/gateway"
 	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/llm/llmtest"
@@ -317,7 +316,7 @@ func TestClusterRewind(t *testing.T) {
 		t.Fatal(err)
 	}
 	var refused *api.Error
-	err := c.Call(ctx, api.MethodCheckpointRewind, gateway.CheckpointRewindParams{RunID: first.RunID}, nil)
+	err := c.Call(ctx, api.MethodCheckpointRewind, api.CheckpointRewindParams{RunID: first.RunID}, nil)
 	if !errors.As(err, &refused) || refused.Code != api.CodeConflict {
 		t.Fatalf("rewind while the session's next run is driven: %v, want a conflict", err)
 	}
@@ -327,7 +326,7 @@ func TestClusterRewind(t *testing.T) {
 	letGo(t, e)
 	e2etest.GwWait(t, c, second.RunID)
 
-	e2etest.GwCall[checkpoint.Report](t, c, api.MethodCheckpointRewind, gateway.CheckpointRewindParams{RunID: first.RunID})
+	e2etest.GwCall[checkpoint.Report](t, c, api.MethodCheckpointRewind, api.CheckpointRewindParams{RunID: first.RunID})
 	if _, err := os.Stat(filepath.Join(e.Workspace, "new.txt")); !os.IsNotExist(err) {
 		t.Errorf("new.txt is still there after the rewind: %v", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"agent/checkpoint"
 	"agent/e2e/internal/e2etest"
 	"agent/event"
-	"agent/gateway"
 	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/llm/llmtest"
@@ -309,11 +308,11 @@ func TestGatewayCheckpointRewind(t *testing.T) {
 	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "write two files"})
 	e2etest.GwWait(t, c, run.RunID)
 
-	list := e2etest.GwCall[gateway.CheckpointList](t, c, api.MethodCheckpointList, gateway.CheckpointListParams{RunID: run.RunID})
+	list := e2etest.GwCall[api.CheckpointList](t, c, api.MethodCheckpointList, api.CheckpointListParams{RunID: run.RunID})
 	if len(list.Checkpoints) != 2 || list.Checkpoints[0].Path != "keep.txt" || !list.Checkpoints[0].Existed || list.Checkpoints[1].Existed {
 		t.Fatalf("checkpoints = %+v", list.Checkpoints)
 	}
-	rep := e2etest.GwCall[checkpoint.Report](t, c, api.MethodCheckpointRewind, gateway.CheckpointRewindParams{RunID: run.RunID})
+	rep := e2etest.GwCall[checkpoint.Report](t, c, api.MethodCheckpointRewind, api.CheckpointRewindParams{RunID: run.RunID})
 	outcomes := map[string]string{}
 	for _, f := range rep.Files {
 		outcomes[f.Path] = f.Outcome

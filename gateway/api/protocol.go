@@ -399,3 +399,23 @@ type JobDeleted struct {
 // RunOptions are run.start's options: a run's settings, the same as the
 // CLI's flags. Zero values take the gateway's defaults.
 type RunOptions = supervisor.Options
+
+// CheckpointListParams name the run whose checkpoints to list.
+type CheckpointListParams struct {
+	RunID string `json:"run_id"`
+}
+
+// CheckpointList answers checkpoint.list.
+type CheckpointList struct {
+	RunID       string             `json:"run_id"`
+	Checkpoints []store.Checkpoint `json:"checkpoints"`
+}
+
+// CheckpointRewindParams rewind a run's files: all of them (To 0 or 1)
+// or those first changed at checkpoint To or later. Force restores files
+// changed after the run too.
+type CheckpointRewindParams struct {
+	RunID string `json:"run_id"`
+	To    int    `json:"to,omitempty"`
+	Force bool   `json:"force,omitempty"`
+}
