@@ -79,6 +79,9 @@ func (s *Server) startRun(ctx context.Context, p api.RunStartParams, holder uint
 		if sess, srow, err = s.sessions.open(ctx, p.SessionID); err != nil {
 			return nil, err
 		}
+		if srow.Local {
+			return nil, localSession(srow.ID)
+		}
 		if err := s.sessions.checkWrite(sess.id, holder); err != nil {
 			return nil, err
 		}
@@ -157,6 +160,9 @@ func (s *Server) resumeRun(ctx context.Context, p api.RunResumeParams, holder ui
 	}
 	if row.SessionID == "" {
 		return nil, errorf(api.CodeConflict, "run %s was not started in a gateway session; resume it with: agent resume %s", row.ID, row.ID)
+	}
+	if srow, err := s.db.GetSession(ctx, row.SessionID); err == nil && srow.Local {
+		return nil, localSession(srow.ID)
 	}
 	if _, _, live := s.queue.get(row.ID); live && !s.leftQueue(ctx, row) {
 		return nil, errorf(api.CodeConflict, "run %s is already queued or running here", row.ID)
@@ -402,4 +408,10 @@ func (s *Server) getRun(ctx context.Context, id string) (*api.RunInfo, error) {
 	}
 	info := s.runInfo(row)
 	return &info, nil
+}
+
+// localSession refuses a run in agent chat's local session: the chat
+// keeps its sequence, which a gateway's session hub would write too.
+func localSession(id string) *api.Error {
+	return errorf(api.CodeConflict, "session %s is agent chat's, kept in the local store: go on in it with agent chat --session %s", id, id)
 }

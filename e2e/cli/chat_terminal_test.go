@@ -301,10 +301,28 @@ func TestChatTmuxRewind(t *testing.T) {
 }
 
 // TestChatTmuxKill9: agent chat killed with kill -9 at its prompt (the
-// line editor's raw mode on) leaves the terminal as it found it: its guard
-// puts the settings back. A crash takes the same way out.
+// line editor's raw mode on), or crashing there, leaves the terminal as
+// it found it: its guard puts the settings back.
 func TestChatTmuxKill9(t *testing.T) {
 	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		sig  syscall.Signal
+		exit string
+	}{
+		{"kill -9", syscall.SIGKILL, "EXIT=137"},
+		{"a crash", syscall.SIGQUIT, "EXIT=2"}, // Go's goroutine dump and exit 2, as an unrecovered panic
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			killedAtPrompt(t, tt.sig, tt.exit)
+		})
+	}
+}
+
+// killedAtPrompt kills agent chat with sig at its prompt, and waits for
+// the terminal's settings to be as before.
+func killedAtPrompt(t *testing.T, sig syscall.Signal, exit string) {
 	e := e2etest.New(t)
 	agent, err := exec.LookPath("agent")
 	if err != nil {
@@ -337,10 +355,10 @@ func TestChatTmuxKill9(t *testing.T) {
 	if raw := sttyOf(t, tty); raw == before {
 		t.Fatalf("the chat did not change the terminal's settings at its prompt; the test cannot tell a restore:\n%s", raw)
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(pid, sig); err != nil {
 		t.Fatal(err)
 	}
-	waitScreen(t, "the shell after the chat", capture, func(s string) bool { return strings.Contains(s, "EXIT=137") })
+	waitScreen(t, "the shell after the chat", capture, func(s string) bool { return strings.Contains(s, exit) })
 	e2etest.WaitFor(t, "the terminal's settings put back", func() bool { return sttyOf(t, tty) == before })
 }
 

@@ -707,3 +707,25 @@ func TestWebHostileContent(t *testing.T) {
 	b.screenshot("hostile-content")
 	b.tokenNeverInURL(e2etest.GwToken)
 }
+
+// TestWebLocalSession: agent chat's local session in the same store shows
+// in the list marked as the chat's, and the gateway refuses a run in it
+// (the chat keeps its sequence), naming how to go on in it.
+func TestWebLocalSession(t *testing.T) {
+	e := e2etest.New(t)
+	srv, db := e.InProcessGateway(nil)
+	local := &store.Session{ID: "5e55a10c-0000-4000-8000-000000000001", Title: "a chat at the terminal", Local: true}
+	if err := db.CreateSession(context.Background(), local); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t)
+	b.signIn(srv.Addr())
+	b.until("the local session, marked", `[...document.querySelectorAll('#sessions [data-session]')].some(
+		(el) => el.textContent.includes('a chat at the terminal') && el.textContent.includes('agent chat’s'))`)
+	c := e2etest.GwDial(t, srv.Addr())
+	err := c.Call(context.Background(), api.MethodRunStart, api.RunStartParams{SessionID: local.ID, Input: "hello"}, nil)
+	var apiErr *api.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != api.CodeConflict || !strings.Contains(apiErr.Message, "agent chat --session "+local.ID) {
+		t.Errorf("run.start in a local session: %v; want a conflict naming agent chat --session", err)
+	}
+}

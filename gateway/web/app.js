@@ -697,6 +697,7 @@ function renderSessions() {
   for (const s of state.sessions) {
     const meta = [`${s.runs} run${s.runs === 1 ? '' : 's'}`, ago(s.updated_at)];
     if (s.job_id) meta.push('scheduled');
+    if (s.local) meta.push('agent chat’s, read only here');
     // A fork says what it was forked from, and where: it starts with its
     // parent's title and conversation, and would look the same.
     const fork = s.parent_id ? h('span', { class: 'meta fork',
