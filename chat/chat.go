@@ -154,9 +154,6 @@ func (c *Chat) send(ctx context.Context, prompt string, ask *TerminalAsker, o su
 	if ask != nil {
 		asker = ask.Ask
 	}
-	if err := c.notBusy(ctx); err != nil {
-		return Turn{}, err
-	}
 	if c.session == nil {
 		s := &store.Session{ID: uuid.NewString(), Title: console.OneLine(prompt, 60), Local: true}
 		if err := c.cfg.DB.CreateSession(ctx, s); err != nil {
@@ -165,8 +162,12 @@ func (c *Chat) send(ctx context.Context, prompt string, ask *TerminalAsker, o su
 		c.session = s
 	}
 	r, err := c.cfg.Supervisor.Create(ctx, supervisor.NewRun{
-		Prompt: prompt, Workspace: c.cfg.Workspace, SessionID: c.session.ID, Options: o,
+		Prompt: prompt, Workspace: c.cfg.Workspace, SessionID: c.session.ID, Options: o, Alone: true,
 	})
+	var held *store.LeaseHeldError
+	if errors.As(err, &held) {
+		return Turn{}, &BusySessionError{SessionID: c.session.ID, Held: held}
+	}
 	if err != nil {
 		return Turn{}, err
 	}
@@ -329,24 +330,6 @@ func (e *BusySessionError) Error() string {
 }
 
 func (e *BusySessionError) Unwrap() error { return e.Held }
-
-// notBusy checks that no other live process drives a run of the session.
-func (c *Chat) notBusy(ctx context.Context) error {
-	if c.session == nil {
-		return nil
-	}
-	runs, err := c.cfg.DB.ListSessionRuns(ctx, c.session.ID)
-	if err != nil {
-		return err
-	}
-	for i := range runs {
-		r := &runs[i]
-		if r.Status == event.StatusRunning && r.LeaseOwner != "" && !c.cfg.DB.HolderGone(r) {
-			return &BusySessionError{SessionID: c.session.ID, Held: &store.LeaseHeldError{RunID: r.ID, Owner: r.LeaseOwner, ExpiresAt: r.LeaseExpiresAt}}
-		}
-	}
-	return nil
-}
 
 // Rewind puts back the files the session's last run changed, from its
 // checkpoint to on (1: all of them), as agent rewind does.

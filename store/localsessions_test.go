@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -57,5 +59,51 @@ func TestLocalSessions(t *testing.T) {
 		if want := s.ID != "gateway"; s.Local != want {
 			t.Errorf("listed %s local %v, want %v", s.ID, s.Local, want)
 		}
+	}
+}
+
+// Runs of a local session created at once by several live processes: one
+// is created, the others are told which run holds the session, and a run
+// whose holder died does not hold it.
+func TestCreateRunAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	if err := db.CreateSession(ctx, &Session{ID: "chat", Local: true}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			r := &Run{ID: fmt.Sprintf("run-%d", i), SessionID: "chat", Prompt: "hi", Workspace: "/ws"}
+			errs <- db.CreateRunAlone(ctx, r, NewLeaseOwner(), time.Minute)
+		}()
+	}
+	created := 0
+	for range n {
+		err := <-errs
+		var held *LeaseHeldError
+		switch {
+		case err == nil:
+			created++
+		case !errors.As(err, &held) || held.RunID == "":
+			t.Errorf("a refused creation: %v, want a *LeaseHeldError naming the run", err)
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d runs created at once in one local session, want 1", created)
+	}
+	// A holder gone (a pid that cannot exist) holds nothing.
+	runs, err := db.ListSessionRuns(ctx, "chat")
+	if err != nil || len(runs) != 1 {
+		t.Fatal(runs, err)
+	}
+	host, _ := os.Hostname()
+	if _, err := db.rw.ExecContext(ctx, `UPDATE runs SET lease_owner = ? WHERE id = ?`, host+"/2147483646/dead", runs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateRunAlone(ctx, &Run{ID: "after", SessionID: "chat", Prompt: "hi", Workspace: "/ws"}, NewLeaseOwner(), time.Minute); err != nil {
+		t.Errorf("after its holder died: %v, want created", err)
 	}
 }

@@ -102,6 +102,19 @@ func (r *Run) ShownStatus() string {
 // With r.Queue event.StatusWaiting (and no owner), the run waits for a worker.
 // A key already used in the session gives an error matching ErrDuplicateKey.
 func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time.Duration) error {
+	return db.createRun(ctx, r, leaseOwner, ttl, false)
+}
+
+// CreateRunAlone is CreateRun for a run that must be the only one of its
+// session a live process drives (agent chat's local session, whose
+// sequence the chat keeps): in the same transaction, one such run of the
+// session is a *LeaseHeldError and nothing is created. Two chats that send
+// at once cannot both pass.
+func (db *DB) CreateRunAlone(ctx context.Context, r *Run, leaseOwner string, ttl time.Duration) error {
+	return db.createRun(ctx, r, leaseOwner, ttl, true)
+}
+
+func (db *DB) createRun(ctx context.Context, r *Run, leaseOwner string, ttl time.Duration, alone bool) error {
 	if r.ID == "" {
 		return errors.New("create run: empty id")
 	}
@@ -140,6 +153,11 @@ func (db *DB) CreateRun(ctx context.Context, r *Run, leaseOwner string, ttl time
 		}
 		if !errors.Is(err, ErrNotFound) {
 			return fmt.Errorf("create run %s: %w", r.ID, err)
+		}
+	}
+	if alone && r.SessionID != "" {
+		if err := db.aloneInSession(ctx, tx, r.SessionID, now); err != nil {
+			return err
 		}
 	}
 	if err := insertRun(ctx, tx, r); err != nil {
@@ -397,6 +415,26 @@ func oneRow(res sql.Result) error {
 	}
 	if n == 0 {
 		return ErrNotFound
+	}
+	return nil
+}
+
+// aloneInSession fails with a *LeaseHeldError when a live process drives
+// a run of the session. The session's row is written first: on PostgreSQL
+// that row lock makes a second creation in the session wait for this
+// transaction (SQLite serialises every write anyway).
+func (db *DB) aloneInSession(ctx context.Context, tx *txn, sessionID string, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE sessions SET updated_at = updated_at WHERE id = ?`, sessionID); err != nil {
+		return fmt.Errorf("lock session %s: %w", sessionID, err)
+	}
+	runs, err := listSessionRuns(ctx, tx, sessionID)
+	if err != nil {
+		return fmt.Errorf("runs of session %s: %w", sessionID, err)
+	}
+	for _, o := range runs {
+		if o.Status == event.StatusRunning && o.LeaseOwner != "" && !db.abandoned(o, now) {
+			return &LeaseHeldError{RunID: o.ID, Owner: o.LeaseOwner, ExpiresAt: o.LeaseExpiresAt}
+		}
 	}
 	return nil
 }

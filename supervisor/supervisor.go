@@ -151,6 +151,9 @@ type NewRun struct {
 	// Queue leaves the run waiting for a worker (`agent worker`) instead
 	// of leasing it to this supervisor.
 	Queue bool
+	// Alone creates it only if no live process drives another run of the
+	// session (store.CreateRunAlone): agent chat's local sessions.
+	Alone bool
 }
 
 // Create records a new run, running and leased to this supervisor, or
@@ -169,7 +172,11 @@ func (s *Supervisor) Create(ctx context.Context, n NewRun) (*store.Run, error) {
 	if n.Queue {
 		r.Queue, owner = event.StatusWaiting, ""
 	}
-	if err := s.db.CreateRun(ctx, r, owner, s.cfg.LeaseTTL); err != nil {
+	create := s.db.CreateRun
+	if n.Alone {
+		create = s.db.CreateRunAlone
+	}
+	if err := create(ctx, r, owner, s.cfg.LeaseTTL); err != nil {
 		return nil, err
 	}
 	return r, nil
