@@ -420,13 +420,9 @@ func oneRow(res sql.Result) error {
 }
 
 // aloneInSession fails with a *LeaseHeldError when a live process drives
-// a run of the session. The session's row is written first: on PostgreSQL
-// that row lock makes a second creation in the session wait for this
-// transaction (SQLite serialises every write anyway).
+// a run of the session. Write transactions are serialised (docs/SCHEMA.md),
+// so no other creation slips in between this and the insert.
 func (db *DB) aloneInSession(ctx context.Context, tx *txn, sessionID string, now time.Time) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE sessions SET updated_at = updated_at WHERE id = ?`, sessionID); err != nil {
-		return fmt.Errorf("lock session %s: %w", sessionID, err)
-	}
 	runs, err := listSessionRuns(ctx, tx, sessionID)
 	if err != nil {
 		return fmt.Errorf("runs of session %s: %w", sessionID, err)
