@@ -59,6 +59,11 @@ type PhaseSpec struct {
 	MaxCost       float64      `json:"max_cost,omitempty"`
 	Price         *event.Price `json:"price,omitempty"`
 
+	// OutputSchema (mode run) is the JSON Schema the final answer must
+	// satisfy: the loop asks the model to fix an answer that does not,
+	// twice at most (README.md#structured-output).
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+
 	// Receipts already recorded for this phase, so a retried attempt
 	// never repeats a side effect.
 	Receipts []event.ReceiptData `json:"receipts,omitempty"`
@@ -74,8 +79,8 @@ type PhaseSpec struct {
 	Iteration int           `json:"iteration,omitempty"`
 	Turns     int           `json:"turns,omitempty"`
 	Usage     event.Usage   `json:"usage,omitempty"`
-	// Continue: the run ran out of turns or iterations and is resumed
-	// with a fresh budget.
+	// Continue: the run ran out of turns or iterations, or of fixes of its
+	// answer, and is resumed with a fresh budget.
 	Continue bool `json:"continue,omitempty"`
 
 	Checkpointed []string `json:"checkpointed,omitempty"` // files this run already checkpointed: not saved again

@@ -75,6 +75,7 @@ func jobFlags() []cli.Flag {
 		&cli.IntFlag{Name: "max-tokens", Usage: "stop each run once it has used `N` tokens", DefaultText: "no limit"},
 		&cli.Float64Flag{Name: "max-cost", Usage: "stop each run once it has cost `USD`, at the model's price in config.toml", DefaultText: "no limit"},
 		&cli.StringFlag{Name: "ask", Usage: "approval `RULES` of each run, as agent run --ask takes them (\"\" on update: none); a run waits for agent approve or the web view"},
+		&cli.StringFlag{Name: "output-schema", Usage: "each run's final answer must be JSON valid against this JSON Schema `FILE`, as agent run --output-schema (\"\" on update: none)"},
 		&cli.IntFlag{Name: "max-attempts", Usage: "`N` attempts per tick, the first included", DefaultText: "1, no retry"},
 		&cli.DurationFlag{Name: "retry-base", Usage: "wait `DUR` before the first retry, doubling for each next one", DefaultText: "30s"},
 		&cli.DurationFlag{Name: "retry-cap", Usage: "wait at most `DUR` between retries", DefaultText: "10m"},
@@ -90,9 +91,13 @@ func jobsCreateAction(c *cli.Context) error {
 			return usageErrorf("jobs create: --%s is required", f)
 		}
 	}
+	policy, err := policyFlags(c)
+	if err != nil {
+		return err
+	}
 	p := api.JobCreateParams{
 		Name: c.String("name"), CronExpr: c.String("cron"), Timezone: c.String("tz"), Prompt: c.String("prompt"),
-		SessionID: c.String("session"), Policy: policyFlags(c),
+		SessionID: c.String("session"), Policy: policy,
 	}
 	return changeJob(c, api.MethodJobCreate, p, scheduler.CheckChange(&p.CronExpr, &p.Timezone, p.Policy))
 }
@@ -109,9 +114,13 @@ func jobsUpdateAction(c *cli.Context) error {
 		v := c.String(flag)
 		return &v
 	}
+	policy, err := policyFlags(c)
+	if err != nil {
+		return err
+	}
 	p := api.JobUpdateParams{
 		JobID: id, Name: given("name"), CronExpr: given("cron"), Timezone: given("tz"), Prompt: given("prompt"),
-		SessionID: given("session"), Policy: policyFlags(c),
+		SessionID: given("session"), Policy: policy,
 	}
 	if p.Name == nil && p.CronExpr == nil && p.Timezone == nil && p.Prompt == nil && p.SessionID == nil && p.Policy == nil {
 		return usageErrorf("jobs update: nothing to change; give the flags to change, e.g. --cron or --timeout (see 'agent jobs update --help')")
@@ -140,11 +149,12 @@ var policyKeys = []struct{ flag, key string }{
 	{"overlap", "overlap"}, {"missed", "missed"}, {"timeout", "timeout"}, {"tools", "tools"},
 	{"sandbox", "sandbox"}, {"network", "network"}, {"max-tokens", "max_tokens"}, {"max-cost", "max_cost"},
 	{"max-attempts", "retry.max_attempts"}, {"retry-base", "retry.base"}, {"retry-cap", "retry.cap"}, {"ask", "ask"},
+	{"output-schema", "output_schema"},
 }
 
 // policyFlags is the partial policy the policy flags given make
 // (scheduler.PolicyPatch); nil if none is given.
-func policyFlags(c *cli.Context) json.RawMessage {
+func policyFlags(c *cli.Context) (json.RawMessage, error) {
 	given := map[string]any{}
 	for _, k := range policyKeys {
 		if !c.IsSet(k.flag) {
@@ -160,9 +170,18 @@ func policyFlags(c *cli.Context) json.RawMessage {
 		if k.flag == "ask" {
 			v = []string{c.String("ask")} // the rules split themselves: a glob may hold a comma
 		}
+		if k.flag == "output-schema" && c.String(k.flag) == "" {
+			v = nil // null: none
+		} else if k.flag == "output-schema" {
+			raw, err := supervisor.ReadOutputSchema(c.String(k.flag))
+			if err != nil {
+				return nil, usageErrorf("--output-schema: %v", err)
+			}
+			v = raw
+		}
 		given[k.key] = v
 	}
-	return scheduler.PolicyPatch(given)
+	return scheduler.PolicyPatch(given), nil
 }
 
 func jobsListAction(c *cli.Context) error {

@@ -2,9 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -53,9 +50,9 @@ func pruneAction(c *cli.Context) error {
 	if !c.IsSet("older-than") {
 		return usageErrorf("prune needs --older-than DURATION, e.g. --older-than 30d; see 'agent prune --help'")
 	}
-	age, err := parseAge(c.String("older-than"))
+	age, err := store.ParseAge(c.String("older-than"))
 	if err != nil {
-		return err
+		return usageErrorf("--older-than %q: %v", c.String("older-than"), err)
 	}
 	settings, db, err := openStore()
 	if err != nil {
@@ -91,29 +88,4 @@ func pruneAction(c *cli.Context) error {
 		}
 	}
 	return console.PrintPruneView(c.App.Writer, v, vacuum, c.Bool("json"), c.String("older-than"))
-}
-
-// parseAge reads --older-than: a Go duration, or whole days as 30d.
-func parseAge(s string) (time.Duration, error) {
-	bad := usageErrorf("--older-than %q: want a duration such as 720h, or a number of days such as 30d", s)
-	var d time.Duration
-	if days, ok := strings.CutSuffix(strings.TrimSpace(s), "d"); ok {
-		n, err := strconv.ParseInt(days, 10, 64)
-		if err != nil {
-			return 0, bad
-		}
-		if n > math.MaxInt64/int64(24*time.Hour) {
-			return 0, usageErrorf("--older-than %q is too long; at most %dd", s, math.MaxInt64/int64(24*time.Hour))
-		}
-		d = time.Duration(n) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(strings.TrimSpace(s)); err != nil {
-			return 0, bad
-		}
-	}
-	if d < 0 {
-		return 0, usageErrorf("--older-than %q must not be negative", s)
-	}
-	return d, nil
 }

@@ -65,6 +65,11 @@ func mcpConfigFlag() cli.Flag {
 		"a workspace's own .mcp.json is used only when named here"}
 }
 
+// outputSchemaFlag makes the final answer JSON valid against a schema (README.md#structured-output).
+func outputSchemaFlag() cli.Flag {
+	return &cli.StringFlag{Name: "output-schema", Usage: "the final answer must be one JSON value valid against this JSON Schema `FILE`; it is asked to fix it twice at most, then the run fails (reason schema, exit 1)"}
+}
+
 func runCommand() *cli.Command {
 	flags := append(modelFlags(),
 		&cli.StringFlag{Name: "workspace", Aliases: []string{"C"}, Usage: "directory the tools work in (default: the current directory)"},
@@ -73,6 +78,7 @@ func runCommand() *cli.Command {
 		mcpConfigFlag(),
 		&cli.StringFlag{Name: "until", Usage: "Ralph loop: repeat with fresh context until the final message has this `PROMISE` line"},
 		&cli.IntFlag{Name: "max-iterations", Usage: "Ralph loop: give up after N iterations", DefaultText: "10"},
+		outputSchemaFlag(),
 	)
 	flags = append(flags, gatewayFlags()...)
 	return &cli.Command{
@@ -264,6 +270,10 @@ var optionFlags = []struct {
 		return nil
 	}},
 	{"wait-tools", value(func(o *supervisor.Options) *bool { return &o.WaitTools })},
+	{"output-schema", func(c *cli.Context, name string, o *supervisor.Options) (err error) {
+		o.OutputSchema, err = supervisor.ReadOutputSchema(c.String(name))
+		return err
+	}},
 }
 
 // The kinds of option flags: what each reads from its flag and how.

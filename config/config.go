@@ -69,6 +69,12 @@ type File struct {
 	// carries a one-decision link (docs/PROTOCOL.md#one-decision-links).
 	Notify    []Notify `toml:"notify"`
 	PublicURL string   `toml:"public_url"`
+
+	// StructuredOutputs says whether the model endpoint takes a run's
+	// output schema as response_format json_schema alongside tools (true)
+	// or not (false); unset, agent decides by the endpoint
+	// (docs/PROTOCOL.md#structured-output-and-providers).
+	StructuredOutputs *bool `toml:"structured_outputs"`
 }
 
 // Approvals is [approvals]: rules as --ask takes them, how long an

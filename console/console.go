@@ -74,6 +74,10 @@ type Printer struct {
 	waitSince  time.Time
 	unanswered map[string]bool // tool calls of the last assistant message without a result
 	sandbox    string          // " · sandbox MODE" for the summary, from run.started
+	// structured: the run has an output schema, so Out gets only its
+	// answer as JSON, at the end, for a program to read; the text the
+	// model streams goes to Err.
+	structured bool
 }
 
 // Waits the spinner names.
@@ -127,7 +131,7 @@ func (p *Printer) render(e event.Event) {
 	case event.MessageDelta:
 		var d event.MessageDeltaData
 		if e.Decode(&d) == nil && d.Text != "" {
-			p.printf(p.out, "%s", d.Text)
+			p.printf(p.text(), "%s", d.Text)
 			p.midLine = !strings.HasSuffix(d.Text, "\n")
 			p.waitFor("")
 		}
@@ -173,7 +177,7 @@ func (p *Printer) render(e event.Event) {
 		if !d.OK {
 			line = "✗" + line[len("✓"):] + ": " + clip(d.Error, 100)
 		}
-		p.printf(p.out, "%s\n", line)
+		p.printf(p.text(), "%s\n", line)
 		delete(p.unanswered, d.CallID)
 		if len(p.unanswered) > 0 {
 			p.waitFor(waitTools)
@@ -247,6 +251,7 @@ func (p *Printer) render(e event.Event) {
 			p.printf(p.err, "resuming run %s\n", e.RunID)
 		}
 		p.sandbox = sandboxNote(d)
+		p.structured = d.OutputSchema
 		clear(p.unanswered)
 		p.waitFor(waitModel)
 	case event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted:
@@ -275,7 +280,7 @@ func (p *Printer) prompt(text string) {
 	}
 	p.endLine()
 	for _, l := range lines {
-		p.printf(p.out, "%s\n", strings.TrimRight("> "+l, " \t\r"))
+		p.printf(p.text(), "%s\n", strings.TrimRight("> "+l, " \t\r"))
 	}
 }
 
@@ -295,6 +300,15 @@ func (p *Printer) keepSpinning() {
 		return
 	}
 	p.spinner.show(p.wait, p.waitSince)
+}
+
+// text is where the model's words and the tool lines go: Out, unless Out
+// is for the run's structured answer alone.
+func (p *Printer) text() io.Writer {
+	if p.structured {
+		return p.err
+	}
+	return p.out
 }
 
 // printf clears the spinner, then writes.
@@ -324,6 +338,9 @@ func (p *Printer) finish(e event.Event) {
 	took := formatDuration(time.Duration(d.DurationMS) * time.Millisecond)
 	switch e.Type {
 	case event.RunCompleted:
+		if len(d.Output) > 0 {
+			p.printf(p.out, "%s\n", d.Output)
+		}
 		p.printf(p.err, "done in %s · %s · %d tokens%s · run %s\n", took, plural(d.Turns, "turn"), tokens, p.sandbox, e.RunID)
 	case event.RunInterrupted:
 		p.printf(p.err, "%s\n", interrupted(e, d, took, p.gateway))
@@ -402,7 +419,7 @@ func statusWord(t string) string {
 
 func (p *Printer) endLine() {
 	if p.midLine {
-		p.printf(p.out, "\n")
+		p.printf(p.text(), "\n")
 		p.midLine = false
 	}
 }

@@ -48,6 +48,9 @@ type RunStartedData struct {
 	Network bool   `json:"network,omitempty"`
 	// MCPServers are the MCP servers whose tools the run may offer (§11).
 	MCPServers []string `json:"mcp_servers,omitempty"`
+	// OutputSchema: the final answer must be JSON valid against the run's
+	// output schema; run.completed carries it as data.output.
+	OutputSchema bool `json:"output_schema,omitempty"`
 }
 
 // RunFinishedData is the data of the last event of a run.
@@ -63,6 +66,9 @@ type RunFinishedData struct {
 	// ResumeAfter (RFC 3339) is when a run interrupted by a rate limit
 	// may go on (docs/PROTOCOL.md#how-a-run-ends).
 	ResumeAfter string `json:"resume_after,omitempty"`
+	// Output is the final answer as the JSON value the run's output
+	// schema asked for (run.completed only).
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // ResumeAt is when a run that ended rate-limited may go on: ResumeAfter,

@@ -64,6 +64,10 @@ const (
 	// ReasonWaiting: the drive parked the run on a wait (run.waiting); a
 	// person or a time resolves it, then the run goes on. Exit 6.
 	ReasonWaiting = "waiting"
+	// ReasonSchema: the final answer did not satisfy the run's output
+	// schema (--output-schema), even after the model was asked to fix it
+	// twice; data.detail names the validation error. Exit 1.
+	ReasonSchema = "schema"
 	// ReasonContextBudget ends a Ralph iteration, never a run.
 	ReasonContextBudget = "context_budget"
 )

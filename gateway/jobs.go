@@ -399,7 +399,7 @@ func (d *jobDispatcher) Start(ctx context.Context, job scheduler.Job, tick sched
 		// run's own as well, so it holds even for a reclaimed run the
 		// scheduler no longer watches.
 		Options: api.RunOptions{AllowTools: tick.Tools, Timeout: supervisor.Duration(tick.Timeout), Sandbox: tick.Sandbox, Network: tick.Network,
-			MaxTokens: tick.MaxTokens, MaxCost: tick.MaxCost, Ask: tick.Ask},
+			MaxTokens: tick.MaxTokens, MaxCost: tick.MaxCost, Ask: tick.Ask, OutputSchema: tick.OutputSchema},
 		// Ties the run to its job_runs row (run.get shows the key).
 		IdempotencyKey: "job-run:" + tick.JobRunID,
 	}, 0)

@@ -362,6 +362,12 @@ func encodeRequest(req Request, stream bool) ([]byte, error) {
 			Function: &openai.FunctionDefinition{Name: t.Name, Description: t.Description, Parameters: params},
 		})
 	}
+	if f := req.ResponseFormat; f != nil {
+		w.ResponseFormat = &openai.ChatCompletionResponseFormat{
+			Type:       openai.ChatCompletionResponseFormatTypeJSONSchema,
+			JSONSchema: &openai.ChatCompletionResponseFormatJSONSchema{Name: f.Name, Schema: f.Schema, Strict: f.Strict},
+		}
+	}
 	data, err := json.Marshal(w)
 	if err != nil {
 		return nil, fmt.Errorf("encode model request: %w", err)

@@ -45,6 +45,9 @@ type Request struct {
 	Model    string    `json:"model"`
 	Messages []Message `json:"messages"`
 	Tools    []Tool    `json:"tools,omitempty"`
+	// ResponseFormat, if set, asks for a final answer in JSON valid
+	// against a schema (response_format json_schema).
+	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
 }
 
 // Usage counts tokens of one response.

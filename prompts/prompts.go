@@ -54,7 +54,22 @@ type System struct {
 	Tools        []string
 	Instructions string // AGENTS.md, if the workspace has one
 	Promise      string // Ralph loop completion promise, if any
+	OutputSchema string // the JSON Schema the final answer must satisfy, if any
 }
+
+// SchemaFix is the data of the message that sends back a final answer
+// its output schema refused (README.md#structured-output).
+type SchemaFix struct {
+	Why  string // what is wrong with it
+	Left int    // fixes left after this one
+}
+
+// SchemaFixHeading opens that message, so a resumed run can count the
+// fixes it already asked for.
+const SchemaFixHeading = "[Your final answer does not satisfy the output schema]"
+
+// Heading is SchemaFixHeading, for the template.
+func (SchemaFix) Heading() string { return SchemaFixHeading }
 
 // Continuation is the data of the prompt that opens a Ralph iteration
 // after the first: the conversation was cleared, the workspace was not.

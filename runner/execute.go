@@ -15,6 +15,7 @@ import (
 	"agent/llm"
 	"agent/mcp"
 	"agent/sandbox"
+	"agent/schema"
 	"agent/tools"
 )
 
@@ -69,6 +70,11 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 	if err := waitConfig(&cfg, spec, env); err != nil {
 		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: %w", err)}
 	}
+	if len(spec.OutputSchema) > 0 {
+		if cfg.Schema, err = schema.Parse(spec.OutputSchema); err != nil {
+			return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: output_schema: %w", err)}
+		}
+	}
 	// MCP servers start, and the sandbox is made, before the first model
 	// request, so a run that cannot have them fails at once (exit 5). The
 	// planner gets neither: it runs no command.
@@ -79,6 +85,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 		if err != nil {
 			return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: %w", err)}
 		}
+		cfg.ResponseFormat = llm.SendsResponseFormat(spec.Model.BaseURL, f.StructuredOutputs)
 		environ := env.Environ
 		if environ == nil {
 			environ = os.Environ()

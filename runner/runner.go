@@ -29,6 +29,7 @@ import (
 	"agent/llm"
 	"agent/mcp"
 	"agent/prompts"
+	"agent/schema"
 	"agent/tools"
 )
 
@@ -106,7 +107,19 @@ type Config struct {
 	Waits        map[string]adapter.Wait
 	Waiter       Waiter
 	WaitScope    string
+
+	// Schema, if set, is the output schema the final answer must satisfy:
+	// an answer that does not is sent back to be fixed, MaxSchemaFixes
+	// times at most, then the loop ends with reason schema. With
+	// ResponseFormat the requests also carry it as response_format, where
+	// the provider takes it (README.md#structured-output).
+	Schema         *schema.Schema
+	ResponseFormat bool
 }
+
+// MaxSchemaFixes is how many times a final answer its output schema
+// refuses is sent back to the model.
+const MaxSchemaFixes = 2
 
 // Checkpointer saves a file before the run first changes it, so that
 // `agent rewind` can put it back; checkpoint.Blobs implements it. ok is
@@ -140,6 +153,7 @@ type Result struct {
 	Status string // event.StatusCompleted or event.StatusFailed
 	Text   string // the final assistant message
 	Reason string // one of event's Reason words
+	Detail string // the reason said for people, when the loop knows more than the word
 	Turns  int
 	Usage  llm.Usage
 }
@@ -167,6 +181,8 @@ func Report(res Result, err error) event.RunnerResultData {
 		out.Status, out.Reason, out.Detail = event.StatusFailed, event.ReasonTimeout, err.Error()
 	case err != nil:
 		out.Status, out.Reason, out.Detail = event.StatusFailed, event.ReasonError, err.Error()
+	case res.Status != event.StatusCompleted && res.Detail != "":
+		out.Detail = res.Detail
 	case res.Status != event.StatusCompleted:
 		out.Detail = describeReason(res.Reason)
 	}
@@ -211,6 +227,13 @@ type loop struct {
 	always       map[string]bool // approval rules allowed for the rest of the run
 
 	ratio float64 // provider tokens per estimated token, from the last answer
+
+	// The output schema: its response_format (nil: not sent, or refused
+	// by the provider), the fixes asked for before this drive, which do
+	// not count (State.Continue), and why the last answer failed it.
+	format    *llm.ResponseFormat
+	fixBase   int
+	schemaErr error
 }
 
 // looping reports whether the run is a series of fresh-context iterations:
@@ -244,11 +267,11 @@ func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, e
 	if (cfg.Until != "" || cfg.ContextBudget > 0) && cfg.MaxIterations <= 0 {
 		cfg.MaxIterations = DefaultMaxIterations
 	}
-	system, err := prompts.Render("system", prompts.System{
-		Tools:        cfg.Tools.Names(),
-		Instructions: cfg.Instructions,
-		Promise:      cfg.Until,
-	})
+	sys := prompts.System{Tools: cfg.Tools.Names(), Instructions: cfg.Instructions, Promise: cfg.Until}
+	if cfg.Schema != nil {
+		sys.OutputSchema = string(cfg.Schema.JSON())
+	}
+	system, err := prompts.Render("system", sys)
 	if err != nil {
 		return Result{}, err
 	}
@@ -256,6 +279,11 @@ func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, e
 		cfg.Waits = map[string]adapter.Wait{}
 	}
 	l := &loop{cfg: cfg, prompt: prompt, system: system, state: state, checkpointed: map[string]bool{}, always: alwaysAllowed(cfg.Waits)}
+	if cfg.Schema != nil && cfg.ResponseFormat {
+		if ok, strict := cfg.Schema.ResponseFormat(); ok {
+			l.format = &llm.ResponseFormat{Name: "output", Schema: cfg.Schema.JSON(), Strict: strict}
+		}
+	}
 	for _, p := range state.Checkpointed {
 		l.checkpointed[p] = true
 	}
@@ -274,7 +302,7 @@ func (l *loop) run(ctx context.Context) (Result, error) {
 		}
 	}
 	if !l.looping() {
-		text, reason, err := l.iterate(ctx)
+		text, reason, err := l.answer(ctx)
 		if err != nil {
 			return Result{}, err
 		}
@@ -292,7 +320,7 @@ func (l *loop) run(ctx context.Context) (Result, error) {
 		}
 	}
 	for {
-		text, reason, err := l.iterate(ctx)
+		text, reason, err := l.answer(ctx)
 		if err != nil {
 			return Result{}, err
 		}
@@ -308,6 +336,9 @@ func (l *loop) run(ctx context.Context) (Result, error) {
 		}
 		if done {
 			return l.result(event.StatusCompleted, text, event.ReasonCompleted), nil
+		}
+		if reason == event.ReasonSchema {
+			return l.result(event.StatusFailed, text, reason), nil
 		}
 		if l.state.Iteration >= l.lastIteration() {
 			return l.result(event.StatusFailed, text, event.ReasonMaxIterations), nil
@@ -332,6 +363,7 @@ func (l *loop) freshBudget(ctx context.Context) error {
 				l.turnBase++
 			}
 		}
+		l.fixBase = l.fixesAsked()
 		return nil
 	}
 	if l.state.Iteration == 0 {
@@ -419,6 +451,50 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 	}
 }
 
+// answer runs the iteration to its final answer, which must satisfy the
+// output schema if the run has one: one that does not is sent back with
+// what is wrong, MaxSchemaFixes times at most (each fix is a turn, counted
+// against the turns and the budget like any other); then the iteration
+// ends with reason schema. The fixes are counted from the conversation,
+// so a resumed run asks for no more than it had left.
+func (l *loop) answer(ctx context.Context) (string, string, error) {
+	for {
+		text, reason, err := l.iterate(ctx)
+		if err != nil || reason != event.ReasonCompleted || l.cfg.Schema == nil {
+			return text, reason, err
+		}
+		_, err = l.cfg.Schema.Check(text)
+		var refused *schema.Error
+		if !errors.As(err, &refused) {
+			return text, reason, err
+		}
+		asked := l.fixesAsked() - l.fixBase
+		if asked >= MaxSchemaFixes {
+			l.schemaErr = refused
+			return text, event.ReasonSchema, nil
+		}
+		fix, err := prompts.Render("schema_fix", prompts.SchemaFix{Why: refused.Why, Left: MaxSchemaFixes - asked - 1})
+		if err != nil {
+			return "", "", err
+		}
+		if err := l.addUser(ctx, fix); err != nil {
+			return "", "", err
+		}
+	}
+}
+
+// fixesAsked counts the fixes of the output schema asked for in the
+// current conversation.
+func (l *loop) fixesAsked() int {
+	n := 0
+	for _, m := range l.state.History {
+		if m.Role == llm.RoleUser && strings.HasPrefix(m.Content, prompts.SchemaFixHeading) {
+			n++
+		}
+	}
+	return n
+}
+
 // pendingTurn returns the last assistant message when it has tool calls
 // and nothing but tool results follow it, so some calls may lack a result.
 func (l *loop) pendingTurn() (llm.Message, bool) {
@@ -492,9 +568,10 @@ func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
 	for attempt := 0; ; attempt++ {
 		began := time.Now()
 		req := llm.Request{
-			Model:    l.cfg.ModelName,
-			Messages: l.messages(),
-			Tools:    l.toolDefinitions(),
+			Model:          l.cfg.ModelName,
+			Messages:       l.messages(),
+			Tools:          l.toolDefinitions(),
+			ResponseFormat: l.format,
 		}
 		var deltaErr error
 		r, err := l.cfg.Model.Stream(ctx, req, func(text string) {
@@ -502,6 +579,16 @@ func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
 				deltaErr = l.emit(ctx, event.New(event.MessageDelta, event.MessageDeltaData{Text: text}))
 			}
 		})
+		if err != nil && req.ResponseFormat != nil && llm.RefusedFormat(err) {
+			// Not every model of an endpoint takes it: the answer is
+			// still checked against the schema, and fixed.
+			l.format = nil
+			if werr := l.emit(ctx, event.New(event.Warning, event.WarningData{Message: fmt.Sprintf(
+				"the provider refused response_format (%v); the answer is checked against the output schema instead", err)})); werr != nil {
+				return nil, werr
+			}
+			continue
+		}
 		if err != nil && llm.IsContextLength(err) && l.cfg.Compact && attempt < maxCompactions {
 			if werr := l.learnWindow(ctx, llm.ContextWindowOf(err)); werr != nil {
 				return nil, werr
@@ -813,7 +900,11 @@ func (l *loop) emit(ctx context.Context, e event.Event) error {
 }
 
 func (l *loop) result(status, text, reason string) Result {
-	return Result{Status: status, Text: text, Reason: reason, Turns: l.state.Turns, Usage: l.state.Usage}
+	res := Result{Status: status, Text: text, Reason: reason, Turns: l.state.Turns, Usage: l.state.Usage}
+	if reason == event.ReasonSchema && l.schemaErr != nil {
+		res.Detail = l.schemaErr.Error()
+	}
+	return res
 }
 
 // HasPromise reports whether text completes a Ralph iteration: the promise

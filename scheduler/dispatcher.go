@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -39,9 +40,10 @@ type Tick struct {
 	Timeout      time.Duration // the engine cancels the run after this
 	Sandbox      string        // the run's sandbox mode; "" is the default
 	Network      bool
-	MaxTokens    int      // the run's budget; 0: none
-	MaxCost      float64  // in USD; 0: none
-	Ask          []string // the run's approval rules
+	MaxTokens    int             // the run's budget; 0: none
+	MaxCost      float64         // in USD; 0: none
+	Ask          []string        // the run's approval rules
+	OutputSchema json.RawMessage // the JSON Schema the run's answer must satisfy; nil: none
 }
 
 // Result is how a run ended: event.StatusCompleted, event.StatusFailed

@@ -11,6 +11,7 @@ import (
 
 	"agent/approval"
 	"agent/sandbox"
+	"agent/schema"
 )
 
 // Overlap policies: what a tick does while an earlier tick of the same job
@@ -57,6 +58,9 @@ type Policy struct {
 	// Ask are the approval rules of each run (--ask; docs/PROTOCOL.md#waits):
 	// a call they name waits for a person, and the run with it.
 	Ask []string
+	// OutputSchema is the JSON Schema each run's final answer must
+	// satisfy (README.md#structured-output); nil: none.
+	OutputSchema json.RawMessage
 }
 
 // Retry is how failed attempts of a tick are retried: MaxAttempts in all
@@ -117,6 +121,11 @@ func (p Policy) Validate() error {
 	if _, err := approval.Parse(p.Ask); err != nil {
 		return fmt.Errorf("invalid policy: ask: %w", err)
 	}
+	if p.OutputSchema != nil {
+		if _, err := schema.Parse(p.OutputSchema); err != nil {
+			return fmt.Errorf("invalid policy: output_schema: %w", err)
+		}
+	}
 	seen := make(map[string]bool, len(p.Tools))
 	for _, t := range p.Tools {
 		if t == "" {
@@ -167,6 +176,8 @@ type policyJSON struct {
 	MaxTokens int       `json:"max_tokens,omitempty"`
 	MaxCost   float64   `json:"max_cost,omitempty"`
 	Ask       []string  `json:"ask,omitempty"`
+	// OutputSchema: null (on update) takes the schema away.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 }
 
 type retryJSON struct {
@@ -179,7 +190,7 @@ type retryJSON struct {
 func (p Policy) MarshalJSON() ([]byte, error) {
 	return json.Marshal(policyJSON{
 		Overlap: p.Overlap, Missed: p.Missed, Timeout: duration(p.Timeout), Tools: p.Tools, Sandbox: p.Sandbox, Network: p.Network,
-		MaxTokens: p.MaxTokens, MaxCost: p.MaxCost, Ask: p.Ask,
+		MaxTokens: p.MaxTokens, MaxCost: p.MaxCost, Ask: p.Ask, OutputSchema: p.OutputSchema,
 		Retry: retryJSON{MaxAttempts: p.Retry.MaxAttempts, Base: duration(p.Retry.Base), Cap: duration(p.Retry.Cap)},
 	})
 }
@@ -189,19 +200,24 @@ func (p Policy) MarshalJSON() ([]byte, error) {
 // take the defaults when decoding into a zero Policy (as into a new
 // *Policy field), so {"overlap":"parallel"} is a complete policy.
 func (p *Policy) UnmarshalJSON(data []byte) error {
-	if p.Overlap == "" && p.Missed == "" && p.Timeout == 0 && p.Retry == (Retry{}) && p.Tools == nil && p.Sandbox == "" && !p.Network && p.MaxTokens == 0 && p.MaxCost == 0 && p.Ask == nil {
+	if p.Overlap == "" && p.Missed == "" && p.Timeout == 0 && p.Retry == (Retry{}) && p.Tools == nil && p.Sandbox == "" && !p.Network && p.MaxTokens == 0 && p.MaxCost == 0 && p.Ask == nil && p.OutputSchema == nil {
 		*p = DefaultPolicy()
 	}
 	w := policyJSON{
 		Overlap: p.Overlap, Missed: p.Missed, Timeout: duration(p.Timeout), Tools: slices.Clone(p.Tools),
 		Sandbox: p.Sandbox, Network: p.Network, MaxTokens: p.MaxTokens, MaxCost: p.MaxCost, Ask: slices.Clone(p.Ask),
-		Retry: retryJSON{MaxAttempts: p.Retry.MaxAttempts, Base: duration(p.Retry.Base), Cap: duration(p.Retry.Cap)},
+		OutputSchema: p.OutputSchema,
+		Retry:        retryJSON{MaxAttempts: p.Retry.MaxAttempts, Base: duration(p.Retry.Base), Cap: duration(p.Retry.Cap)},
 	}
 	if err := json.Unmarshal(data, &w); err != nil {
 		return err
 	}
+	if string(w.OutputSchema) == "null" {
+		w.OutputSchema = nil
+	}
 	*p = Policy{
-		Overlap: w.Overlap, Missed: w.Missed, Timeout: time.Duration(w.Timeout), Tools: w.Tools,
+		OutputSchema: w.OutputSchema,
+		Overlap:      w.Overlap, Missed: w.Missed, Timeout: time.Duration(w.Timeout), Tools: w.Tools,
 		Sandbox: w.Sandbox, Network: w.Network, MaxTokens: w.MaxTokens, MaxCost: w.MaxCost, Ask: w.Ask,
 		Retry: Retry{MaxAttempts: w.Retry.MaxAttempts, Base: time.Duration(w.Retry.Base), Cap: time.Duration(w.Retry.Cap)},
 	}

@@ -163,3 +163,23 @@ func TestCheckChange(t *testing.T) {
 		}
 	}
 }
+
+// A job's output schema is kept, checked as a JSON Schema when the job
+// is saved, and taken away by null (update --output-schema "").
+func TestPolicyOutputSchema(t *testing.T) {
+	t.Parallel()
+	p, err := ParsePolicy([]byte(`{"output_schema":{"type":"object","required":["ok"]}}`))
+	if err != nil || string(p.OutputSchema) != `{"type":"object","required":["ok"]}` {
+		t.Fatalf("policy = %+v, %v", p, err)
+	}
+	raw, _ := json.Marshal(p)
+	if back, err := ParsePolicy(raw); err != nil || !reflect.DeepEqual(back, p) {
+		t.Errorf("round trip: %s → %+v %v", raw, back, err)
+	}
+	if err := json.Unmarshal([]byte(`{"output_schema":null}`), &p); err != nil || p.OutputSchema != nil {
+		t.Errorf("null: %s %v, want no schema", p.OutputSchema, err)
+	}
+	if _, err := ParsePolicy([]byte(`{"output_schema":{"type":"objekt"}}`)); err == nil || !strings.Contains(err.Error(), "invalid policy: output_schema") {
+		t.Errorf("a bad schema: %v, want refused", err)
+	}
+}

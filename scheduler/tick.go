@@ -168,6 +168,7 @@ func (e *Engine) dispatch(t *tick, row store.JobRun) (d dispatched, ok bool) {
 		JobRunID: row.ID, ScheduledFor: scheduledFor, Attempt: row.Attempt, MaxAttempts: p.Retry.MaxAttempts,
 		Manual: t.trigger == TriggerManual, Prompt: prompt, Tools: p.Tools, Timeout: p.Timeout,
 		Sandbox: p.Sandbox, Network: p.Network, MaxTokens: p.MaxTokens, MaxCost: p.MaxCost, Ask: p.Ask,
+		OutputSchema: p.OutputSchema,
 	})
 	if err != nil {
 		if t.ctx.Err() != nil {

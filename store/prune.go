@@ -64,6 +64,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"agent/event"
@@ -497,4 +499,30 @@ func withPrunedDeltas(ctx context.Context, tx *txn, sessionID string, afterSeq i
 		i++
 	}
 	return out, nil
+}
+
+// ParseAge reads how long ago a run must have finished to be pruned
+// (agent prune --older-than): a Go duration, or whole days as 30d.
+func ParseAge(s string) (time.Duration, error) {
+	bad := errors.New("want a duration such as 720h, or a number of days such as 30d")
+	var d time.Duration
+	if days, ok := strings.CutSuffix(strings.TrimSpace(s), "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 64)
+		if err != nil {
+			return 0, bad
+		}
+		if n > math.MaxInt64/int64(24*time.Hour) {
+			return 0, fmt.Errorf("too long; at most %dd", math.MaxInt64/int64(24*time.Hour))
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(strings.TrimSpace(s)); err != nil {
+			return 0, bad
+		}
+	}
+	if d < 0 {
+		return 0, errors.New("must not be negative")
+	}
+	return d, nil
 }

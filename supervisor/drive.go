@@ -105,6 +105,7 @@ func (s *Supervisor) driveToEnd(ctx context.Context, r *store.Run, d Drive) (End
 	if out.Report != nil && out.Report.Status == event.StatusWaiting && out.Cause == nil {
 		return s.park(persist, r, out.Report, began, halt)
 	}
+	out.Schema = d.Options.outputSchema()
 	typ, fin := Ending(out)
 	if fin.Reason == event.ReasonRateLimited && r.Kind == store.KindRun && s.sleepRateLimited(persist, r.ID, sink, fin) {
 		return s.park(persist, r, out.Report, began, halt)
@@ -168,6 +169,7 @@ func (s *Supervisor) drive(ctx context.Context, r *store.Run, d Drive, sink Sink
 		Prompt: r.Prompt, Model: o.Model, Workspace: r.Workspace, Tools: o.Tools,
 		Resumed: d.Resume, Until: o.Until, MaxIterations: o.MaxIterations,
 		Sandbox: string(o.sandboxMode()), Network: o.network(), MCPServers: mcp.ServersOf(o.Tools),
+		OutputSchema: len(o.OutputSchema) > 0,
 	})); err != nil {
 		return failed(ctx, err)
 	}
@@ -275,6 +277,7 @@ func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapt
 		ContextWindow: o.ContextWindow, NoCompact: o.Compact == "off", CompactPrior: o.Compact == "now",
 		MaxTokens: o.MaxTokens, MaxCost: o.MaxCost, Price: o.Price,
 		MaxTurns: o.MaxTurns, MaxRepeats: o.MaxRepeats, Until: o.Until, MaxIterations: o.MaxIterations,
+		OutputSchema: o.OutputSchema,
 	}
 	var err error
 	if r.SessionID != "" {
@@ -321,8 +324,10 @@ func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapt
 	}
 	spec.Iteration, spec.Turns, spec.Usage = r.IterationCount, r.Turns, r.Usage
 	// A run that ran out of its budget continues with a fresh one, as a
-	// harness phase does.
-	spec.Continue = r.Status == event.StatusFailed && (r.Reason == event.ReasonMaxTurns || r.Reason == event.ReasonMaxIterations)
+	// harness phase does; one whose answer failed its output schema gets
+	// its two fixes again.
+	spec.Continue = r.Status == event.StatusFailed &&
+		(r.Reason == event.ReasonMaxTurns || r.Reason == event.ReasonMaxIterations || r.Reason == event.ReasonSchema)
 	return spec, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"agent/llm"
 	"agent/mcp"
 	"agent/sandbox"
+	"agent/schema"
 	"agent/store"
 	"agent/tools"
 )
@@ -85,6 +86,12 @@ type Options struct {
 	AskHuman     *bool    `json:"ask_human,omitempty"`
 	WaitTools    bool     `json:"wait_tools,omitempty"`
 	MaxWait      Duration `json:"max_wait,omitempty"`
+
+	// OutputSchema is a JSON Schema the final answer must satisfy: the run
+	// completes with it as data.output, or fails with reason schema
+	// (README.md#structured-output). The CLI reads it from --output-schema
+	// FILE; run.start carries it as JSON.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
 
 	// Tools are the tools the run offers, as Prepare resolved AllowTools
 	// and DenyTools; an MCP server's tools, unknown until it starts, as
@@ -182,8 +189,40 @@ func (o Options) Validate() error {
 		return optionErr("ask_on_timeout", "{ask_on_timeout} is deny, allow, continue or fail, not %q", o.AskOnTimeout)
 	case o.Record != "" && o.Replay != "":
 		return optionErr("record", "{record} and {replay} together make no sense: a replayed run makes no model calls to record")
+	case len(o.OutputSchema) == 0:
+	case o.Harness:
+		return optionErr("output_schema", "{output_schema} applies to single runs; a harness's phases end with their evidence, not one answer")
+	case o.Until != "":
+		return optionErr("output_schema", "{output_schema} and {until} together cannot both hold: the final answer must be JSON alone, not end with a promise line")
+	case o.outputSchemaErr() != nil:
+		return optionErr("output_schema", "{output_schema}: %v", o.outputSchemaErr())
 	}
 	return nil
+}
+
+// ReadOutputSchema reads an output schema file (--output-schema FILE) as
+// the run keeps it; the error names the file.
+func ReadOutputSchema(path string) (json.RawMessage, error) {
+	s, err := schema.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return s.JSON(), nil
+}
+
+func (o Options) outputSchemaErr() error {
+	_, err := schema.Parse(o.OutputSchema)
+	return err
+}
+
+// outputSchema is the run's output schema, nil if it has none (or one
+// Validate refuses).
+func (o Options) outputSchema() *schema.Schema {
+	if len(o.OutputSchema) == 0 {
+		return nil
+	}
+	s, _ := schema.Parse(o.OutputSchema)
+	return s
 }
 
 // Prepare checks o for a run in the workspace dir, against this machine

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"agent/orchestrator"
 	"agent/plan"
 	"agent/sandbox"
+	"agent/schema"
 	"agent/store"
 )
 
@@ -58,6 +60,9 @@ type Outcome struct {
 	Err error
 	// Cause is why the run's context ended, if it did.
 	Cause error
+	// Schema is the run's output schema, if it has one: a completed
+	// run's answer must satisfy it, whatever the loop that gave it said.
+	Schema *schema.Schema
 }
 
 // childError is a child that ended without a runner.result.
@@ -86,6 +91,11 @@ func Ending(o Outcome) (string, event.RunFinishedData) {
 		fin = event.RunFinishedData{Result: r.Output, Turns: r.Turns, Usage: r.Usage, Reason: r.Reason, Detail: r.Detail, ResumeAfter: r.ResumeAfter}
 		if r.Status == event.StatusCompleted {
 			fin.Reason = event.ReasonCompleted
+			if out, problem := structured(o.Schema, r.Output); problem != "" {
+				fin.Reason, fin.Detail = event.ReasonSchema, problem
+			} else {
+				fin.Output = out
+			}
 		} else if fin.Reason == "" || fin.Reason == event.ReasonCompleted {
 			fin.Reason = event.ReasonError
 		}
@@ -110,6 +120,19 @@ func Ending(o Outcome) (string, event.RunFinishedData) {
 	typ, fin.Status = terminal(fin.Reason)
 	fin.ExitCode = exitCode(fin.Reason)
 	return typ, fin
+}
+
+// structured is a completed answer as the output schema asks for it: the
+// JSON value (nil without a schema), or what is wrong with it.
+func structured(s *schema.Schema, answer string) (out json.RawMessage, problem string) {
+	if s == nil {
+		return nil, ""
+	}
+	out, err := s.Check(answer)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return out, ""
 }
 
 // errorReason is the reason word of an error that stopped a run.

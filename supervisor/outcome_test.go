@@ -3,6 +3,7 @@ package supervisor
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"agent/llm"
 	"agent/orchestrator"
 	"agent/plan"
+	"agent/schema"
 	"agent/store"
 )
 
@@ -92,5 +94,28 @@ func TestExitCodeByReason(t *testing.T) {
 		if got := exitCode(reason); got != code {
 			t.Errorf("exitCode(%s) = %d, want %d", reason, got, code)
 		}
+	}
+}
+
+// A completed run with an output schema ends with its answer as output,
+// or, when the answer does not satisfy it (a child that says otherwise is
+// not believed), failed with reason schema and exit 1.
+func TestEndingOutputSchema(t *testing.T) {
+	t.Parallel()
+	s, err := schema.Parse([]byte(`{"type":"object","required":["ok"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := &event.RunnerResultData{Status: event.StatusCompleted, Output: `{"ok": true}`, Turns: 1}
+	if typ, fin := Ending(Outcome{Report: good, Schema: s}); typ != event.RunCompleted || string(fin.Output) != `{"ok":true}` || fin.ExitCode != 0 {
+		t.Errorf("a valid answer ends %s %+v", typ, fin)
+	}
+	bad := &event.RunnerResultData{Status: event.StatusCompleted, Output: `{}`, Turns: 3}
+	typ, fin := Ending(Outcome{Report: bad, Schema: s})
+	if typ != event.RunFailed || fin.Reason != event.ReasonSchema || fin.ExitCode != 1 || fin.Output != nil || !strings.Contains(fin.Detail, `missing properties: ["ok"]`) {
+		t.Errorf("an invalid answer ends %s %+v", typ, fin)
+	}
+	if _, fin := Ending(Outcome{Report: good}); fin.Output != nil {
+		t.Errorf("a run without a schema has output %s", fin.Output)
 	}
 }
