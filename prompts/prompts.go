@@ -55,6 +55,12 @@ type System struct {
 	Instructions string // AGENTS.md, if the workspace has one
 	Promise      string // Ralph loop completion promise, if any
 	OutputSchema string // the JSON Schema the final answer must satisfy, if any
+	Skills       []Skill
+}
+
+// Skill is a skill the model may load with the skill tool.
+type Skill struct {
+	Name, Description string
 }
 
 // SchemaFix is the data of the message that sends back a final answer

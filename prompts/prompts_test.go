@@ -16,6 +16,8 @@ func TestRenderSystem(t *testing.T) {
 		{"plain", System{Tools: []string{"read_file", "bash"}}, []string{"read_file, bash"}, []string{"AGENTS.md", "iterations"}},
 		{"instructions", System{Instructions: "Use tabs."}, []string{"AGENTS.md", "Use tabs."}, nil},
 		{"promise", System{Promise: "ALL DONE"}, []string{"\nALL DONE\n"}, nil},
+		{"skills", System{Skills: []Skill{{"pdf", "Read PDFs."}}}, []string{"skill tool", "\n- pdf: Read PDFs."}, []string{"JSON Schema"}},
+		{"output schema", System{OutputSchema: `{"type":"object"}`}, []string{"single JSON value", "\n{\"type\":\"object\"}"}, []string{"Skills:"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,6 +37,19 @@ func TestRenderSystem(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestRenderSchemaFix(t *testing.T) {
+	t.Parallel()
+	got, err := Render("schema_fix", SchemaFix{Why: "missing properties: [\"age\"]", Left: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{SchemaFixHeading + "\n", `missing properties: ["age"]`, "last attempt"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("missing %q in:\n%s", w, got)
+		}
 	}
 }
 

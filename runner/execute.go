@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"agent/adapter"
@@ -14,8 +15,10 @@ import (
 	"agent/event"
 	"agent/llm"
 	"agent/mcp"
+	"agent/prompts"
 	"agent/sandbox"
 	"agent/schema"
+	"agent/skills"
 	"agent/tools"
 )
 
@@ -109,11 +112,25 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 		}
 		defer servers.Close()
 	}
-	set, planner, err := toolSet(ws, spec, env, servers, box)
+	var catalog *skills.Catalog
+	if spec.Mode != adapter.ModePlan {
+		var warnings []string
+		catalog, warnings = skills.Find(ws, env.Home)
+		defer catalog.Close()
+		for _, w := range warnings {
+			emitWarning(w)
+		}
+	}
+	set, planner, err := toolSet(ws, spec, env, servers, box, catalog)
 	if err != nil {
 		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: tools: %w", err)}
 	}
 	cfg.Tools = set
+	if slices.Contains(set.Names(), skills.ToolName) {
+		for _, s := range catalog.Skills() {
+			cfg.Skills = append(cfg.Skills, prompts.Skill{Name: s.Name, Description: s.Description})
+		}
+	}
 	if planner != nil {
 		cfg.RequireTool = tools.SubmitPlanName
 	}
@@ -172,7 +189,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 // toolSet is the tools of a spec's mode: the planner reads and submits a
 // plan; a phase can also record learnings and failed approaches; phases
 // and single runs have the side-effecting tools, guarded by the outbox.
-func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.Servers, box *sandbox.Sandbox) (*tools.Set, *tools.SubmitPlan, error) {
+func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.Servers, box *sandbox.Sandbox, catalog *skills.Catalog) (*tools.Set, *tools.SubmitPlan, error) {
 	allow := spec.Tools
 	var extra []tools.Tool
 	var planner *tools.SubmitPlan
@@ -213,10 +230,18 @@ func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.
 	}
 	extra = append(extra, tools.EffectTools(scope, env.Outbox, env.Getenv)...)
 	extra = append(extra, servers.Tools(scope, env.Outbox)...)
+	if catalog != nil && len(catalog.Skills()) > 0 {
+		extra = append(extra, catalog.Tool())
+	}
 	deny := tools.WithoutUnconfigured(allow, spec.Deny, env.Getenv)
-	set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny, Match: mcp.Matches, Open: mcp.IsName, Sandbox: box}, extra...)
+	set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny, Match: mcp.Matches, Open: MayBeAbsent, Sandbox: box}, extra...)
 	return set, nil, err
 }
+
+// MayBeAbsent reports the allow and deny entries that may name no tool of
+// a run without being a mistake: an MCP server's tools (checked once it
+// has started) and the skill tool (offered only where there are skills).
+func MayBeAbsent(entry string) bool { return mcp.IsName(entry) || entry == skills.ToolName }
 
 // startServers starts the configured MCP servers the spec's tools use. A
 // required server that does not start ends the run before it begins, with

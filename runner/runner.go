@@ -60,6 +60,8 @@ type Config struct {
 	Until         string // Ralph loop completion promise; empty means no loop
 	MaxIterations int    // with Until; 0 means DefaultMaxIterations
 	Instructions  string // AGENTS.md content, if any
+	// Skills are listed in the system prompt, for the skill tool to load.
+	Skills []prompts.Skill
 	// ContextBudget ends an iteration whose prompt grew past this many
 	// tokens; the next one starts fresh with the continuation prompt.
 	// 0 disables it.
@@ -267,7 +269,7 @@ func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, e
 	if (cfg.Until != "" || cfg.ContextBudget > 0) && cfg.MaxIterations <= 0 {
 		cfg.MaxIterations = DefaultMaxIterations
 	}
-	sys := prompts.System{Tools: cfg.Tools.Names(), Instructions: cfg.Instructions, Promise: cfg.Until}
+	sys := prompts.System{Tools: cfg.Tools.Names(), Instructions: cfg.Instructions, Promise: cfg.Until, Skills: cfg.Skills}
 	if cfg.Schema != nil {
 		sys.OutputSchema = string(cfg.Schema.JSON())
 	}

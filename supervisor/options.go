@@ -17,8 +17,10 @@ import (
 	"agent/event"
 	"agent/llm"
 	"agent/mcp"
+	"agent/runner"
 	"agent/sandbox"
 	"agent/schema"
+	"agent/skills"
 	"agent/store"
 	"agent/tools"
 )
@@ -325,8 +327,13 @@ func (s *Supervisor) offeredTools(ws *tools.Workspace, o Options, servers []mcp.
 		extra = append(extra, tools.WaitTools()...)
 		allow = withNames(allow, tools.WaitUntilName, tools.WaitForSignalName)
 	}
+	catalog, _ := skills.Find(ws, s.cfg.Home) // the run says what it skips, as events
+	defer catalog.Close()
+	if len(catalog.Skills()) > 0 {
+		extra = append(extra, catalog.Tool())
+	}
 	deny := tools.WithoutUnconfigured(o.AllowTools, o.DenyTools, s.Getenv)
-	set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny, Match: mcp.Matches, Open: mcp.IsName}, extra...)
+	set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny, Match: mcp.Matches, Open: runner.MayBeAbsent}, extra...)
 	var unknown *tools.UnknownToolError
 	switch {
 	case errors.As(err, &unknown):

@@ -224,3 +224,14 @@ func (w *Workspace) refuseOpened(f *os.File, name string) error {
 	}
 	return nil
 }
+
+// FS is the workspace as a read-only file system, confined as the file
+// tools are: nothing outside it (os.Root), nothing of agent's own
+// (hidden paths), opened without blocking. close releases it.
+func (w *Workspace) FS() (fsys fs.FS, close func() error, err error) {
+	root, err := w.OpenRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	return walkFS{root: root, ws: w}, root.Close, nil
+}

@@ -477,3 +477,31 @@ func TestHarnessForgedEvidence(t *testing.T) {
 		t.Errorf("%d forgeries reported, want 3", warned)
 	}
 }
+
+// TestHarnessPhaseSkill: a harness phase, in its own child, is offered
+// the workspace's skills and loads one.
+func TestHarnessPhaseSkill(t *testing.T) {
+	t.Parallel()
+	e := e2etest.NewHarness(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{e2etest.ToolCall("skill", `{"name":"report"}`)}},
+		e2etest.WriteTurn("report.md", "# Report\n"),
+		llmtest.Turn{Text: "Written the house way."},
+	)
+	dir := filepath.Join(e.Workspace, ".claude", "skills", "report")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: report\ndescription: Write reports.\n---\nStart with a # title."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	planPath := e.WritePlan(t, `{"objective":"Write the report","phases":[
+		{"id":"write","title":"Write","instructions":"Write report.md.","evidence":{"type":"artifact","artifacts":["report.md"]}}]}`)
+	res := e.Run("harness", "--json", "--plan-file", planPath)
+	if res.Code != 0 {
+		t.Fatalf("harness exit %d: %s", res.Code, res.Stderr)
+	}
+	reqs := e.Srv.Requests()
+	if !strings.Contains(reqs[0].Messages()[0].Content, "- report: Write reports.") || !strings.Contains(reqs[1].LastMessage().Content, "Start with a # title.") {
+		t.Errorf("the phase was not offered the skill, or did not get it")
+	}
+}
