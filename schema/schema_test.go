@@ -123,3 +123,18 @@ func TestReadFileNamesTheFile(t *testing.T) {
 		t.Errorf("a directory: %v", err)
 	}
 }
+
+// BenchmarkCheck is what checking a final answer costs: a 1 KiB object
+// against a schema of a few properties.
+func BenchmarkCheck(b *testing.B) {
+	s, err := Parse([]byte(`{"type":"object","properties":{"name":{"type":"string"},"tags":{"type":"array","items":{"type":"string"}},"age":{"type":"integer","minimum":0}},"required":["name","age"]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	answer := `{"name":"Ada","age":36,"tags":[` + strings.Repeat(`"analytical engine",`, 50) + `"end"]}`
+	for b.Loop() {
+		if _, err := s.Check(answer); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

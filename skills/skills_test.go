@@ -3,6 +3,7 @@ package skills
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,7 @@ import (
 )
 
 // write makes files under dir, by slash path.
-func write(t *testing.T, dir string, files map[string]string) {
+func write(t testing.TB, dir string, files map[string]string) {
 	t.Helper()
 	for name, content := range files {
 		p := filepath.Join(dir, filepath.FromSlash(name))
@@ -179,5 +180,29 @@ func TestWorkspaceConfinement(t *testing.T) {
 	defer c.Close()
 	if len(c.Skills()) != 0 {
 		t.Errorf("a skill outside the workspace was found: %+v", c.Skills())
+	}
+}
+
+// BenchmarkFind is what skills cost a run's start: finding 100 skills
+// (their front matter read and parsed), as every run and phase does.
+func BenchmarkFind(b *testing.B) {
+	ws, home := b.TempDir(), b.TempDir()
+	files := map[string]string{}
+	for i := range 100 {
+		name := fmt.Sprintf("skill-%d", i)
+		files[".claude/skills/"+name+"/SKILL.md"] = skillMD(name, "Does thing "+name+".", strings.Repeat("Step.\n", 200))
+	}
+	write(b, ws, files)
+	w, err := tools.NewWorkspace(ws, home)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		c, _ := Find(w, home)
+		if len(c.Skills()) != 100 {
+			b.Fatalf("%d skills", len(c.Skills()))
+		}
+		c.Close()
 	}
 }

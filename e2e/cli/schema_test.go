@@ -234,6 +234,22 @@ func TestOutputSchemaResponseFormat(t *testing.T) {
 	}
 }
 
+// TestOutputSchemaChat: each message of a scripted agent chat is a run
+// with the output schema.
+func TestOutputSchemaChat(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t, llmtest.Turn{Text: `{"name": "Ada", "age": 36}`})
+	cmd := e.Command("chat", "--json", "--output-schema", writeSchema(t, personSchema))
+	cmd.Stdin = strings.NewReader("who wrote the first program?\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("agent chat: %v", err)
+	}
+	if fin := e2etest.LastFinished(t, e2etest.DecodeEvents(t, string(out))); string(fin.Output) != `{"name":"Ada","age":36}` {
+		t.Errorf("end = %+v, want the output", fin)
+	}
+}
+
 // TestOutputSchemaBadFile: a schema file that is missing, not JSON or no
 // JSON Schema is a usage error (exit 2) naming the file, before any model
 // request or run.
@@ -253,7 +269,8 @@ func TestOutputSchemaBadFile(t *testing.T) {
 		{notJSON, "not JSON"},
 		{notSchema, `"objcet" is no JSON type`},
 	} {
-		for _, cmd := range [][]string{{"run", "--output-schema", tc.file, "hi"}, {"chat", "--output-schema", tc.file}} {
+		for _, cmd := range [][]string{{"run", "--output-schema", tc.file, "hi"}, {"chat", "--output-schema", tc.file},
+			{"jobs", "create", "--name", "n", "--cron", "@hourly", "--prompt", "p", "--output-schema", tc.file}} {
 			res := e.Run(cmd...)
 			if res.Code != 2 || !strings.Contains(res.Stderr, "--output-schema") || !strings.Contains(res.Stderr, tc.file) || !strings.Contains(res.Stderr, tc.want) {
 				t.Errorf("agent %s: exit %d, stderr %q; want 2 naming the flag, the file and %q", cmd[0], res.Code, res.Stderr, tc.want)
