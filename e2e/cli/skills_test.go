@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,20 +9,6 @@ import (
 	"agent/event"
 	"agent/llm/llmtest"
 )
-
-// writeFiles makes files under dir, by slash path.
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, content := range files {
-		p := filepath.Join(dir, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 func skillFile(name, description, body string) string {
 	return "---\nname: " + name + "\ndescription: " + description + "\n---\n" + body
@@ -41,7 +25,7 @@ func TestSkillUsedByModel(t *testing.T) {
 		llmtest.Turn{Text: "Wrote it in 5-7-5."},
 		llmtest.Turn{Text: "No skills here."},
 	)
-	writeFiles(t, e.Workspace, map[string]string{
+	e2etest.WriteFiles(t, e.Workspace, map[string]string{
 		".claude/skills/haiku/SKILL.md":    skillFile("haiku", "Write poems as haiku.", "Count syllables: 5, 7, 5. Read examples.md first."),
 		".claude/skills/haiku/examples.md": "An old silent pond",
 	})
@@ -80,7 +64,7 @@ func TestSkillUsedByModel(t *testing.T) {
 func TestSkillMalformedWarns(t *testing.T) {
 	t.Parallel()
 	e := e2etest.New(t, llmtest.Turn{Text: "Done."}, llmtest.Turn{Text: "Done again."})
-	writeFiles(t, e.Workspace, map[string]string{
+	e2etest.WriteFiles(t, e.Workspace, map[string]string{
 		".agents/skills/broken/SKILL.md": "# Broken\nThis skill forgot its front matter.",
 	})
 	res := e.Run("run", "--json", "hi")
@@ -120,12 +104,12 @@ func TestSkillLocations(t *testing.T) {
 		}},
 		llmtest.Turn{Text: "Done."},
 	)
-	writeFiles(t, e.Workspace, map[string]string{
+	e2etest.WriteFiles(t, e.Workspace, map[string]string{
 		".agents/skills/deploy/SKILL.md": skillFile("deploy", "Deploy (agents).", "Use the agents way."),
 		".claude/skills/deploy/SKILL.md": skillFile("deploy", "Deploy (claude).", "Use the claude way."),
 		".claude/skills/review/SKILL.md": skillFile("review", "Review code.", "Be kind."),
 	})
-	writeFiles(t, e.Home, map[string]string{
+	e2etest.WriteFiles(t, e.Home, map[string]string{
 		"skills/deploy/SKILL.md":   skillFile("deploy", "Deploy (home).", "Use the home way."),
 		"skills/style/SKILL.md":    skillFile("style", "House style.", "See rules/go.md."),
 		"skills/style/rules/go.md": "gofmt everything",

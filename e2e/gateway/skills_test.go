@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,18 +19,10 @@ func TestGatewaySkill(t *testing.T) {
 		llmtest.Turn{ToolCalls: []llmtest.Call{e2etest.ToolCall("skill", `{"name":"triage"}`)}},
 		llmtest.Turn{Text: "Triaged."},
 	)
-	for name, content := range map[string]string{
+	e2etest.WriteFiles(t, e.Workspace, map[string]string{
 		".agents/skills/triage/SKILL.md": "---\nname: triage\ndescription: Sort incoming bugs.\n---\nLabel each bug by area.",
 		".agents/skills/broken/SKILL.md": "---\nname: broken\n",
-	} {
-		p := filepath.Join(e.Workspace, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	srv, _ := e.InProcessGateway(nil)
 	c := e2etest.GwDial(t, srv.Addr())
 	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{Input: "triage the bugs",

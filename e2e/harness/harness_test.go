@@ -487,13 +487,9 @@ func TestHarnessPhaseSkill(t *testing.T) {
 		e2etest.WriteTurn("report.md", "# Report\n"),
 		llmtest.Turn{Text: "Written the house way."},
 	)
-	dir := filepath.Join(e.Workspace, ".claude", "skills", "report")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: report\ndescription: Write reports.\n---\nStart with a # title."), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	e2etest.WriteFiles(t, e.Workspace, map[string]string{
+		".claude/skills/report/SKILL.md": "---\nname: report\ndescription: Write reports.\n---\nStart with a # title.",
+	})
 	planPath := e.WritePlan(t, `{"objective":"Write the report","phases":[
 		{"id":"write","title":"Write","instructions":"Write report.md.","evidence":{"type":"artifact","artifacts":["report.md"]}}]}`)
 	res := e.Run("harness", "--json", "--plan-file", planPath)

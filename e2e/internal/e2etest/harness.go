@@ -173,3 +173,18 @@ func ToolOutputs(evs []event.Event) map[string]string {
 	}
 	return out
 }
+
+// WriteFiles makes files under dir, named by slash paths, with their
+// folders: a workspace's or AGENT_HOME's content for a test.
+func WriteFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
