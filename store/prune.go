@@ -512,7 +512,7 @@ func ParseAge(s string) (time.Duration, error) {
 			return 0, bad
 		}
 		if n > math.MaxInt64/int64(24*time.Hour) {
-			return 0, fmt.Errorf("too long; at most %dd", math.MaxInt64/int64(24*time.Hour))
+			return 0, fmt.Errorf("is too long; at most %dd", math.MaxInt64/int64(24*time.Hour))
 		}
 		d = time.Duration(n) * 24 * time.Hour
 	} else {
