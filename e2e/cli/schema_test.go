@@ -115,7 +115,7 @@ func TestOutputSchemaNever(t *testing.T) {
 		llmtest.Turn{Text: `{"name": "Ada"}`},
 		llmtest.Turn{Text: `{"name": "Ada", "age": "36"}`},
 		llmtest.Turn{Text: `{"name": "Ada", "age": -1}`},
-		llmtest.Turn{Text: `{"name": "Ada", "age": 36}`}, // never asked for
+		llmtest.Turn{Text: `{"name": "Ada", "age": 36}`}, // only after a resume
 	)
 	res := e.Run("run", "--json", "--output-schema", writeSchema(t, personSchema), "who?")
 	if res.Code != 1 {
@@ -135,6 +135,12 @@ func TestOutputSchemaNever(t *testing.T) {
 	}
 	if !strings.Contains(res.Stderr, "output schema") {
 		t.Errorf("stderr does not say why: %s", res.Stderr)
+	}
+
+	// Resumed, it has two fixes more: the first gets a valid answer.
+	again := e.Run("resume", evs[0].RunID, "--json")
+	if fin := e2etest.LastFinished(t, e2etest.DecodeEvents(t, again.Stdout)); again.Code != 0 || string(fin.Output) != `{"name":"Ada","age":36}` {
+		t.Errorf("resume: exit %d, end %+v; want the output", again.Code, fin)
 	}
 }
 
