@@ -36,6 +36,12 @@ type PhaseSpec struct {
 	// mcp__SERVER__TOOL); MCPConfig are the run's --mcp-config files.
 	Deny      []string `json:"deny,omitempty"`
 	MCPConfig []string `json:"mcp_config,omitempty"`
+	// Settings is the run's --settings file, whose hooks run besides
+	// config.toml's (docs/PROTOCOL.md#hooks); Hooked are the runs of
+	// hooks the journal records for this loop (a phase: this attempt),
+	// which a resumed loop acts on rather than running them again.
+	Settings string                    `json:"settings,omitempty"`
+	Hooked   []event.HookCompletedData `json:"hooked,omitempty"`
 	// Sandbox and Network confine the model's commands (README.md#the-sandbox);
 	// "" is the default mode.
 	Sandbox string `json:"sandbox,omitempty"`

@@ -42,7 +42,7 @@ var childEvents = map[string]bool{
 	event.ArtifactCreated: true, event.ReceiptRecorded: true, event.EffectFailed: true, event.EffectUnknown: true,
 	event.LearningRecorded: true, event.ApproachFailed: true, event.CheckpointCreated: true,
 	event.IterationStarted: true, event.IterationCompleted: true, event.Retry: true, event.Warning: true,
-	event.ContextCompacted: true, event.RunWaiting: true, event.WaitResolved: true,
+	event.ContextCompacted: true, event.RunWaiting: true, event.WaitResolved: true, event.HookCompleted: true,
 }
 
 // resultStatuses are the statuses a runner.result may carry.

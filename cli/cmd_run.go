@@ -48,6 +48,7 @@ func modelFlags() []cli.Flag {
 			"otherwise the run waits (exit 6) for agent approve or deny"},
 		&cli.BoolFlag{Name: "ask-human", Usage: "offer the model ask_human, to ask you a question and wait for the answer", DefaultText: "on a terminal"},
 		&cli.BoolFlag{Name: "wait-tools", Usage: "offer the model wait_until and wait_for_signal (agent signal), to pause without holding a process"},
+		&cli.StringFlag{Name: "settings", Usage: "also run the hooks of this Claude Code settings.json `FILE` (its \"hooks\" key), besides config.toml's [hooks]"},
 	}
 }
 
@@ -251,6 +252,7 @@ var optionFlags = []struct {
 	{"allow-tools", list(func(o *supervisor.Options) *[]string { return &o.AllowTools })},
 	{"deny-tools", list(func(o *supervisor.Options) *[]string { return &o.DenyTools })},
 	{"mcp-config", paths(func(o *supervisor.Options) *[]string { return &o.MCPConfig })},
+	{"settings", path(func(o *supervisor.Options) *string { return &o.Settings })},
 	{"sandbox", value(func(o *supervisor.Options) *string { return &o.Sandbox })},
 	{"network", value(func(o *supervisor.Options) *bool { return &o.Network })},
 	{"context-window", value(func(o *supervisor.Options) *int { return &o.ContextWindow })},

@@ -75,6 +75,24 @@ type File struct {
 	// or not (false); unset, agent decides by the endpoint
 	// (docs/PROTOCOL.md#structured-output-and-providers).
 	StructuredOutputs *bool `toml:"structured_outputs"`
+	// Hooks are [hooks]: commands run at points of every run, by event,
+	// in the shape of Claude Code's settings.json (docs/PROTOCOL.md#hooks).
+	Hooks map[string][]HookMatcher `toml:"hooks"`
+}
+
+// HookMatcher is one entry of an event's hooks, as Claude Code's
+// settings.json has it: the tools (or, for some events, the sources) it
+// matches, and the commands it runs.
+type HookMatcher struct {
+	Matcher string `toml:"matcher" json:"matcher"`
+	Hooks   []Hook `toml:"hooks" json:"hooks"`
+}
+
+// Hook is one command of a HookMatcher; Timeout is in seconds (0: 60).
+type Hook struct {
+	Type    string  `toml:"type" json:"type"`
+	Command string  `toml:"command" json:"command"`
+	Timeout float64 `toml:"timeout" json:"timeout"`
 }
 
 // Approvals is [approvals]: rules as --ask takes them, how long an

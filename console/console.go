@@ -238,6 +238,12 @@ func (p *Printer) render(e event.Event) {
 			}
 			p.printf(p.err, "  compacted the conversation %s: about %d → %d tokens\n", why, d.TokensBefore, d.TokensAfter)
 		}
+	case event.HookCompleted:
+		var d event.HookCompletedData
+		if e.Decode(&d) == nil && d.Decision != "" {
+			p.endLine()
+			p.printf(p.err, "%s\n", HookLine(d))
+		}
 	case event.EffectUnknown:
 		var d event.EffectUnknownData
 		if e.Decode(&d) == nil {
@@ -260,6 +266,15 @@ func (p *Printer) render(e event.Event) {
 	}
 	// Anything else (checkpoint.created, receipt.recorded, learnings,
 	// heartbeats…) changes nothing the run waits for.
+}
+
+// HookLine says what a hook decided (hook.completed).
+func HookLine(d event.HookCompletedData) string {
+	line := fmt.Sprintf("  %s hook: %s", d.Event, d.Decision)
+	if d.Reason != "" {
+		line += ": " + clip(strings.ReplaceAll(strings.TrimSpace(d.Reason), "\n", " "), 200)
+	}
+	return line
 }
 
 // unknownEffect says that a side effect's outcome was lost, and what

@@ -27,6 +27,7 @@ func TestBoardCoversEveryEventType(t *testing.T) {
 		event.ArtifactCreated, event.ReceiptRecorded, event.LearningRecorded, event.ApproachFailed, // their verification says what counts
 		event.EffectFailed,                                                     // the tool's ✗ line says it
 		event.CheckpointCreated, event.RewindCompleted, event.ContextCompacted, // bookkeeping of a phase's conversation and files
+		event.HookCompleted, // a phase's hooks: what they decide shows as its tool lines; a failed one as a warning
 		event.Heartbeat,
 	})
 }

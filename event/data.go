@@ -206,6 +206,30 @@ type RetryData struct {
 	Status      int    `json:"status,omitempty"`
 }
 
+// HookCompletedData is one run of a hook (docs/PROTOCOL.md#hooks): the
+// event that ran it, its command, how it exited (-1: it did not start,
+// or was killed at its timeout) and what it decided, recorded before the
+// run acts on it. Key is what it was run for, unique in the run (a tool
+// call at a turn, a wait, the run's start): a resumed run acts on the
+// records of a key it finds, and runs only the hooks that have none.
+// The decision's reason, context and new arguments (updated_input, by
+// agent's field names: what runs is what the journal says) are kept for
+// that.
+type HookCompletedData struct {
+	Event        string          `json:"event"`
+	Command      string          `json:"command"`
+	ExitCode     int             `json:"exit_code"`
+	Decision     string          `json:"decision,omitempty"` // allow, deny, ask, block or stop
+	DurationMS   int64           `json:"duration_ms"`
+	Key          string          `json:"key,omitempty"`
+	CallID       string          `json:"call_id,omitempty"`
+	Tool         string          `json:"tool,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
+	Context      string          `json:"context,omitempty"`
+	UpdatedInput json.RawMessage `json:"updated_input,omitempty"`
+	TimedOut     bool            `json:"timed_out,omitempty"`
+}
+
 // WarningData is a diagnostic worth showing to a person.
 type WarningData struct {
 	Message string `json:"message"`

@@ -55,6 +55,11 @@ const (
 	RunWaiting   = "run.waiting"
 	WaitResolved = "wait.resolved"
 
+	// HookCompleted records one run of a hook (docs/PROTOCOL.md#hooks)
+	// and what it decided, before the run acts on it: a resumed run acts
+	// on the record and does not run the hook again.
+	HookCompleted = "hook.completed"
+
 	// A side effect's outcome other than its receipt, recorded as run
 	// events: it failed before it happened, or it went ahead and may or may
 	// not have happened (the send broke after it could have been taken).
@@ -129,6 +134,7 @@ var Types = []string{
 	Retry, Heartbeat, Warning,
 	EffectFailed, EffectUnknown,
 	RunWaiting, WaitResolved,
+	HookCompleted,
 }
 
 // ProtocolTypes are the runner protocol's own lines, never run events.

@@ -68,6 +68,9 @@ const (
 	// schema (--output-schema), even after the model was asked to fix it
 	// twice; data.detail names the validation error. Exit 1.
 	ReasonSchema = "schema"
+	// ReasonHook: a hook stopped the run (continue: false) or refused its
+	// prompt (UserPromptSubmit, exit 2) (docs/PROTOCOL.md#hooks). Exit 1.
+	ReasonHook = "hook"
 	// ReasonContextBudget ends a Ralph iteration, never a run.
 	ReasonContextBudget = "context_budget"
 )

@@ -44,6 +44,14 @@ func (s *Server) resolve(p api.RunStartParams) (api.RunOptions, *tools.Workspace
 		return o, nil, errorf(api.CodeInvalidOptions, "options.mcp_config is refused: the MCP servers it names would run unsandboxed on this host; "+
 			"configure them in the gateway's config.toml [mcp_servers], or start the gateway with --allow-unsandboxed")
 	}
+	// So does a hook: the gateway's config.toml [hooks] are every run's.
+	if o.Settings != "" && !s.cfg.AllowUnsandboxed {
+		return o, nil, errorf(api.CodeInvalidOptions, "options.settings is refused: the hooks it names would run unsandboxed on this host; "+
+			"configure them in the gateway's config.toml [hooks], or start the gateway with --allow-unsandboxed")
+	}
+	if o.Settings != "" && !filepath.IsAbs(o.Settings) {
+		return o, nil, errorf(api.CodeInvalidOptions, "options.settings %q must be an absolute path", o.Settings)
+	}
 	o.Model = config.Pick(o.Model, d.Name)
 	o.BaseURL = config.Pick(o.BaseURL, d.BaseURL)
 	o.ModelAttempts = config.PickInt(o.ModelAttempts, d.Attempts)

@@ -80,6 +80,7 @@ type Config struct {
 	Tools     []string // tools offered to phases; empty means all
 	Deny      []string // MCP tools removed from Tools' servers
 	MCPConfig []string // the run's --mcp-config files
+	Settings  string   // the run's --settings file: its hooks (docs/PROTOCOL.md#hooks)
 	// Sandbox and Network are the phases' sandbox (README.md#the-sandbox);
 	// Commands confines programmatic evidence commands in this process.
 	Sandbox  string
@@ -486,6 +487,7 @@ func (o *Orchestrator) goOn(ctx context.Context, spec *adapter.PhaseSpec, parked
 		return notWaiting, err
 	}
 	spec.History, spec.Started, spec.Iteration, spec.Turns, spec.Usage = st.History, st.Started, st.Iteration, st.Turns, st.Usage
+	spec.Hooked = st.Hooked
 	return goesOn, nil
 }
 
@@ -756,7 +758,7 @@ func (o *Orchestrator) spec(phaseID string, attempt int, mode, prompt string) ad
 	return adapter.PhaseSpec{
 		RunID: o.cfg.RunID, SessionID: o.cfg.SessionID, PhaseID: phaseID, Attempt: attempt,
 		Workspace: o.ws.Root(), Mode: mode, Model: model, Prompt: prompt, Tools: o.cfg.Tools, WaitOptions: o.cfg.Waits,
-		Deny: o.cfg.Deny, MCPConfig: o.cfg.MCPConfig, Sandbox: o.cfg.Sandbox, Network: o.cfg.Network,
+		Deny: o.cfg.Deny, MCPConfig: o.cfg.MCPConfig, Settings: o.cfg.Settings, Sandbox: o.cfg.Sandbox, Network: o.cfg.Network,
 		ContextWindow: o.cfg.ContextWindow, NoCompact: o.cfg.NoCompact, Price: o.cfg.Price, MaxTurns: o.cfg.MaxTurns, ContextBudget: o.cfg.ContextBudget,
 		MaxRepeats: o.cfg.MaxRepeats,
 	}

@@ -115,6 +115,9 @@ func (l *loop) compact(ctx context.Context, trigger string, keep int) (bool, err
 	if l.spent() { // the summary is a request too
 		return false, errBudget
 	}
+	if err := l.preCompact(ctx, trigger); err != nil {
+		return false, err
+	}
 	before := l.estimateTokens(l.messages())
 	summary, usage, err := l.summarise(ctx, replaced, len(l.state.Prior) > 0)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"agent/checkpoint"
 	"agent/config"
 	"agent/event"
+	"agent/hooks"
 	"agent/llm"
 	"agent/mcp"
 	"agent/prompts"
@@ -78,6 +79,14 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 			return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: output_schema: %w", err)}
 		}
 	}
+	if cfg.Hooks, err = hooks.Configured(env.Home, spec.Settings); err != nil {
+		return event.RunnerResultData{}, &SpecError{Err: fmt.Errorf("phase spec: hooks: %w", err)}
+	}
+	for _, w := range cfg.Hooks.Ignored {
+		emitWarning(w)
+	}
+	cfg.HookEnv = hooks.Env{Dir: ws.Root(), Environ: env.Environ}
+	cfg.Hooked, cfg.RunID, cfg.SessionID = spec.Hooked, spec.RunID, spec.SessionID
 	// MCP servers start, and the sandbox is made, before the first model
 	// request, so a run that cannot have them fails at once (exit 5). The
 	// planner gets neither: it runs no command.

@@ -16,6 +16,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	"agent/adapter"
 	"agent/approval"
 	"agent/event"
+	"agent/hooks"
 	"agent/llm"
 	"agent/mcp"
 	"agent/prompts"
@@ -117,6 +119,17 @@ type Config struct {
 	// the provider takes it (README.md#structured-output).
 	Schema         *schema.Schema
 	ResponseFormat bool
+	// Hooks (docs/PROTOCOL.md#hooks) run at the loop's points, in
+	// HookEnv (the workspace), told RunID and SessionID. Hooked are the
+	// runs of them the journal already records: a resumed loop acts on
+	// those and does not run them again. ParentRunID makes the loop a
+	// sub-run's: its final answer fires SubagentStop rather than Stop.
+	Hooks       *hooks.Set
+	HookEnv     hooks.Env
+	Hooked      []event.HookCompletedData
+	RunID       string
+	SessionID   string
+	ParentRunID string
 }
 
 // MaxSchemaFixes is how many times a final answer its output schema
@@ -186,7 +199,7 @@ func Report(res Result, err error) event.RunnerResultData {
 	case res.Status != event.StatusCompleted && res.Detail != "":
 		out.Detail = res.Detail
 	case res.Status != event.StatusCompleted:
-		out.Detail = describeReason(res.Reason)
+		out.Detail = cmp.Or(res.Detail, describeReason(res.Reason))
 	}
 	return out
 }
@@ -227,6 +240,10 @@ type loop struct {
 
 	checkpointed map[string]bool // files saved in this run, by workspace-relative path
 	always       map[string]bool // approval rules allowed for the rest of the run
+
+	hooked     map[string][]event.HookCompletedData // hook runs recorded, by event and key (hooks.go)
+	stopActive bool                                 // a Stop hook already made the loop go on
+	hookStop   string                               // why a hook stopped the run (reason hook)
 
 	ratio float64 // provider tokens per estimated token, from the last answer
 
@@ -280,7 +297,8 @@ func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, e
 	if cfg.Waits == nil {
 		cfg.Waits = map[string]adapter.Wait{}
 	}
-	l := &loop{cfg: cfg, prompt: prompt, system: system, state: state, checkpointed: map[string]bool{}, always: alwaysAllowed(cfg.Waits)}
+	l := &loop{cfg: cfg, prompt: prompt, system: system, state: state, checkpointed: map[string]bool{}, always: alwaysAllowed(cfg.Waits),
+		hooked: hookRecords(cfg.Hooked), stopActive: stopHookActive(cfg.Hooked)}
 	if cfg.Schema != nil && cfg.ResponseFormat {
 		if ok, strict := cfg.Schema.ResponseFormat(); ok {
 			l.format = &llm.ResponseFormat{Name: "output", Schema: cfg.Schema.JSON(), Strict: strict}
@@ -309,7 +327,7 @@ func (l *loop) run(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 		if reason != event.ReasonCompleted {
-			return l.result(event.StatusFailed, text, reason), nil
+			return l.failed(text, reason), nil
 		}
 		return l.result(event.StatusCompleted, text, event.ReasonCompleted), nil
 	}
@@ -325,6 +343,9 @@ func (l *loop) run(ctx context.Context) (Result, error) {
 		text, reason, err := l.answer(ctx)
 		if err != nil {
 			return Result{}, err
+		}
+		if reason == event.ReasonHook {
+			return l.failed(text, reason), nil
 		}
 		done := reason == event.ReasonCompleted && (l.cfg.Until == "" || HasPromise(text, l.cfg.Until))
 		if reason == event.ReasonCompleted && !done {
@@ -395,6 +416,15 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 		if err != nil {
 			return "", "", err
 		}
+		if opening == l.prompt && l.state.Turns == 0 {
+			// The person's prompt, sent for the first time.
+			extra, stop, err := l.promptHooks(ctx)
+			if err != nil || stop != "" {
+				l.hookStop = stop
+				return "", event.ReasonHook, err
+			}
+			opening = joinNonEmpty(opening, extra)
+		}
 		if err := l.addUser(ctx, opening); err != nil {
 			return "", "", err
 		}
@@ -403,7 +433,16 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 	// final answer, or after an assistant message followed by only some
 	// of its tool results.
 	if last := l.state.History[len(l.state.History)-1]; last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0 {
-		return last.Content, event.ReasonCompleted, nil
+		reason := event.ReasonCompleted
+		if l.cfg.RequireTool == "" {
+			var err error
+			if reason, err = l.stopHooks(ctx); err != nil {
+				return "", "", err
+			}
+		}
+		if reason != "" {
+			return last.Content, reason, nil
+		}
 	}
 	if last, ok := l.pendingTurn(); ok {
 		if reason, err := l.runCalls(ctx, last.ToolCalls); err != nil || reason != "" {
@@ -431,7 +470,11 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 		}
 		if len(resp.Message.ToolCalls) == 0 {
 			if l.cfg.RequireTool == "" {
-				return resp.Message.Content, event.ReasonCompleted, nil
+				reason, err := l.stopHooks(ctx)
+				if err != nil || reason != "" {
+					return resp.Message.Content, reason, err
+				}
+				continue // a Stop hook made the loop go on
 			}
 			if l.nudges >= 2 {
 				return resp.Message.Content, "finished without calling " + l.cfg.RequireTool, nil
@@ -664,8 +707,10 @@ func (l *loop) toolDefinitions() []llm.Tool {
 // It returns a non-empty reason when the loop guard stops the iteration.
 func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, error) {
 	done := l.answered()
+	var feedback []string // what PostToolUse hooks tell the model, once the turn's results are in
 	for _, call := range calls {
 		if done[call.ID] {
+			feedback = append(feedback, l.recordedFeedback(call))
 			continue
 		}
 		if l.wasStarted(call.ID) && !l.cfg.Tools.ReadOnly(call.Name) {
@@ -695,9 +740,23 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 			}
 			return event.ReasonToolLoop, nil
 		}
-		// Nothing runs before its answer: an approval precedes
-		// tool.started (and a side effect's intent).
-		denied, err := l.approve(ctx, call)
+		// Nothing runs before its answer: the PreToolUse hooks' and an
+		// approval's precede tool.started (and a side effect's intent).
+		call, pre, err := l.preToolUse(ctx, call)
+		if err != nil {
+			return "", err
+		}
+		if pre.decision == hooks.Deny || pre.decision == hooks.Halt {
+			if err := l.recordResult(ctx, call, hookRefusal(call, pre)); err != nil {
+				return "", err
+			}
+			if pre.decision == hooks.Halt {
+				l.hookStop = pre.reason()
+				return event.ReasonHook, nil
+			}
+			continue
+		}
+		denied, err := l.approve(ctx, call, pre)
 		if err != nil {
 			return "", err
 		}
@@ -734,6 +793,15 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 		if err := l.recordResult(ctx, call, res); err != nil {
 			return "", err
 		}
+		said, stop, err := l.postToolUse(ctx, call, res)
+		if err != nil {
+			return "", err
+		}
+		if stop {
+			l.hookStop = said
+			return event.ReasonHook, nil
+		}
+		feedback = append(feedback, said)
 		if volatile(call.Name) && repeats >= l.cfg.MaxRepeats {
 			return event.ReasonToolLoop, nil
 		}
@@ -743,6 +811,9 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 		}
 	}
 	l.state.Started = nil
+	if text := joinNonEmpty(feedback...); text != "" {
+		return "", l.addUser(ctx, text)
+	}
 	return "", nil
 }
 
@@ -905,6 +976,16 @@ func (l *loop) result(status, text, reason string) Result {
 	res := Result{Status: status, Text: text, Reason: reason, Turns: l.state.Turns, Usage: l.state.Usage}
 	if reason == event.ReasonSchema && l.schemaErr != nil {
 		res.Detail = l.schemaErr.Error()
+	}
+	return res
+}
+
+// failed is the result of a loop that ended for reason before the task
+// was done; a hook that stopped it says why.
+func (l *loop) failed(text, reason string) Result {
+	res := l.result(event.StatusFailed, text, reason)
+	if reason == event.ReasonHook {
+		res.Detail = "stopped by a hook: " + l.hookStop
 	}
 	return res
 }

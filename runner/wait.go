@@ -11,6 +11,7 @@ import (
 	"agent/adapter"
 	"agent/approval"
 	"agent/event"
+	"agent/hooks"
 	"agent/llm"
 	"agent/tools"
 )
@@ -40,12 +41,19 @@ type Waiter interface {
 	Wait(ctx context.Context, w event.RunWaitingData) (event.WaitResolvedData, error)
 }
 
-// approve asks for a call an approval rule names, before it starts. It
+// approve asks for a call an approval rule names, or a PreToolUse hook
+// asks for (pre), before it starts; a hook's allow skips the rules. It
 // returns the result to record instead of running the call (a denial),
 // nil to run it, or ErrParked.
-func (l *loop) approve(ctx context.Context, call llm.ToolCall) (*tools.Result, error) {
+func (l *loop) approve(ctx context.Context, call llm.ToolCall, pre decided) (*tools.Result, error) {
 	rule, ok := l.cfg.Approvals.Match(approval.Call{Tool: call.Name, Args: call.Arguments, Effect: l.cfg.Tools.IsEffect(call.Name)})
-	if !ok || l.always[rule.Text] {
+	switch {
+	case pre.decision == hooks.Ask:
+		rule = approval.Rule{Text: "PreToolUse hook"}
+		if why := pre.reason(); why != "" {
+			rule.Text += ": " + why
+		}
+	case pre.decision == hooks.Allow, !ok, l.always[rule.Text]:
 		return nil, nil
 	}
 	onTimeout := l.cfg.AskOnTimeout
@@ -160,6 +168,9 @@ func (l *loop) await(ctx context.Context, w event.RunWaitingData) (event.WaitRes
 		}
 	}
 	if err := l.emit(ctx, event.New(event.RunWaiting, w)); err != nil {
+		return event.WaitResolvedData{}, w, err
+	}
+	if err := l.notifyHooks(ctx, w); err != nil {
 		return event.WaitResolvedData{}, w, err
 	}
 	if l.cfg.Waiter == nil {

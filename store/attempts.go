@@ -209,6 +209,9 @@ type AttemptState struct {
 	Iteration int           // the current Ralph iteration; 0 outside a loop
 	Turns     int           // model calls, all iterations
 	Usage     event.Usage   // what its model calls and summaries cost
+	// Hooked are its hook runs, which it acts on rather than running the
+	// hooks again (docs/PROTOCOL.md#hooks).
+	Hooked []event.HookCompletedData
 }
 
 // AttemptState reads a phase attempt's events (the planner's too) and
@@ -219,9 +222,9 @@ type AttemptState struct {
 func (db *DB) AttemptState(ctx context.Context, runID, phaseID string, attempt int) (AttemptState, error) {
 	rows, err := db.ro.QueryContext(ctx, `
 		SELECT type, COALESCE(data, '') FROM events
-		WHERE run_id = ? AND phase_id = ? AND attempt = ? AND type IN (?, ?, ?, ?, ?)
+		WHERE run_id = ? AND phase_id = ? AND attempt = ? AND type IN (?, ?, ?, ?, ?, ?)
 		ORDER BY seq`, runID, phaseID, attempt,
-		event.IterationStarted, event.MessageCompleted, event.ToolStarted, event.ToolCompleted, event.ContextCompacted)
+		event.IterationStarted, event.MessageCompleted, event.ToolStarted, event.ToolCompleted, event.ContextCompacted, event.HookCompleted)
 	if err != nil {
 		return AttemptState{}, fmt.Errorf("state of attempt %s/%d of run %s: %w", phaseID, attempt, runID, err)
 	}
@@ -276,6 +279,11 @@ func (db *DB) AttemptState(ctx context.Context, runID, phaseID string, attempt i
 			summary := llm.Message{Role: llm.RoleUser, Content: prompts.SummaryHeading + "\n" + d.Summary}
 			st.History = slices.Concat(st.History[:d.From], []llm.Message{summary}, st.History[d.From+d.Count:])
 			st.Usage = st.Usage.Add(d.Usage)
+		case event.HookCompleted:
+			var d event.HookCompletedData
+			if e.Decode(&d) == nil && d.Event != "" {
+				st.Hooked = append(st.Hooked, d)
+			}
 		}
 	}
 	st.Started = started

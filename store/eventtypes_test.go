@@ -17,5 +17,6 @@ func TestProjectorCoversEveryEventType(t *testing.T) {
 		event.Retry,              // diagnostics: shown and journaled, nothing to project
 		event.Heartbeat,
 		event.Warning,
+		event.HookCompleted, // read back from the journal by type (HookRecords, AttemptState)
 	})
 }

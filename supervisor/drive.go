@@ -272,7 +272,7 @@ func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapt
 	o := d.Options
 	spec := adapter.PhaseSpec{
 		RunID: r.ID, SessionID: r.SessionID, Workspace: r.Workspace, Mode: adapter.ModeRun, Model: o.model(),
-		Prompt: r.Prompt, Tools: o.Tools, Deny: o.DenyTools, MCPConfig: o.MCPConfig,
+		Prompt: r.Prompt, Tools: o.Tools, Deny: o.DenyTools, MCPConfig: o.MCPConfig, Settings: o.Settings,
 		Sandbox: string(o.sandboxMode()), Network: o.Network,
 		ContextWindow: o.ContextWindow, NoCompact: o.Compact == "off", CompactPrior: o.Compact == "now",
 		MaxTokens: o.MaxTokens, MaxCost: o.MaxCost, Price: o.Price,
@@ -295,6 +295,9 @@ func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapt
 		return spec, err
 	}
 	if spec.History, err = s.db.Conversation(ctx, r.ID); err != nil {
+		return spec, err
+	}
+	if spec.Hooked, err = s.db.HookRecords(ctx, r.ID); err != nil {
 		return spec, err
 	}
 	calls, err := s.db.ToolCalls(ctx, r.ID)

@@ -58,7 +58,7 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 	orch, err := orchestrator.New(orchestrator.Config{
 		Store: s.db, Sink: sink, Intents: s.intent, RunID: r.ID, SessionID: r.SessionID,
 		Workspace: r.Workspace, RunDir: RunDir(r), Model: o.model(), Tools: o.Tools,
-		Deny: o.DenyTools, MCPConfig: o.MCPConfig, Sandbox: string(o.sandboxMode()), Network: o.Network, Commands: commands,
+		Deny: o.DenyTools, MCPConfig: o.MCPConfig, Settings: o.Settings, Sandbox: string(o.sandboxMode()), Network: o.Network, Commands: commands,
 		ContextWindow: o.ContextWindow, NoCompact: o.Compact == "off", MaxTokens: o.MaxTokens, MaxCost: o.MaxCost, Price: o.Price,
 		MaxTurns: o.MaxTurns, MaxRepeats: o.MaxRepeats, ContextBudget: o.ContextBudget, Parallel: o.Parallel, PhaseTimeout: phaseTimeout,
 		Exe: s.cfg.Exe, Env: s.cfg.Env, HeartbeatTimeout: s.cfg.HeartbeatTimeout, Grace: s.cfg.KillGrace,

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"agent/adapter"
 	"agent/config"
 	"agent/event"
+	"agent/hooks"
 	"agent/llm"
 	"agent/mcp"
 	"agent/runner"
@@ -67,6 +69,10 @@ type Options struct {
 	// MCPConfig are .mcp.json files (absolute paths) whose servers the run
 	// uses besides config.toml's (README.md#mcp-tool-servers).
 	MCPConfig []string `json:"mcp_config,omitempty"`
+
+	// Settings is a Claude Code settings.json (an absolute path) whose
+	// hooks the run has besides config.toml's [hooks] (docs/PROTOCOL.md#hooks).
+	Settings string `json:"settings,omitempty"`
 
 	// Sandbox is the mode of the model's commands: workspace-write (the
 	// default, ""), read-only or off; Network gives them the network in a
@@ -235,6 +241,9 @@ func (s *Supervisor) Prepare(o Options, dir string) (Options, *tools.Workspace, 
 	if err != nil {
 		return o, nil, err
 	}
+	if err := s.checkHooks(f, o); err != nil {
+		return o, nil, err
+	}
 	spendDefaults(&o, f)
 	if err := waitDefaults(&o, f); err != nil {
 		return o, nil, err
@@ -264,6 +273,20 @@ func (s *Supervisor) configured(o Options) (config.File, []mcp.Server, error) {
 		return f, nil, optionErr("mcp_config", "%v", err)
 	}
 	return f, servers, err
+}
+
+// checkHooks refuses hooks that cannot work, in config.toml or the
+// settings file, before the run is created.
+func (s *Supervisor) checkHooks(f config.File, o Options) error {
+	_, err := hooks.Load(f.Hooks, filepath.Join(s.cfg.Home, "config.toml"), o.Settings)
+	var bad *hooks.ConfigError
+	switch {
+	case errors.As(err, &bad) && bad.Source == o.Settings:
+		return optionErr("settings", "{settings} %v", err)
+	case errors.As(err, &bad):
+		return &config.Error{Msg: "config " + err.Error()}
+	}
+	return err
 }
 
 // spendDefaults fills in what config.toml says of the model: its context

@@ -21,5 +21,6 @@ func TestTraceCoversEveryEventType(t *testing.T) {
 		// A parked run's drive ends without a terminal event: its trace
 		// is sent as it stands; the wait's time is between drives.
 		event.RunWaiting, event.WaitResolved,
+		event.HookCompleted, // the operator's commands: their time is in duration_ms, and in the spans around them
 	})
 }

@@ -598,6 +598,12 @@ class View {
       case 'context.compacted':
         r.line('quiet', `context compacted: ${d.tokens_before} → ${d.tokens_after} tokens`, 'context');
         break;
+      case 'hook.completed':
+        if (d.decision || d.exit_code !== 0) {
+          r.line(d.decision === 'deny' || d.decision === 'stop' ? 'warn' : 'quiet',
+            `${d.event}: ${d.decision || 'exit ' + d.exit_code}${d.reason ? ' · ' + oneLine(d.reason, 200) : ''}`, 'hook');
+        }
+        break;
       case 'heartbeat':
         break;
       default:
