@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -142,6 +143,9 @@ func TestClaudeInput(t *testing.T) {
 // run runs one hook command for ev with in on its stdin.
 func run(t *testing.T, ev, command string, timeout time.Duration, in hooks.Input) hooks.Result {
 	t.Helper()
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Skip("jq is missing: these hooks read their input with it, as Claude Code's documented ones do; scripts/deps.sh installs it")
+	}
 	if timeout == 0 {
 		timeout = 10 * time.Second
 	}

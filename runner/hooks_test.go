@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +22,9 @@ import (
 // hookSet reads hooks from a settings.json body.
 func hookSet(t testing.TB, settings string) *hooks.Set {
 	t.Helper()
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Skip("jq is missing: these hooks read their input with it, as Claude Code's documented ones do; scripts/deps.sh installs it")
+	}
 	path := filepath.Join(t.TempDir(), "settings.json")
 	if err := os.WriteFile(path, []byte(settings), 0o644); err != nil {
 		t.Fatal(err)

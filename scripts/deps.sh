@@ -5,7 +5,9 @@
 #   pinned) under .cache/mcp-servers: a third-party MCP server the MCP tests use;
 # - postgresql (the Debian package's server programs in /usr/lib/postgresql/*/bin):
 #   the store's PostgreSQL tests start throwaway servers of their own (store/pgtest);
-# - chromium: the web view's tests drive the page in a headless browser (e2e/web).
+# - chromium: the web view's tests drive the page in a headless browser (e2e/web);
+# - jq: the hook tests run Claude Code's documented hook scripts, which read
+#   their JSON input with jq (hooks, runner, e2e).
 # On a machine without apt-get, root or npm, or when an install fails, it says
 # what is missing and goes on (it always exits 0); the tests that need it then
 # skip and say so. When another apt-get or dpkg holds its lock, it waits for
@@ -32,6 +34,7 @@ missing() {
   command -v tmux >/dev/null || echo tmux
   compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || echo postgresql
   command -v chromium >/dev/null || echo chromium
+  command -v jq >/dev/null || echo jq
 }
 mapfile -t need < <(missing)
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -232,6 +232,7 @@ func TestHookBadSettings(t *testing.T) {
 // hook), and SessionStart's output is context for the model.
 func TestHooksFromConfig(t *testing.T) {
 	t.Parallel()
+	e2etest.NeedJQ(t)
 	e := e2etest.New(t, llmtest.Turn{Text: "hello"})
 	if err := os.MkdirAll(e.Home, 0o700); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package e2etest
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 // settings, $DIR is that directory.
 func (e *Env) WriteHooks(t *testing.T, settings string, scripts map[string]string) string {
 	t.Helper()
+	NeedJQ(t)
 	dir := filepath.Join(filepath.Dir(e.Workspace), "hooks")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -29,6 +31,16 @@ func (e *Env) WriteHooks(t *testing.T, settings string, scripts map[string]strin
 		t.Fatal(err)
 	}
 	return path
+}
+
+// NeedJQ skips a test whose hook scripts read their input with jq, as
+// Claude Code's documented ones do, when jq is missing (scripts/deps.sh
+// installs it).
+func NeedJQ(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Skip("jq is missing: the hook scripts read their input with it; scripts/deps.sh installs it")
+	}
 }
 
 // HookRecords are the data of the hook.completed events in evs.
