@@ -267,14 +267,20 @@ func stopHookActive(recs []event.HookCompletedData) bool {
 	return false
 }
 
-// preCompact fires the PreCompact hooks before a compaction. They cannot
-// stop it: the request would not fit without it.
+// preCompact fires the PreCompact hooks before a compaction, trigger
+// "manual" when a person asked for it (agent chat's /compact), "auto"
+// otherwise. They cannot stop it: the request would not fit without it,
+// or the person asked.
 func (l *loop) preCompact(ctx context.Context, trigger string) error {
 	if !l.cfg.Hooks.Has(hooks.PreCompact) {
 		return nil
 	}
-	_, err := l.fire(ctx, hooks.PreCompact, fmt.Sprintf("compact/%d/%s", l.state.Turns, trigger), []string{"auto"},
-		hooks.Input{Trigger: "auto"}, nil)
+	how := "auto"
+	if trigger == event.CompactAsked {
+		how = "manual"
+	}
+	_, err := l.fire(ctx, hooks.PreCompact, fmt.Sprintf("compact/%d/%s", l.state.Turns, trigger), []string{how},
+		hooks.Input{Trigger: how}, nil)
 	return err
 }
 

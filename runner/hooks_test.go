@@ -396,3 +396,25 @@ func BenchmarkToolCallHooks(b *testing.B) {
 type nopSink struct{}
 
 func (nopSink) Emit(context.Context, event.Event) error { return nil }
+
+// PreCompact fires before a compaction, with trigger manual when the
+// person asked for it (agent chat's /compact), and cannot stop it.
+func TestHookPreCompact(t *testing.T) {
+	t.Parallel()
+	set, root := newTools(t)
+	model := replies(t, final("SUMMARY: they talked"), final("done"))
+	sink := &recSink{}
+	cfg := hooked(t, model, set, root, sink, oneHook("PreCompact", "manual", `jq -r .trigger >> "$CLAUDE_PROJECT_DIR/../triggers"; exit 2`))
+	cfg.Compact, cfg.CompactPrior = true, true
+	prior := []llm.Message{{Role: llm.RoleUser, Content: "earlier"}, {Role: llm.RoleAssistant, Content: "reply"},
+		{Role: llm.RoleUser, Content: "more"}, {Role: llm.RoleAssistant, Content: "again"}}
+	if _, err := runner.Run(context.Background(), cfg, "next", runner.State{Prior: prior}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readFile(t, filepath.Join(root, "..", "triggers")); got != "manual\n" {
+		t.Errorf("PreCompact hook told trigger %q", got)
+	}
+	if len(sink.Of(event.ContextCompacted)) != 1 {
+		t.Error("the hook's exit 2 stopped the compaction")
+	}
+}
