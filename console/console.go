@@ -240,7 +240,7 @@ func (p *Printer) render(e event.Event) {
 		}
 	case event.HookCompleted:
 		var d event.HookCompletedData
-		if e.Decode(&d) == nil && d.Decision != "" {
+		if e.Decode(&d) == nil && d.Decision != "" && d.Decision != "allow" && d.Decision != "ask" { // ask: run.waiting says it
 			p.endLine()
 			p.printf(p.err, "%s\n", HookLine(d))
 		}

@@ -222,7 +222,7 @@ func (r Result) Verdict() Verdict {
 	if o.Continue != nil && !*o.Continue {
 		v.Decision, v.Reason = Halt, o.StopReason
 		if v.Reason == "" {
-			v.Reason = fmt.Sprintf("a %s hook stopped the run (continue: false)", ev)
+			v.Reason = "continue: false"
 		}
 		return v
 	}

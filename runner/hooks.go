@@ -32,7 +32,13 @@ type decided struct {
 // Claude Code's deny beats ask beats allow.
 var strength = map[string]int{hooks.Allow: 1, hooks.Ask: 2, hooks.Block: 3, hooks.Deny: 3, hooks.Halt: 4}
 
-func (d decided) reason() string  { return strings.Join(d.reasons, "\n") }
+func (d decided) reason() string { return strings.Join(d.reasons, "\n") }
+
+// halted says that a hook of ev stopped the run (continue: false), and
+// its stopReason.
+func halted(ev string, d decided) string {
+	return fmt.Sprintf("a %s hook stopped the run: %s", ev, d.reason())
+}
 func (d decided) context() string { return strings.Join(d.contexts, "\n\n") }
 
 // add counts one hook's record.
@@ -141,7 +147,7 @@ func (l *loop) promptHooks(ctx context.Context) (extra, stop string, err error) 
 			return "", "", err
 		}
 		if start.decision == hooks.Halt {
-			return "", start.reason(), nil
+			return "", halted(hooks.SessionStart, start), nil
 		}
 	}
 	submit, err := l.fire(ctx, hooks.UserPromptSubmit, "start", nil, hooks.Input{Prompt: l.prompt}, nil)
@@ -150,9 +156,9 @@ func (l *loop) promptHooks(ctx context.Context) (extra, stop string, err error) 
 	}
 	switch submit.decision {
 	case hooks.Halt:
-		return "", submit.reason(), nil
+		return "", halted(hooks.UserPromptSubmit, submit), nil
 	case hooks.Block:
-		return "", "the prompt was refused by a UserPromptSubmit hook: " + submit.reason(), nil
+		return "", "a UserPromptSubmit hook refused the prompt: " + submit.reason(), nil
 	}
 	return joinNonEmpty(start.context(), submit.context()), "", nil
 }
@@ -178,17 +184,17 @@ func (l *loop) preToolUse(ctx context.Context, call llm.ToolCall) (llm.ToolCall,
 // hook's continue: false left unrun.
 func hookRefusal(call llm.ToolCall, d decided) tools.Result {
 	if d.decision == hooks.Halt {
-		return tools.Result{IsError: true, Output: fmt.Sprintf("not run: a hook stopped the run: %s", d.reason())}
+		return tools.Result{IsError: true, Output: "not run: " + halted(hooks.PreToolUse, d)}
 	}
 	return tools.Result{IsError: true, Output: fmt.Sprintf("denied (PreToolUse hook): %s; the %s call did not run", d.reason(), call.Name)}
 }
 
 // postToolUse fires the PostToolUse hooks of a call whose result is
 // recorded. It returns what they tell the model (a block's reason, their
-// additional context), as one text, and whether a hook stopped the run.
-func (l *loop) postToolUse(ctx context.Context, call llm.ToolCall, res tools.Result) (string, bool, error) {
+// additional context), as one text, or why a hook stopped the run.
+func (l *loop) postToolUse(ctx context.Context, call llm.ToolCall, res tools.Result) (said, stop string, err error) {
 	if !l.cfg.Hooks.Has(hooks.PostToolUse) {
-		return "", false, nil
+		return "", "", nil
 	}
 	args := argsJSON(call.Arguments)
 	d, err := l.fire(ctx, hooks.PostToolUse, l.callKey(call.ID), hooks.Names(call.Name), hooks.Input{
@@ -196,10 +202,10 @@ func (l *loop) postToolUse(ctx context.Context, call llm.ToolCall, res tools.Res
 		ToolInput:    hooks.ClaudeInput(call.Name, args, l.cfg.HookEnv.Dir),
 		ToolResponse: hooks.ClaudeResponse(call.Name, args, l.cfg.HookEnv.Dir, !res.IsError, res.Output),
 	}, &call)
-	if err != nil {
-		return "", false, err
+	if err != nil || d.decision == hooks.Halt {
+		return "", halted(hooks.PostToolUse, d), err
 	}
-	return postFeedback(call, d), d.decision == hooks.Halt, nil
+	return postFeedback(call, d), "", nil
 }
 
 // postFeedback is what PostToolUse hooks tell the model about a call.
@@ -247,7 +253,7 @@ func (l *loop) stopHooks(ctx context.Context) (string, error) {
 	case err != nil:
 		return "", err
 	case d.decision == hooks.Halt:
-		l.hookStop = d.reason()
+		l.hookStop = halted(ev, d)
 		return event.ReasonHook, nil
 	case d.decision != hooks.Block:
 		return event.ReasonCompleted, nil

@@ -294,7 +294,7 @@ func TestHookPromptHooks(t *testing.T) {
 	if err != nil || res.Status != event.StatusFailed || res.Reason != event.ReasonHook || len(model.Requests()) != 0 {
 		t.Fatalf("result %+v, err %v, %d requests", res, err, len(model.Requests()))
 	}
-	if rep := runner.Report(res, nil); !strings.Contains(rep.Detail, "refused by a UserPromptSubmit hook: no secrets in prompts") {
+	if rep := runner.Report(res, nil); !strings.Contains(rep.Detail, "a UserPromptSubmit hook refused the prompt: no secrets in prompts") {
 		t.Errorf("detail %q", rep.Detail)
 	}
 	if len(sink.Of(event.MessageCompleted)) != 0 {
@@ -416,5 +416,21 @@ func TestHookPreCompact(t *testing.T) {
 	}
 	if len(sink.Of(event.ContextCompacted)) != 1 {
 		t.Error("the hook's exit 2 stopped the compaction")
+	}
+}
+
+// continue: false stops the run (reason hook), whatever the event: here
+// after a call whose result is recorded, with no further request.
+func TestHookContinueFalseStopsTheRun(t *testing.T) {
+	t.Parallel()
+	set, root := newTools(t)
+	model := replies(t, calls(tc("c1", "bash", bashArgs("touch ran"))))
+	res, err := runner.Run(context.Background(), hooked(t, model, set, root, &recSink{}, oneHook("PostToolUse", "Bash",
+		`echo '{"continue": false, "stopReason": "the build quota is spent"}'`)), "go", runner.State{})
+	if err != nil || res.Reason != event.ReasonHook || res.Detail != "a PostToolUse hook stopped the run: the build quota is spent" {
+		t.Fatalf("result %+v, err %v", res, err)
+	}
+	if !fileExists(filepath.Join(root, "ran")) || len(model.Requests()) != 1 {
+		t.Errorf("ran=%v after %d requests; want the call run and no request after", fileExists(filepath.Join(root, "ran")), len(model.Requests()))
 	}
 }

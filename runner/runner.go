@@ -751,7 +751,7 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 				return "", err
 			}
 			if pre.decision == hooks.Halt {
-				l.hookStop = pre.reason()
+				l.hookStop = halted(hooks.PreToolUse, pre)
 				return event.ReasonHook, nil
 			}
 			continue
@@ -797,8 +797,8 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 		if err != nil {
 			return "", err
 		}
-		if stop {
-			l.hookStop = said
+		if stop != "" {
+			l.hookStop = stop
 			return event.ReasonHook, nil
 		}
 		feedback = append(feedback, said)
@@ -985,7 +985,7 @@ func (l *loop) result(status, text, reason string) Result {
 func (l *loop) failed(text, reason string) Result {
 	res := l.result(event.StatusFailed, text, reason)
 	if reason == event.ReasonHook {
-		res.Detail = "stopped by a hook: " + l.hookStop
+		res.Detail = l.hookStop
 	}
 	return res
 }

@@ -263,7 +263,7 @@ command = "if jq -r .prompt | grep -qi password; then echo 'prompts must not hol
 	evs := e2etest.DecodeEvents(t, res.Stdout)
 	var fin event.RunFinishedData
 	if err := evs[len(evs)-1].Decode(&fin); err != nil || res.Code != 1 || fin.Reason != event.ReasonHook ||
-		!strings.Contains(fin.Detail, "refused by a UserPromptSubmit hook: prompts must not hold secrets") {
+		!strings.Contains(fin.Detail, "a UserPromptSubmit hook refused the prompt: prompts must not hold secrets") {
 		t.Errorf("exit %d, end %+v", res.Code, fin)
 	}
 	if n := e.Srv.RequestCount(); n != 1 {
