@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -157,7 +158,7 @@ func article(kind string) string {
 // add checks the hooks of one source and adds them; where names the
 // hooks key in it for messages.
 func (s *Set) add(byEvent map[string][]config.HookMatcher, source, where string) error {
-	for _, ev := range sortedKeys(byEvent) {
+	for _, ev := range slices.Sorted(maps.Keys(byEvent)) {
 		if !slices.Contains(Events, ev) {
 			if slices.Contains(claudeOnly, ev) {
 				s.Ignored = append(s.Ignored, fmt.Sprintf("%s: %s hooks do not run: agent fires %s", source, ev, strings.Join(Events, ", ")))
@@ -192,15 +193,6 @@ func (s *Set) add(byEvent map[string][]config.HookMatcher, source, where string)
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // plainMatcher is a matcher Claude Code compares as names, not as a
