@@ -87,6 +87,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 	}
 	cfg.HookEnv = hooks.Env{Dir: ws.Root(), Environ: env.Environ}
 	cfg.Hooked, cfg.RunID, cfg.SessionID = spec.Hooked, spec.RunID, spec.SessionID
+	cfg.AgentPrompt = spec.Mode == adapter.ModePhase
 	// MCP servers start, and the sandbox is made, before the first model
 	// request, so a run that cannot have them fails at once (exit 5). The
 	// planner gets neither: it runs no command.

@@ -137,10 +137,14 @@ func (l *loop) recorded(ev, key, command string) (event.HookCompletedData, bool)
 func (l *loop) callKey(callID string) string { return fmt.Sprintf("call/%d/%s", l.state.Turns, callID) }
 
 // promptHooks fires SessionStart (a session's first run only) and then
-// UserPromptSubmit before the run's prompt is first sent. It returns what their output adds to the
-// prompt, or why the run stops: a UserPromptSubmit hook refused the
-// prompt, or a hook said continue: false.
+// UserPromptSubmit (a person's prompt only) before the run's prompt is
+// first sent; a sub-run fires neither. It returns what their output adds
+// to the prompt, or why the run stops: a UserPromptSubmit hook refused
+// the prompt, or a hook said continue: false.
 func (l *loop) promptHooks(ctx context.Context) (extra, stop string, err error) {
+	if l.cfg.ParentRunID != "" {
+		return "", "", nil
+	}
 	var start decided
 	if len(l.state.Prior) == 0 { // a session's later runs: it started already
 		if start, err = l.fire(ctx, hooks.SessionStart, "start", []string{"startup"}, hooks.Input{Source: "startup"}, nil); err != nil {
@@ -149,6 +153,9 @@ func (l *loop) promptHooks(ctx context.Context) (extra, stop string, err error) 
 		if start.decision == hooks.Halt {
 			return "", halted(hooks.SessionStart, start), nil
 		}
+	}
+	if l.cfg.AgentPrompt {
+		return start.context(), "", nil
 	}
 	submit, err := l.fire(ctx, hooks.UserPromptSubmit, "start", nil, hooks.Input{Prompt: l.prompt}, nil)
 	if err != nil {

@@ -123,13 +123,17 @@ type Config struct {
 	// HookEnv (the workspace), told RunID and SessionID. Hooked are the
 	// runs of them the journal already records: a resumed loop acts on
 	// those and does not run them again. ParentRunID makes the loop a
-	// sub-run's: its final answer fires SubagentStop rather than Stop.
+	// sub-run's: its final answer fires SubagentStop rather than Stop, and
+	// its prompt, the model's, fires no prompt hooks. AgentPrompt says
+	// the prompt is agent's own (a harness phase's context), which fires
+	// SessionStart but not UserPromptSubmit.
 	Hooks       *hooks.Set
 	HookEnv     hooks.Env
 	Hooked      []event.HookCompletedData
 	RunID       string
 	SessionID   string
 	ParentRunID string
+	AgentPrompt bool
 }
 
 // MaxSchemaFixes is how many times a final answer its output schema

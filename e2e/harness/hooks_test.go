@@ -12,7 +12,9 @@ import (
 
 // A harness's phases have the run's hooks: each phase's `agent runner`
 // child gets the --settings file through its spec, and its hook runs are
-// journaled with the phase.
+// journaled with the phase. A phase's prompt is agent's own: SessionStart
+// adds to it, UserPromptSubmit (which refuses everything here) is not
+// asked.
 func TestHarnessPhasesRunHooks(t *testing.T) {
 	t.Parallel()
 	e := e2etest.NewHarness(t, e2etest.ForPhase("write",
@@ -25,7 +27,9 @@ func TestHarnessPhasesRunHooks(t *testing.T) {
 	}
 	settings := e.WriteHooks(t, `{"hooks": {
   "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "if jq -r .tool_input.command | grep -q 'rm -rf'; then echo 'Blocked: rm -rf' >&2; exit 2; fi"}]}],
-  "PostToolUse": [{"matcher": "Write", "hooks": [{"type": "command", "command": "f=$(jq -r .tool_input.file_path); sed -i 's/[[:space:]]*$//' \"$f\""}]}]
+  "PostToolUse": [{"matcher": "Write", "hooks": [{"type": "command", "command": "f=$(jq -r .tool_input.file_path); sed -i 's/[[:space:]]*$//' \"$f\""}]}],
+  "SessionStart": [{"hooks": [{"type": "command", "command": "echo 'Context from a SessionStart hook.'"}]}],
+  "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "echo 'no prompts today' >&2; exit 2"}]}]
 }}`, nil)
 	plan := e.WritePlan(t, `{"objective":"Write it","phases":[
 		{"id":"write","instructions":"Write out.txt.","evidence":{"type":"artifact","artifacts":["out.txt"]}}]}`)
@@ -46,7 +50,10 @@ func TestHarnessPhasesRunHooks(t *testing.T) {
 			phases = append(phases, ev.PhaseID)
 		}
 	}
-	if strings.Join(phases, " ") != "write write" {
-		t.Errorf("hook.completed of phases %v, want two of phase write", phases)
+	if strings.Join(phases, " ") != "write write write" {
+		t.Errorf("hook.completed of phases %v, want SessionStart, PreToolUse and PostToolUse of phase write", phases)
+	}
+	if first := e.Srv.Requests()[0].Body; !strings.Contains(string(first), "Context from a SessionStart hook.") {
+		t.Errorf("the phase's first request has no SessionStart context: %s", first)
 	}
 }
