@@ -369,15 +369,7 @@ func BenchmarkToolCallHooks(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			n := 0
-			model := forever(func(int) llm.Response {
-				n++
-				if n%2 == 0 {
-					return final("done")
-				}
-				return calls(tc("c1", "read_file", `{"path":"a.txt"}`))
-			})
-			cfg := hooked(b, model, set, ws.Root(), nopSink{}, c.settings)
+			cfg := hooked(b, &alternating{}, set, ws.Root(), nopSink{}, c.settings)
 			for b.Loop() {
 				if _, err := runner.Run(context.Background(), cfg, "read", runner.State{}); err != nil {
 					b.Fatal(err)
@@ -391,6 +383,19 @@ func BenchmarkToolCallHooks(b *testing.B) {
 			}
 		})
 	}
+}
+
+// alternating answers with a read_file call, then a final answer, and
+// so on; unlike fakeModel it keeps nothing, so each request costs the same.
+type alternating struct{ n int }
+
+func (m *alternating) Stream(context.Context, llm.Request, func(string)) (*llm.Response, error) {
+	m.n++
+	r := calls(tc("c1", "read_file", `{"path":"a.txt"}`))
+	if m.n%2 == 0 {
+		r = final("done")
+	}
+	return &r, nil
 }
 
 type nopSink struct{}
