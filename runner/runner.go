@@ -423,9 +423,12 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 		if opening == l.prompt && l.state.Turns == 0 {
 			// The person's prompt, sent for the first time.
 			extra, stop, err := l.promptHooks(ctx)
-			if err != nil || stop != "" {
+			if err != nil {
+				return "", "", err
+			}
+			if stop != "" {
 				l.hookStop = stop
-				return "", event.ReasonHook, err
+				return "", event.ReasonHook, nil
 			}
 			opening = joinNonEmpty(opening, extra)
 		}
@@ -708,7 +711,9 @@ func (l *loop) toolDefinitions() []llm.Tool {
 
 // runCalls executes the calls of one assistant message that have no result
 // yet. A call that started before a crash is re-run only when read-only.
-// It returns a non-empty reason when the loop guard stops the iteration.
+// It returns a non-empty reason when the loop guard stops the iteration,
+// or a hook the run. PostToolUse hooks' word for the model follows the
+// turn's results, as one user message.
 func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, error) {
 	done := l.answered()
 	var feedback []string // what PostToolUse hooks tell the model, once the turn's results are in
