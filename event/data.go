@@ -149,8 +149,10 @@ type MessageData struct {
 	Role      string     `json:"role"`
 	Text      string     `json:"text"`
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
-	Usage     *Usage     `json:"usage,omitempty"`
-	Iteration int        `json:"iteration,omitempty"`
+	// Images are given with a user message (--image; attached on resume).
+	Images    []Image `json:"images,omitempty"`
+	Usage     *Usage  `json:"usage,omitempty"`
+	Iteration int     `json:"iteration,omitempty"`
 	// DurationMS, on an assistant message, is how long the model call
 	// that answered took, the client's retries included: model latency for
 	// metrics and traces.
@@ -172,6 +174,23 @@ type ToolCompletedData struct {
 	Output    string `json:"output"`
 	Truncated bool   `json:"truncated,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// Images are the result's images (read_file of one, an MCP tool's
+	// image content), given to the model besides Output.
+	Images []Image `json:"images,omitempty"`
+}
+
+// Image is an image a message gives the model (docs/PROTOCOL.md#images):
+// what it is, as read from its bytes, and its sha256, by which the store
+// keeps its bytes once. Data carries the bytes only on the way from the
+// loop to the store, which keeps them and records the event without them.
+type Image struct {
+	SHA256    string `json:"sha256"`
+	MediaType string `json:"media_type"` // image/png, image/jpeg, image/gif or image/webp
+	Name      string `json:"name,omitempty"`
+	Bytes     int64  `json:"bytes"`
+	Width     int    `json:"width"`
+	Height    int    `json:"height"`
+	Data      []byte `json:"data,omitempty"`
 }
 
 // ArtifactData describes a file a tool wrote.

@@ -3,6 +3,7 @@ package llm
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -323,21 +324,30 @@ type wireRequest struct {
 
 type wireMessage struct {
 	Role       string            `json:"role"`
-	Content    string            `json:"content"`
+	Content    any               `json:"content"` // text, or []wirePart when the message has images
 	ToolCalls  []openai.ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string            `json:"tool_call_id,omitempty"`
 }
 
-// emptySchema stands in for a tool without parameters: servers reject null.
-var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+// wirePart is a part of a message's content: text or an image.
+type wirePart struct {
+	Type     string        `json:"type"` // "text" or "image_url"
+	Text     string        `json:"text,omitempty"`
+	ImageURL *wireImageURL `json:"image_url,omitempty"`
+}
 
-func encodeRequest(req Request, stream bool) ([]byte, error) {
-	w := wireRequest{ChatCompletionRequest: openai.ChatCompletionRequest{Model: req.Model, Stream: stream}}
-	if stream {
-		w.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
-	}
-	w.Messages = make([]wireMessage, 0, len(req.Messages))
-	for _, m := range req.Messages {
+type wireImageURL struct {
+	URL string `json:"url"` // data:MEDIA_TYPE;base64,DATA
+}
+
+// wireMessages are msgs as Chat Completions takes them. An image is a
+// part of its message's content, after its About line. A tool result's
+// images go in a user message after the results next to it, since the
+// API takes image parts in user messages only: the result says so.
+func wireMessages(msgs []Message) []wireMessage {
+	out := make([]wireMessage, 0, len(msgs))
+	var held []Image // tool results' images, until their results end
+	for i, m := range msgs {
 		wm := wireMessage{Role: string(m.Role), Content: m.Content, ToolCallID: m.ToolCallID}
 		for _, tc := range m.ToolCalls {
 			args := tc.Arguments
@@ -350,8 +360,49 @@ func encodeRequest(req Request, stream bool) ([]byte, error) {
 				Function: openai.FunctionCall{Name: tc.Name, Arguments: args},
 			})
 		}
-		w.Messages = append(w.Messages, wm)
+		switch {
+		case len(m.Images) == 0:
+		case m.Role == RoleTool:
+			lines := []string{m.Content}
+			for _, img := range m.Images {
+				lines = append(lines, img.About+" (shown in the next message)")
+			}
+			wm.Content = strings.TrimLeft(strings.Join(lines, "\n"), "\n")
+			held = append(held, m.Images...)
+		default:
+			wm.Content = imageParts(m.Content, m.Images)
+		}
+		out = append(out, wm)
+		if len(held) > 0 && (i+1 == len(msgs) || msgs[i+1].Role != RoleTool) {
+			out = append(out, wireMessage{Role: string(RoleUser), Content: imageParts("", held)})
+			held = nil
+		}
 	}
+	return out
+}
+
+// imageParts is text followed by each image, named by its About line.
+func imageParts(text string, images []Image) []wirePart {
+	var parts []wirePart
+	if text != "" {
+		parts = append(parts, wirePart{Type: "text", Text: text})
+	}
+	for _, img := range images {
+		url := "data:" + img.MediaType + ";base64," + base64.StdEncoding.EncodeToString(img.Data)
+		parts = append(parts, wirePart{Type: "text", Text: img.About}, wirePart{Type: "image_url", ImageURL: &wireImageURL{URL: url}})
+	}
+	return parts
+}
+
+// emptySchema stands in for a tool without parameters: servers reject null.
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+func encodeRequest(req Request, stream bool) ([]byte, error) {
+	w := wireRequest{ChatCompletionRequest: openai.ChatCompletionRequest{Model: req.Model, Stream: stream}}
+	if stream {
+		w.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	}
+	w.Messages = wireMessages(req.Messages)
 	for _, t := range req.Tools {
 		params := t.Parameters
 		if len(bytes.TrimSpace(params)) == 0 || string(params) == "null" {

@@ -23,6 +23,20 @@ type Message struct {
 	Content    string     `json:"content"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"` // set on RoleTool messages
+	// Images are sent as image parts (Image); only to a model that sees
+	// them: the caller gives any other one a line of text instead.
+	Images []Image `json:"images,omitempty"`
+}
+
+// Image is an image a message gives the model, sent as an image_url part
+// with a data: URL. About names it for the model ("photo.png: PNG image,
+// 640×480, 12 KB") and goes before it as text. A cassette keeps SHA256 in
+// place of Data, so a replay compares images without their bytes.
+type Image struct {
+	SHA256    string `json:"sha256"`
+	MediaType string `json:"media_type"`
+	About     string `json:"about"`
+	Data      []byte `json:"data,omitempty"`
 }
 
 // ToolCall is a complete tool call. Arguments is the raw JSON text the

@@ -41,7 +41,7 @@ func (r *recorder) Stream(ctx context.Context, req Request, onText func(string))
 	if err != nil {
 		return nil, err
 	}
-	line, err := json.Marshal(exchange{Scope: r.scope, Request: req, Response: resp})
+	line, err := json.Marshal(exchange{Scope: r.scope, Request: withoutImageData(req), Response: resp})
 	if err != nil {
 		return nil, fmt.Errorf("record model exchange: %w", err)
 	}
@@ -121,9 +121,27 @@ func (r *replayer) Stream(ctx context.Context, req Request, onText func(string))
 	return &resp, nil
 }
 
+// withoutImageData is req as a cassette keeps it: each image by its
+// sha256, without its bytes, which the store keeps once.
+func withoutImageData(req Request) Request {
+	msgs := make([]Message, len(req.Messages))
+	for i, m := range req.Messages {
+		if len(m.Images) > 0 {
+			m.Images = append([]Image(nil), m.Images...)
+			for j := range m.Images {
+				m.Images[j].Data = nil
+			}
+		}
+		msgs[i] = m
+	}
+	req.Messages = msgs
+	return req
+}
+
 // diffRequests compares two requests as JSON, ignoring the model, and
 // returns the path of the first difference with both values rendered.
 func diffRequests(got, want Request) (path, gotV, wantV string, same bool) {
+	got, want = withoutImageData(got), withoutImageData(want)
 	got.Model, want.Model = "", ""
 	g, err1 := toGeneric(got)
 	w, err2 := toGeneric(want)

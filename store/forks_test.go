@@ -107,8 +107,8 @@ func TestForkSessionAll(t *testing.T) {
 	if err := evs[9].Decode(&d.C2); err != nil {
 		t.Fatal(err)
 	}
-	if d.C1 != (event.ToolCompletedData{CallID: "c1", Name: "read_file", OK: false, Error: "no such file"}) ||
-		d.C2 != (event.ToolCompletedData{CallID: "c1", Name: "read_file", OK: true, Output: "B", Truncated: true}) {
+	if !reflect.DeepEqual(d.C1, event.ToolCompletedData{CallID: "c1", Name: "read_file", OK: false, Error: "no such file"}) ||
+		!reflect.DeepEqual(d.C2, event.ToolCompletedData{CallID: "c1", Name: "read_file", OK: true, Output: "B", Truncated: true}) {
 		t.Errorf("fork tool results = %+v", d)
 	}
 	var s event.ToolStartedData

@@ -24,6 +24,7 @@ type Message struct {
 	Content    string     `json:"content"` // text parts of array content are joined
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Images     []string   `json:"images,omitempty"` // the URLs of image_url parts (data: URLs)
 }
 
 // ToolCall is a tool call inside a request message.
@@ -68,7 +69,7 @@ func (r RecordedRequest) Stream() bool { return r.parsed.Stream != nil && *r.par
 func (r RecordedRequest) Messages() []Message {
 	out := make([]Message, 0, len(r.parsed.Messages))
 	for _, wm := range r.parsed.Messages {
-		m := Message{Role: wm.Role, Content: contentText(wm.Content), ToolCallID: wm.ToolCallID}
+		m := Message{Role: wm.Role, Content: contentText(wm.Content), ToolCallID: wm.ToolCallID, Images: imageURLs(wm.Content)}
 		for _, tc := range wm.ToolCalls {
 			m.ToolCalls = append(m.ToolCalls, ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
 		}
@@ -97,6 +98,26 @@ func (r RecordedRequest) ToolNames() []string {
 
 // Decode unmarshals the raw body into v, for fields the helpers skip.
 func (r RecordedRequest) Decode(v any) error { return json.Unmarshal(r.Body, v) }
+
+// imageURLs are the URLs of the image_url parts of array content.
+func imageURLs(raw json.RawMessage) []string {
+	var parts []struct {
+		Type     string `json:"type"`
+		ImageURL struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range parts {
+		if p.Type == "image_url" {
+			out = append(out, p.ImageURL.URL)
+		}
+	}
+	return out
+}
 
 // contentText reads content that is a string, null, or an array of parts.
 func contentText(raw json.RawMessage) string {
