@@ -248,7 +248,7 @@ func (db *DB) AttemptState(ctx context.Context, runID, phaseID string, attempt i
 			if e.Decode(&d) != nil || (d.Role != "user" && d.Role != "assistant") {
 				continue
 			}
-			st.History = append(st.History, llm.Message{Role: llm.Role(d.Role), Content: d.Text, ToolCalls: toLLMToolCalls(d.ToolCalls)})
+			st.History = append(st.History, llm.Message{Role: llm.Role(d.Role), Content: d.Text, ToolCalls: toLLMToolCalls(d.ToolCalls), Images: named(d.Images)})
 			if d.Role == "assistant" {
 				st.Turns++
 				if d.Usage != nil {
@@ -270,7 +270,7 @@ func (db *DB) AttemptState(ctx context.Context, runID, phaseID string, attempt i
 			if content == "" {
 				content = d.Error
 			}
-			st.History = append(st.History, llm.Message{Role: llm.RoleTool, ToolCallID: d.CallID, Content: content})
+			st.History = append(st.History, llm.Message{Role: llm.RoleTool, ToolCallID: d.CallID, Content: content, Images: named(d.Images)})
 		case event.ContextCompacted:
 			var d event.ContextCompactedData
 			if e.Decode(&d) != nil || d.From < 0 || d.Count < 0 || d.From+d.Count > len(st.History) {
@@ -286,8 +286,13 @@ func (db *DB) AttemptState(ctx context.Context, runID, phaseID string, attempt i
 			}
 		}
 	}
+	if err := rows.Err(); err != nil {
+		return st, err
+	}
+	rows.Close()
 	st.Started = started
-	return st, rows.Err()
+	st.History, err = withBytes(ctx, db.ro, st.History)
+	return st, err
 }
 
 // LastAttempt is the number of the last attempt of a phase (the planner's

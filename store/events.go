@@ -188,6 +188,10 @@ func appendEvents(ctx context.Context, tx *txn, evs []event.Event, now time.Time
 				return fmt.Errorf("event %d of run %s: %w", e.Seq, e.RunID, err)
 			}
 		}
+		// The journal names images by hash: their bytes are kept once.
+		if err := keepImages(ctx, tx, e, now); err != nil {
+			return fmt.Errorf("event %d of run %s: %w", e.Seq, e.RunID, err)
+		}
 		if err := insertEvent(ctx, tx, *e); err != nil {
 			return fmt.Errorf("event %d of run %s: %w", e.Seq, e.RunID, err)
 		}
@@ -272,6 +276,7 @@ func project(ctx context.Context, tx *txn, e event.Event, now time.Time) error {
 			Role:      d.Role,
 			Content:   d.Text,
 			ToolCalls: d.ToolCalls,
+			Images:    d.Images,
 			CreatedAt: e.TS,
 		}); err != nil || d.Role != "assistant" {
 			return err
@@ -314,7 +319,7 @@ func project(ctx context.Context, tx *txn, e event.Event, now time.Time) error {
 		if content == "" {
 			content = d.Error
 		}
-		return insertToolMessage(ctx, tx, e.RunID, e.Seq, d.CallID, content, e.TS)
+		return insertToolMessage(ctx, tx, e.RunID, e.Seq, d.CallID, content, d.Images, e.TS)
 
 	case event.IterationStarted:
 		var d event.IterationData

@@ -226,7 +226,7 @@ func forkEvents(run *Run, history []Message, calls map[string]ToolCall, now time
 		switch m.Role {
 		case "user", "assistant":
 			evs = append(evs, stamp(event.New(event.MessageCompleted,
-				event.MessageData{Role: m.Role, Text: m.Content, ToolCalls: m.ToolCalls}), m.CreatedAt))
+				event.MessageData{Role: m.Role, Text: m.Content, ToolCalls: m.ToolCalls, Images: m.Images}), m.CreatedAt))
 			if m.Role != "assistant" {
 				continue
 			}
@@ -266,7 +266,7 @@ func forkToolStarted(c event.ToolCall, row ToolCall) event.ToolStartedData {
 // forkToolCompleted rebuilds a result whose projected content is exactly
 // the source message's: the output, or the error when there was none.
 func forkToolCompleted(m Message, row ToolCall) event.ToolCompletedData {
-	d := event.ToolCompletedData{CallID: m.ToolCallID, OK: true, Output: m.Content}
+	d := event.ToolCompletedData{CallID: m.ToolCallID, OK: true, Output: m.Content, Images: m.Images}
 	if row.CallID == "" {
 		return d // no row: the result is all we know
 	}

@@ -25,6 +25,7 @@ type Message struct {
 	Content    string
 	ToolCalls  []event.ToolCall // on assistant messages, as the event carried them
 	ToolCallID string           // on tool messages
+	Images     []event.Image    // given with it, without their bytes (images.go)
 	CreatedAt  time.Time
 }
 
@@ -71,21 +72,27 @@ func conversation(ctx context.Context, tx *txn, runID string) ([]llm.Message, er
 	if err != nil {
 		return nil, err
 	}
-	return toLLMMessages(ms), nil
+	return toLLMMessages(ctx, tx, ms)
 }
 
-// toLLMMessages converts stored messages for the model.
-func toLLMMessages(ms []Message) []llm.Message {
+// toLLMMessages converts stored messages for the model, with the bytes of
+// their images.
+func toLLMMessages(ctx context.Context, tx *txn, ms []Message) ([]llm.Message, error) {
 	conv := make([]llm.Message, 0, len(ms))
 	for _, m := range ms {
+		images, err := forModel(ctx, tx, m.Images)
+		if err != nil {
+			return nil, err
+		}
 		conv = append(conv, llm.Message{
 			Role:       llm.Role(m.Role),
 			Content:    m.Content,
 			ToolCalls:  toLLMToolCalls(m.ToolCalls),
 			ToolCallID: m.ToolCallID,
+			Images:     images,
 		})
 	}
-	return conv
+	return conv, nil
 }
 
 func insertMessage(ctx context.Context, tx *txn, m Message) error {
@@ -97,20 +104,28 @@ func insertMessage(ctx context.Context, tx *txn, m Message) error {
 		}
 		toolCalls = string(raw)
 	}
-	_, err := tx.ExecContext(ctx, `
-		INSERT INTO messages (run_id, seq, iteration, role, content, tool_calls_json, tool_call_id, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		m.RunID, m.Seq, m.Iteration, m.Role, m.Content, toolCalls, nullString(m.ToolCallID), formatTime(m.CreatedAt))
+	images, err := imagesJSON(m.Images)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `
+		INSERT INTO messages (run_id, seq, iteration, role, content, tool_calls_json, tool_call_id, images_json, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		m.RunID, m.Seq, m.Iteration, m.Role, m.Content, toolCalls, nullString(m.ToolCallID), images, formatTime(m.CreatedAt))
 	return err
 }
 
 // insertToolMessage adds a tool result to the run's current iteration;
 // tool.completed carries no iteration of its own.
-func insertToolMessage(ctx context.Context, tx *txn, runID string, seq int64, callID, content string, at time.Time) error {
-	_, err := tx.ExecContext(ctx, `
-		INSERT INTO messages (run_id, seq, iteration, role, content, tool_call_id, created_at)
-		SELECT id, ?, iteration_count, 'tool', ?, ?, ? FROM runs WHERE id = ?`,
-		seq, content, callID, formatTime(at), runID)
+func insertToolMessage(ctx context.Context, tx *txn, runID string, seq int64, callID, content string, images []event.Image, at time.Time) error {
+	imagesJSON, err := imagesJSON(images)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `
+		INSERT INTO messages (run_id, seq, iteration, role, content, tool_call_id, images_json, created_at)
+		SELECT id, ?, iteration_count, 'tool', ?, ?, ?, ? FROM runs WHERE id = ?`,
+		seq, content, callID, imagesJSON, formatTime(at), runID)
 	return err
 }
 
@@ -125,7 +140,7 @@ func listMessages(ctx context.Context, tx *txn, runID string, iteration int, asO
 	}
 	rows, err := tx.QueryContext(ctx, `
 		SELECT id, run_id, seq, iteration, role, content, COALESCE(tool_calls_json, ''),
-			COALESCE(tool_call_id, ''), created_at
+			COALESCE(tool_call_id, ''), COALESCE(images_json, ''), created_at
 		FROM messages WHERE run_id = ? AND (? < 0 OR iteration = ? AND (replaced_by IS NULL OR replaced_by > ?))
 		ORDER BY COALESCE(position, seq), summary, id`,
 		runID, iteration, iteration, asOf)
@@ -136,10 +151,15 @@ func listMessages(ctx context.Context, tx *txn, runID string, iteration int, asO
 	var ms []Message
 	for rows.Next() {
 		var m Message
-		var toolCalls string
+		var toolCalls, images string
 		if err := rows.Scan(&m.ID, &m.RunID, &m.Seq, &m.Iteration, &m.Role, &m.Content,
-			&toolCalls, &m.ToolCallID, timeValue{&m.CreatedAt}); err != nil {
+			&toolCalls, &m.ToolCallID, &images, timeValue{&m.CreatedAt}); err != nil {
 			return nil, err
+		}
+		if images != "" {
+			if err := json.Unmarshal([]byte(images), &m.Images); err != nil {
+				return nil, fmt.Errorf("message %d images: %w", m.ID, err)
+			}
 		}
 		if toolCalls != "" {
 			if err := json.Unmarshal([]byte(toolCalls), &m.ToolCalls); err != nil {

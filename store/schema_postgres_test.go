@@ -18,7 +18,7 @@ import (
 // TestPostgresSchemaMatchesSQLite builds the schema twice, with the
 // SQLite migrations (as Open does) and with the PostgreSQL ones on a real
 // server, and compares what the Go code relies on: the tables, their
-// columns in order with type (integer or text) and NOT NULL, primary keys,
+// columns in order with type (integer, text or bytes) and NOT NULL, primary keys,
 // foreign keys with their ON DELETE, and the named indexes with their
 // columns, uniqueness and whether they are partial, and UNIQUE
 // constraints. CHECK constraints are not compared: each dialect keeps
@@ -125,6 +125,8 @@ func typeClass(t string) string {
 		return "integer"
 	case "text":
 		return "text"
+	case "blob", "bytea":
+		return "bytes"
 	}
 	return strings.ToLower(t)
 }
