@@ -32,6 +32,11 @@ type PhaseSpec struct {
 	System string   `json:"system,omitempty"` // extra system instructions, e.g. AGENTS.md
 	Prompt string   `json:"prompt"`           // the rendered phase context: the first user message
 	Tools  []string `json:"tools"`            // allowed tools; empty means the mode's default set
+	// Images go with the prompt, with their bytes (a ModeRun child's:
+	// --image, attached on resume too); Vision says the model sees them
+	// (docs/PROTOCOL.md#images).
+	Images []event.Image `json:"images,omitempty"`
+	Vision bool          `json:"vision,omitempty"`
 	// Deny removes tools Tools names as a group (an MCP server's, by
 	// mcp__SERVER__TOOL); MCPConfig are the run's --mcp-config files.
 	Deny      []string `json:"deny,omitempty"`

@@ -137,7 +137,8 @@ func (c *Chat) Send(ctx context.Context, prompt string, ask *TerminalAsker) (Tur
 // earlier messages are not its context, and later messages do not see it.
 func (c *Chat) Harness(ctx context.Context, request string, ask *TerminalAsker, confirm func(string) bool) (Turn, error) {
 	o := c.options()
-	o.Harness = true
+	// A harness plans from text: the images wait for the next message.
+	o.Harness, o.Images = true, nil
 	if c.cfg.Gateway != nil { // the gateway plans and runs it, unasked, as agent harness --gateway
 		return c.sendGateway(ctx, request, ask, o)
 	}
@@ -172,6 +173,7 @@ func (c *Chat) send(ctx context.Context, prompt string, ask *TerminalAsker, o su
 		return Turn{}, err
 	}
 	c.compact = false
+	c.cfg.Options.Images = nil // they went with this message
 	show := console.NewDisplay(c.cfg.Out, c.cfg.Err, o.Harness, c.cfg.JSON)
 	defer show.Close()
 	end, err := c.cfg.Supervisor.Drive(ctx, r, supervisor.Drive{Options: o, Show: show.Print, Ask: asker, Confirm: confirm})

@@ -16,6 +16,7 @@ import (
 	"agent/event"
 	"agent/store"
 	"agent/supervisor"
+	"agent/vision"
 )
 
 // commands are the chat's slash commands, in the order /help lists them.
@@ -31,6 +32,7 @@ var commands = []struct {
 	{"/compact", "", "summarise the conversation so far at the start of the next message, to save context"},
 	{"/fork", "[SEQ]", "go on in a new session with this one's conversation (up to event SEQ)"},
 	{"/rewind", "[N]", "put back the files the last run changed (from its checkpoint N on)"},
+	{"/image", "PATH", "give the model this image (PNG, JPEG, GIF or WebP) with the next message"},
 	{"/harness", "REQUEST", "run REQUEST as a harness here: a plan to confirm, then verified phases on the board"},
 	{"/approve", "", "allow the call the session's run waits for, and go on with it"},
 	{"/deny", "[REASON]", "refuse it (the model is told REASON), and go on"},
@@ -115,6 +117,16 @@ func (t *terminal) command(ctx context.Context, line string) (done bool, err err
 			return false, nil
 		}
 		console.PrintRewind(out, rep)
+	case "/image":
+		if arg == "" {
+			fmt.Fprintln(out, "/image needs the PATH of a PNG, JPEG, GIF or WebP image: /image screenshot.png")
+			return false, nil
+		}
+		if err := t.cfg.Options.AttachImages(arg); err != nil {
+			fmt.Fprintf(out, "/image: %v\n", err) // said, and the chat goes on
+			return false, nil
+		}
+		fmt.Fprintf(out, "%s goes with the next message\n", vision.Describe(t.cfg.Options.Images[len(t.cfg.Options.Images)-1]))
 	case "/harness":
 		if arg == "" {
 			fmt.Fprintln(out, "/harness needs a REQUEST: /harness make every test pass")

@@ -90,6 +90,7 @@ func (c *Chat) sendGateway(ctx context.Context, prompt string, ask *TerminalAske
 		return Turn{}, err
 	}
 	c.compact = false
+	c.cfg.Options.Images = nil // they went with this message
 	if c.session == nil {
 		c.session = &store.Session{ID: started.SessionID, Title: console.OneLine(prompt, 60)}
 	}

@@ -17,7 +17,7 @@ func chatCommand() *cli.Command {
 		&cli.StringFlag{Name: "workspace", Aliases: []string{"C"}, Usage: "directory the tools work in (default: the current directory)"},
 		&cli.StringSliceFlag{Name: "allow-tools", Usage: "offer only these tools, comma separated"},
 		&cli.StringSliceFlag{Name: "deny-tools", Usage: "never offer these tools, comma separated"},
-		mcpConfigFlag(), outputSchemaFlag(),
+		mcpConfigFlag(), outputSchemaFlag(), imageFlag("with the first message (/image PATH: with the next)"),
 		&cli.StringFlag{Name: "session", Usage: "go on in this local session (a unique prefix will do)"},
 		&cli.BoolFlag{Name: "continue", Aliases: []string{"c"}, Usage: "go on in the local session last active (with --gateway, the gateway's)"},
 		&cli.StringFlag{Name: "gateway", Usage: "keep the session in a gateway, where a turn goes on if the chat closes: `URL`, or bare for $AGENT_GATEWAY or " + api.DefaultURL},

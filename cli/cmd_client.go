@@ -94,7 +94,7 @@ func runViaGateway(c *cli.Context, addr, prompt string, opts supervisor.Options)
 // resumeViaGateway asks the gateway to resume one of its sessions' runs,
 // and follows it (viaGateway).
 func resumeViaGateway(c *cli.Context, addr, runID string) error {
-	for _, name := range []string{"model", "base-url", "max-turns", "max-repeats", "model-attempts", "model-idle-timeout", "model-call-timeout", "timeout", "record", "replay"} {
+	for _, name := range []string{"model", "base-url", "max-turns", "max-repeats", "model-attempts", "model-idle-timeout", "model-call-timeout", "timeout", "record", "replay", "image"} {
 		if c.IsSet(name) {
 			return usageErrorf("--%s with --gateway: the gateway resumes a run with the options it was started with", name)
 		}

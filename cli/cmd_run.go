@@ -52,6 +52,11 @@ func modelFlags() []cli.Flag {
 	}
 }
 
+// imageFlag gives the model image files (README.md#images), when says when.
+func imageFlag(when string) cli.Flag {
+	return &cli.StringSliceFlag{Name: "image", Aliases: []string{"i"}, Usage: "give the model this image `FILE` (PNG, JPEG, GIF or WebP, at most 20 MB; repeatable) " + when}
+}
+
 // gatewayFlags send a new run or harness to a gateway.
 func gatewayFlags() []cli.Flag {
 	return []cli.Flag{
@@ -76,7 +81,7 @@ func runCommand() *cli.Command {
 		&cli.StringFlag{Name: "workspace", Aliases: []string{"C"}, Usage: "directory the tools work in (default: the current directory)"},
 		&cli.StringSliceFlag{Name: "allow-tools", Usage: "offer only these tools, comma separated"},
 		&cli.StringSliceFlag{Name: "deny-tools", Usage: "never offer these tools, comma separated"},
-		mcpConfigFlag(),
+		mcpConfigFlag(), imageFlag("with the prompt"),
 		&cli.StringFlag{Name: "until", Usage: "Ralph loop: repeat with fresh context until the final message has this `PROMISE` line"},
 		&cli.IntFlag{Name: "max-iterations", Usage: "Ralph loop: give up after N iterations", DefaultText: "10"},
 		outputSchemaFlag(),
@@ -117,7 +122,7 @@ func resumeCommand() *cli.Command {
 			"RUN_ID may be a unique prefix. A run held by a live process exits 4. With --gateway the gateway\n" +
 			"resumes a run of one of its sessions.",
 		Flags: append(modelFlags(),
-			&cli.BoolFlag{Name: "resend-unknown", Usage: "send side effects whose outcome is unknown (lost in a crash) again, first"},
+			&cli.BoolFlag{Name: "resend-unknown", Usage: "send side effects whose outcome is unknown (lost in a crash) again, first"}, imageFlag("before the run goes on"),
 			&cli.StringFlag{Name: "gateway", Usage: "resume in a gateway: `URL`, or bare for $AGENT_GATEWAY or " + api.DefaultURL},
 		),
 		Action: resumeAction,
@@ -275,6 +280,9 @@ var optionFlags = []struct {
 	{"output-schema", func(c *cli.Context, name string, o *supervisor.Options) (err error) {
 		o.OutputSchema, err = supervisor.ReadOutputSchema(c.String(name))
 		return err
+	}},
+	{"image", func(c *cli.Context, name string, o *supervisor.Options) error {
+		return o.AttachImages(c.StringSlice(name)...)
 	}},
 }
 

@@ -35,6 +35,9 @@ type File struct {
 	// Prices are per model, in USD per million tokens, for --max-cost and
 	// cost_usd.
 	Prices map[string]Price `toml:"prices"`
+	// Vision says whether the model sees images (docs/PROTOCOL.md#images);
+	// unset: whether it is known to.
+	Vision *bool `toml:"vision"`
 
 	// The gateway's scheduler (docs/PROTOCOL.md#configuration-files), under the key names the
 	// design gives them.

@@ -19,7 +19,7 @@ import (
 
 // WebSocket limits.
 const (
-	maxFrame     = 4 << 20          // the largest frame a client may send
+	maxFrame     = api.MaxFrame     // the largest frame a client may send
 	writeTimeout = 30 * time.Second // a client that takes longer to accept a frame is gone
 	pingInterval = 30 * time.Second // a client that does not answer a ping within this is gone
 	replayPage   = 512              // events read from the store at a time during a replay

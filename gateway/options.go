@@ -52,6 +52,12 @@ func (s *Server) resolve(p api.RunStartParams) (api.RunOptions, *tools.Workspace
 	if o.Settings != "" && !filepath.IsAbs(o.Settings) {
 		return o, nil, errorf(api.CodeInvalidOptions, "options.settings %q must be an absolute path", o.Settings)
 	}
+	// A client gives an image's bytes: the store has nothing of its own.
+	for i, img := range o.Images {
+		if img.Data == nil {
+			return o, nil, errorf(api.CodeInvalidOptions, "options.images[%d].data is required: the image's bytes, base64-encoded", i)
+		}
+	}
 	o.Model = config.Pick(o.Model, d.Name)
 	o.BaseURL = config.Pick(o.BaseURL, d.BaseURL)
 	o.ModelAttempts = config.PickInt(o.ModelAttempts, d.Attempts)

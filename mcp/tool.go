@@ -10,7 +10,9 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"agent/event"
 	"agent/tools"
+	"agent/vision"
 )
 
 // tool is one server tool as the model sees it.
@@ -60,7 +62,31 @@ func (t *tool) Run(ctx context.Context, _ *tools.Workspace, args json.RawMessage
 	if err != nil {
 		return tools.Result{Output: err.Error(), IsError: true}
 	}
-	return tools.Result{Output: Text(res), IsError: res.IsError}
+	images, rest := Images(res)
+	return tools.Result{Output: Text(rest), IsError: res.IsError, Images: images}
+}
+
+// Images takes out of res the image content a model can be given as an
+// image (vision.Read reads it); Text describes the rest, an image it
+// could not read included. Structured content that stood beside only
+// such images goes too: it is their copy, with their base64.
+func Images(res *sdk.CallToolResult) ([]event.Image, *sdk.CallToolResult) {
+	rest := *res
+	rest.Content = nil
+	var images []event.Image
+	for _, c := range res.Content {
+		if ic, ok := c.(*sdk.ImageContent); ok {
+			if img, err := vision.Read("", ic.Data); err == nil {
+				images = append(images, img)
+				continue
+			}
+		}
+		rest.Content = append(rest.Content, c)
+	}
+	if len(images) > 0 && len(rest.Content) == 0 {
+		rest.StructuredContent = nil
+	}
+	return images, &rest
 }
 
 // prepare is the effect's flow (tools.NewEffectTool): the call carries
@@ -116,9 +142,7 @@ func contentText(c sdk.Content) string {
 	switch c := c.(type) {
 	case *sdk.TextContent:
 		return textOrBinary(c.Text)
-	case *sdk.ImageContent:
-		// The seam for vision models: an image could be given to one as
-		// an image here; until then it is this line (issue "conventions").
+	case *sdk.ImageContent: // one Images could not read
 		return binaryLine("image", c.MIMEType, len(c.Data))
 	case *sdk.AudioContent:
 		return binaryLine("audio", c.MIMEType, len(c.Data))

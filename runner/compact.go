@@ -31,11 +31,16 @@ func (l *loop) estimateTokens(msgs []llm.Message) int {
 	return int(float64(rawTokens(msgs)+l.toolTokens()) * l.tokenRatio())
 }
 
+// imageTokens is what an image is taken to cost: about what the
+// providers charge for one of a megapixel (OpenAI 765 tokens at high
+// detail, Anthropic width×height/750).
+const imageTokens = 1000
+
 // rawTokens is the uncorrected estimate of messages.
 func rawTokens(msgs []llm.Message) int {
 	n := 0
 	for _, m := range msgs {
-		n += len(m.Content) + 16
+		n += len(m.Content) + 16 + len(m.Images)*imageTokens*4
 		for _, c := range m.ToolCalls {
 			n += len(c.Name) + len(c.Arguments) + 16
 		}
@@ -210,10 +215,16 @@ func transcript(msgs []llm.Message, limit int) string {
 		case llm.RoleTool:
 			b.WriteString("TOOL RESULT: ")
 			b.WriteString(middleOut(m.Content, perResult))
+			for _, img := range m.Images {
+				fmt.Fprintf(&b, "\n[image %s]", img.About)
+			}
 		default:
 			b.WriteString(strings.ToUpper(string(m.Role)))
 			b.WriteString(": ")
 			b.WriteString(m.Content)
+			for _, img := range m.Images {
+				fmt.Fprintf(&b, "\n[image %s]", img.About)
+			}
 			for _, c := range m.ToolCalls {
 				fmt.Fprintf(&b, "\n[called %s %s]", c.Name, middleOut(c.Arguments, perResult))
 			}

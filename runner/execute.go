@@ -67,6 +67,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 		Until: spec.Until, MaxIterations: spec.MaxIterations, ContextBudget: spec.ContextBudget,
 		Compact: !spec.NoCompact, CompactPrior: spec.CompactPrior, ContextWindow: spec.ContextWindow,
 		MaxTokens: spec.MaxTokens, MaxCost: spec.MaxCost, Price: spec.Price,
+		Vision: spec.Vision, Images: spec.Images,
 	}
 	if cfg.ContextWindow == 0 {
 		cfg.ContextWindow = llm.KnownContextWindow(spec.Model.Name)

@@ -266,7 +266,7 @@ func (l *loop) stopHooks(ctx context.Context) (string, error) {
 		return event.ReasonCompleted, nil
 	}
 	l.stopActive = true
-	return "", l.addUser(ctx, d.reason())
+	return "", l.addUser(ctx, d.reason(), nil)
 }
 
 // stopHookActive reports whether a Stop hook of the run already made

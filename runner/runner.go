@@ -33,6 +33,7 @@ import (
 	"agent/prompts"
 	"agent/schema"
 	"agent/tools"
+	"agent/vision"
 )
 
 // Sink receives the events of a run. Emit must not return before the event
@@ -93,6 +94,13 @@ type Config struct {
 	MaxTokens int
 	MaxCost   float64
 	Price     *event.Price
+	// Vision says the model sees images: it is given them as images, and
+	// any other model a line about each (vision.Described). Images, with
+	// their bytes, go with the opening prompt of each iteration; on
+	// resume, those no message of the conversation gives yet (attached on
+	// resume) go in a message of their own before the next request.
+	Vision bool
+	Images []event.Image
 	// Checkpoints, if set, saves each file a write_file or edit_file call
 	// is about to change for the first time in the run, and the runner
 	// records the checkpoint.created it returns before the tool runs.
@@ -432,13 +440,23 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 			}
 			opening = joinNonEmpty(opening, extra)
 		}
-		if err := l.addUser(ctx, opening); err != nil {
+		if err := l.addUser(ctx, opening, l.cfg.Images); err != nil {
 			return "", "", err
 		}
 	}
-	// A resumed conversation may end in the middle of a turn: after a
-	// final answer, or after an assistant message followed by only some
-	// of its tool results.
+	// A resumed conversation may end in the middle of a turn: after an
+	// assistant message followed by only some of its tool results, or
+	// after a final answer.
+	if last, ok := l.pendingTurn(); ok {
+		if reason, err := l.runCalls(ctx, last.ToolCalls); err != nil || reason != "" {
+			return l.endedBy(last.Content, reason, err)
+		}
+	}
+	if newer := l.unsent(); len(newer) > 0 {
+		if err := l.addUser(ctx, "", newer); err != nil {
+			return "", "", err
+		}
+	}
 	if last := l.state.History[len(l.state.History)-1]; last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0 {
 		reason := event.ReasonCompleted
 		if l.cfg.RequireTool == "" {
@@ -449,11 +467,6 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 		}
 		if reason != "" {
 			return last.Content, reason, nil
-		}
-	}
-	if last, ok := l.pendingTurn(); ok {
-		if reason, err := l.runCalls(ctx, last.ToolCalls); err != nil || reason != "" {
-			return l.endedBy(last.Content, reason, err)
 		}
 	}
 
@@ -489,7 +502,7 @@ func (l *loop) iterate(ctx context.Context) (string, string, error) {
 			l.nudges++
 			if err := l.addUser(ctx, fmt.Sprintf(
 				"You have not called %s. A plain reply does not count: call the %s tool now.",
-				l.cfg.RequireTool, l.cfg.RequireTool)); err != nil {
+				l.cfg.RequireTool, l.cfg.RequireTool), nil); err != nil {
 				return "", "", err
 			}
 			continue
@@ -529,7 +542,7 @@ func (l *loop) answer(ctx context.Context) (string, string, error) {
 		if err != nil {
 			return "", "", err
 		}
-		if err := l.addUser(ctx, fix); err != nil {
+		if err := l.addUser(ctx, fix, nil); err != nil {
 			return "", "", err
 		}
 	}
@@ -591,11 +604,38 @@ func (l *loop) lastAssistantText() string {
 	return ""
 }
 
-func (l *loop) addUser(ctx context.Context, text string) error {
-	l.state.History = append(l.state.History, llm.Message{Role: llm.RoleUser, Content: text})
+func (l *loop) addUser(ctx context.Context, text string, images []event.Image) error {
+	l.state.History = append(l.state.History, llm.Message{Role: llm.RoleUser, Content: text, Images: forModel(images)})
 	return l.emit(ctx, event.New(event.MessageCompleted, event.MessageData{
-		Role: string(llm.RoleUser), Text: text, Iteration: l.state.Iteration,
+		Role: string(llm.RoleUser), Text: text, Images: images, Iteration: l.state.Iteration,
 	}))
+}
+
+// unsent are the run's images no message of the conversation gives the
+// model: those attached on resume, not yet recorded in a message.
+func (l *loop) unsent() []event.Image {
+	given := map[string]bool{}
+	for _, m := range l.state.History {
+		for _, img := range m.Images {
+			given[img.SHA256] = true
+		}
+	}
+	var out []event.Image
+	for _, img := range l.cfg.Images {
+		if !given[img.SHA256] {
+			out = append(out, img)
+		}
+	}
+	return out
+}
+
+// forModel is images as a message gives them to the model.
+func forModel(images []event.Image) []llm.Image {
+	var out []llm.Image
+	for _, img := range images {
+		out = append(out, vision.ForModel(img))
+	}
+	return out
 }
 
 // ask makes one model call and records the assistant message. A request
@@ -692,12 +732,20 @@ func (l *loop) spent() bool {
 }
 
 // messages is the request's conversation: the system prompt, the
-// session's earlier runs, then this run's current iteration.
+// session's earlier runs, then this run's current iteration; a model that
+// does not see images reads a line about each instead.
 func (l *loop) messages() []llm.Message {
 	out := make([]llm.Message, 0, 1+len(l.state.Prior)+len(l.state.History))
 	out = append(out, llm.Message{Role: llm.RoleSystem, Content: l.system})
-	out = append(out, l.state.Prior...)
-	return append(out, l.state.History...)
+	for _, part := range [][]llm.Message{l.state.Prior, l.state.History} {
+		for _, m := range part {
+			if !l.cfg.Vision {
+				m = vision.Described(m)
+			}
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func (l *loop) toolDefinitions() []llm.Tool {
@@ -821,7 +869,7 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 	}
 	l.state.Started = nil
 	if text := joinNonEmpty(feedback...); text != "" {
-		return "", l.addUser(ctx, text)
+		return "", l.addUser(ctx, text, nil)
 	}
 	return "", nil
 }
@@ -879,8 +927,8 @@ func interruptedOutput(tool string) string {
 }
 
 func (l *loop) recordResult(ctx context.Context, call llm.ToolCall, res tools.Result) error {
-	l.state.History = append(l.state.History, llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: res.Output})
-	data := event.ToolCompletedData{CallID: call.ID, Name: call.Name, OK: !res.IsError, Output: res.Output, Truncated: res.Truncated}
+	l.state.History = append(l.state.History, llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: res.Output, Images: forModel(res.Images)})
+	data := event.ToolCompletedData{CallID: call.ID, Name: call.Name, OK: !res.IsError, Output: res.Output, Truncated: res.Truncated, Images: res.Images}
 	if res.IsError {
 		data.Error = firstLine(res.Output)
 	}

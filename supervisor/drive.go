@@ -174,8 +174,11 @@ func (s *Supervisor) drive(ctx context.Context, r *store.Run, d Drive, sink Sink
 		return failed(ctx, err)
 	}
 	if d.Resume {
-		// What this resume changed (a new budget, a model) holds for the
-		// next one too.
+		// What this resume changed (a new budget, a model, images to
+		// attach) holds for the next one too.
+		if err := s.db.PutImages(persist, o.Images); err != nil {
+			return failed(ctx, err)
+		}
 		if err := s.db.SetRunConfig(persist, r.ID, o.encode()); err != nil {
 			return failed(ctx, err)
 		}
@@ -278,8 +281,12 @@ func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapt
 		MaxTokens: o.MaxTokens, MaxCost: o.MaxCost, Price: o.Price,
 		MaxTurns: o.MaxTurns, MaxRepeats: o.MaxRepeats, Until: o.Until, MaxIterations: o.MaxIterations,
 		OutputSchema: o.OutputSchema,
+		Vision:       o.sees(),
 	}
 	var err error
+	if spec.Images, err = s.db.Images(ctx, o.Images); err != nil {
+		return spec, err
+	}
 	if r.SessionID != "" {
 		if spec.Prior, err = s.db.SessionPrior(ctx, r.SessionID, r.ID); err != nil {
 			return spec, err

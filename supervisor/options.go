@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"agent/skills"
 	"agent/store"
 	"agent/tools"
+	"agent/vision"
 )
 
 // Options say how a run is driven: the flags of `agent run` and `agent
@@ -100,6 +102,15 @@ type Options struct {
 	// (README.md#structured-output). The CLI reads it from --output-schema
 	// FILE; run.start carries it as JSON.
 	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+
+	// Images go with the prompt (docs/PROTOCOL.md#images): --image, and a
+	// gateway client's data; on resume, those added go in a message of
+	// their own. A front-end gives their bytes, which the store keeps once
+	// (Create, Drive); the stored options name them by sha256. Vision says
+	// the model sees them; unset, config.toml's vision, else whether the
+	// model is known to (vision.Sees).
+	Images []event.Image `json:"images,omitempty"`
+	Vision *bool         `json:"vision,omitempty"`
 
 	// Tools are the tools the run offers, as Prepare resolved AllowTools
 	// and DenyTools; an MCP server's tools, unknown until it starts, as
@@ -197,6 +208,8 @@ func (o Options) Validate() error {
 		return optionErr("ask_on_timeout", "{ask_on_timeout} is deny, allow, continue or fail, not %q", o.AskOnTimeout)
 	case o.Record != "" && o.Replay != "":
 		return optionErr("record", "{record} and {replay} together make no sense: a replayed run makes no model calls to record")
+	case o.Harness && len(o.Images) > 0:
+		return optionErr("images", "{images} go with a single run's prompt: a harness plans from text")
 	case len(o.OutputSchema) == 0:
 	case o.Harness:
 		return optionErr("output_schema", "{output_schema} applies to single runs; a harness's phases end with their evidence, not one answer")
@@ -204,6 +217,11 @@ func (o Options) Validate() error {
 		return optionErr("output_schema", "{output_schema} and {until} together cannot both hold: the final answer must be JSON alone, not end with a promise line")
 	case o.outputSchemaErr() != nil:
 		return optionErr("output_schema", "{output_schema}: %v", o.outputSchemaErr())
+	}
+	for i, img := range o.Images {
+		if img.Data == nil && len(img.SHA256) != 64 {
+			return optionErr("images", "{images}[%d] has no data: give the image's bytes, base64-encoded", i)
+		}
 	}
 	return nil
 }
@@ -233,6 +251,43 @@ func (o Options) outputSchema() *schema.Schema {
 	return s
 }
 
+// AttachImages reads image files (--image, agent chat's /image) and adds
+// them to the run's images.
+func (o *Options) AttachImages(paths ...string) error {
+	for _, p := range paths {
+		img, err := vision.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		o.Images = append(o.Images, img)
+	}
+	return nil
+}
+
+// readImages reads what each image given with its bytes is, from them,
+// refusing one that is no PNG, JPEG, GIF or WebP image or is too large.
+func readImages(o *Options) error {
+	for i, img := range o.Images {
+		if img.Data == nil {
+			continue // named by the run's stored options: the store has it
+		}
+		read, err := vision.Read(img.Name, img.Data)
+		if err != nil {
+			return optionErr("images", "{images}: %v", err)
+		}
+		o.Images[i] = read
+	}
+	return nil
+}
+
+// sees reports whether the run's model sees images.
+func (o Options) sees() bool {
+	if o.Vision != nil {
+		return *o.Vision
+	}
+	return vision.Sees(o.Model)
+}
+
 // Prepare checks o for a run in the workspace dir, against this machine
 // and the supervisor's environment, and resolves the tools it offers. Every
 // problem is an *OptionError.
@@ -248,7 +303,13 @@ func (s *Supervisor) Prepare(o Options, dir string) (Options, *tools.Workspace, 
 	if err := waitDefaults(&o, f); err != nil {
 		return o, nil, err
 	}
+	if o.Vision == nil {
+		o.Vision = f.Vision
+	}
 	if err := o.Validate(); err != nil {
+		return o, nil, err
+	}
+	if err := readImages(&o); err != nil {
 		return o, nil, err
 	}
 	ws, err := tools.NewWorkspace(dir, config.Private(s.cfg.Home)...)
@@ -450,8 +511,13 @@ func (o Options) model() adapter.Model {
 	}
 }
 
-// encode is what the run keeps (runs.config_json).
+// encode is what the run keeps (runs.config_json): its images by sha256,
+// without their bytes, which the store keeps once.
 func (o Options) encode() json.RawMessage {
+	o.Images = slices.Clone(o.Images)
+	for i := range o.Images {
+		o.Images[i].Data = nil
+	}
 	raw, err := json.Marshal(o)
 	if err != nil {
 		panic("supervisor: marshal options: " + err.Error()) // plain fields: cannot fail

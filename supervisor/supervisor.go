@@ -168,6 +168,10 @@ func (s *Supervisor) Create(ctx context.Context, n NewRun) (*store.Run, error) {
 		Model: n.Options.Model, Config: n.Options.encode(), MaxIterations: n.Options.MaxIterations,
 		CompletionPromise: n.Options.Until, IdempotencyKey: n.IdempotencyKey,
 	}
+	// The store keeps the images' bytes; the options name them.
+	if err := s.db.PutImages(ctx, n.Options.Images); err != nil {
+		return nil, err
+	}
 	owner := s.cfg.Owner
 	if n.Queue {
 		r.Queue, owner = event.StatusWaiting, ""

@@ -9,8 +9,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path"
 	"path/filepath"
 	"strings"
+
+	"agent/event"
+	"agent/vision"
 )
 
 // readFileDefaultLimit is how many lines read_file shows when no limit is given.
@@ -26,7 +30,9 @@ var readFileDef = Definition{
 
 Returns the file's exact text, without line numbers, so you can copy from it verbatim into edit_file's old_string. At most 2000 lines are shown at once (fewer if the lines are long). When only part of the file is shown, a final bracketed note such as "[showing lines 1-2000 of 5120; use offset=2001 to read more]" gives the range and the total line count; page through with offset and limit.
 
-path is relative to the workspace root. Directories are refused (use list_files) and so are binary files (use bash, e.g. "file" or "xxd | head").`,
+An image (PNG, JPEG, GIF or WebP, known by its content; at most 20 MB) is given to you as an image when you can see images, and described in one line when you cannot.
+
+path is relative to the workspace root. Directories are refused (use list_files) and so are other binary files (use bash, e.g. "file" or "xxd | head").`,
 	Parameters: json.RawMessage(`{
   "type": "object",
   "properties": {
@@ -78,7 +84,7 @@ func (t *readFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 	defer root.Close()
 	// Through the root and never blocking: a path swapped for a symlink
 	// leading out is refused, and a FIFO or device is refused, not read.
-	f, _, err := openRegular(ws, root, filepath.FromSlash(rel))
+	f, fi, err := openRegular(ws, root, filepath.FromSlash(rel))
 	var nr *notRegularError
 	switch {
 	case errors.As(err, &nr) && nr.isDir():
@@ -96,7 +102,11 @@ func (t *readFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 	defer f.Close()
 
 	br := bufio.NewReaderSize(f, 64*1024)
-	if head, _ := br.Peek(binarySniffLen); bytes.IndexByte(head, 0) >= 0 {
+	head, _ := br.Peek(binarySniffLen)
+	if vision.Sniff(head) != "" {
+		return readImage(br, rel, fi.Size())
+	}
+	if bytes.IndexByte(head, 0) >= 0 {
 		return errorf("%q is a binary file; read_file only reads text (inspect it with bash, e.g. \"file %s\" or \"xxd %s | head\")", rel, rel, rel)
 	}
 
@@ -155,4 +165,21 @@ func (t *readFile) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 		text += fmt.Sprintf("[showing lines %d-%d of %d; use offset=%d to read more]", a.Offset, last, total, last+1)
 	}
 	return Result{Output: text}
+}
+
+// readImage gives the model an image file as an image (the loop gives a
+// model that does not see images a line about it instead), never as text.
+func readImage(r io.Reader, rel string, size int64) Result {
+	if size > vision.MaxBytes {
+		return errorf("%v; inspect it with bash instead", &vision.TooLargeError{Name: rel, Bytes: size})
+	}
+	data, err := io.ReadAll(io.LimitReader(r, vision.MaxBytes+1))
+	if err != nil {
+		return errorf("read %s: %v", rel, err)
+	}
+	img, err := vision.Read(path.Base(rel), data)
+	if err != nil {
+		return errorf("%v; inspect it with bash instead", err)
+	}
+	return Result{Images: []event.Image{img}}
 }

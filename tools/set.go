@@ -40,6 +40,9 @@ type Result struct {
 	IsError   bool
 	Truncated bool
 	Artifacts []Artifact // files this call wrote (write_file, edit_file)
+	// Images are given to the model besides Output (read_file of an
+	// image, an MCP tool's image content), with their bytes.
+	Images []event.Image
 	// Events are recorded right after the call's result, e.g. the
 	// learning.recorded of record_learning.
 	Events []event.Event

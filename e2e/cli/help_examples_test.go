@@ -273,6 +273,8 @@ func newExampleEnv(t *testing.T) *exampleEnv {
 			t.Fatal(err)
 		}
 	}
+	// The screenshot an example gives the model.
+	e2etest.WriteImage(t, filepath.Join(e.ws, "screenshot.png"), "png", 32, 24)
 	// The MCP server examples name in a workspace's .mcp.json is the test
 	// MCP server, as the model is a fake one.
 	mcpJSON := `{"mcpServers": {"github": {"command": "mcptest-server"}}}`

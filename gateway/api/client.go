@@ -166,11 +166,17 @@ func (c *Client) read() {
 	}
 }
 
-// Send writes any frame as JSON.
+// Send writes any frame as JSON. One larger than MaxFrame is refused here,
+// as the gateway would refuse it by closing the connection.
 func (c *Client) Send(ctx context.Context, frame any) error {
 	data, err := json.Marshal(frame)
 	if err != nil {
 		return err
+	}
+	if len(data) > MaxFrame {
+		return &Error{Code: CodeBadRequest, Message: fmt.Sprintf(
+			"the request is %d MiB, more than the %d MiB a gateway takes at once: give it smaller images, or run it here without --gateway",
+			(len(data)+1<<20-1)>>20, MaxFrame>>20)}
 	}
 	return c.ws.Write(ctx, websocket.MessageText, data)
 }

@@ -19,6 +19,10 @@ const Protocol = 1
 // unless told otherwise.
 const DefaultListen = "127.0.0.1:7420"
 
+// MaxFrame is the largest frame a gateway takes from a client: a
+// run.start's images, base64-encoded, must fit in it with the rest.
+const MaxFrame = 4 << 20
+
 // Frame types.
 const (
 	FrameReq   = "req"

@@ -78,6 +78,16 @@ func (r RecordedRequest) Messages() []Message {
 	return out
 }
 
+// Images returns the URLs of the request's image parts (data: URLs), in
+// the order of its messages.
+func (r RecordedRequest) Images() []string {
+	var out []string
+	for _, m := range r.Messages() {
+		out = append(out, m.Images...)
+	}
+	return out
+}
+
 // LastMessage returns the final message, or a zero Message if none.
 func (r RecordedRequest) LastMessage() Message {
 	ms := r.Messages()
