@@ -11,6 +11,7 @@ import (
 	"agent/event"
 	"agent/plan"
 	"agent/store"
+	"agent/vision"
 )
 
 // PrintRuns is the table of `agent runs list`.
@@ -111,16 +112,25 @@ func printTranscript(w io.Writer, v store.RunDetail) {
 				content = tc.Error // prune keeps errors
 			}
 			fmt.Fprintf(w, "  %s %s %s\n", mark, tc.Name, OneLine(content, 100))
+			printImages(w, m.Images)
 			continue
 		}
 		if m.Content != "" {
 			fmt.Fprintf(w, "  %s: %s\n", m.Role, OneLine(m.Content, 200))
 		}
+		printImages(w, m.Images)
 		for _, call := range m.ToolCalls {
 			if calls[call.ID].Status == event.StatusStarted {
 				fmt.Fprintf(w, "  … %s %s (started, no result: interrupted)\n", call.Name, Summary(call.Name, json.RawMessage(call.Arguments)))
 			}
 		}
+	}
+}
+
+// printImages names the images a message gave the model.
+func printImages(w io.Writer, images []event.Image) {
+	for _, img := range images {
+		fmt.Fprintf(w, "    image %s\n", vision.Describe(img))
 	}
 }
 

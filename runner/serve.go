@@ -121,6 +121,7 @@ const blobAbove = 1 << 20
 func (s *childSink) Emit(ctx context.Context, e event.Event) error {
 	e.RunID, e.SessionID, e.PhaseID, e.Attempt = s.spec.RunID, s.spec.SessionID, s.spec.PhaseID, s.spec.Attempt
 	_, e.Token = s.openCall()
+	whole := e // tracked with its data, which may go through the blob store
 	if len(e.Data) > blobAbove && s.blobs != nil {
 		sha, err := s.blobs.PutBytes(e.Data)
 		if err != nil {
@@ -131,7 +132,7 @@ func (s *childSink) Emit(ctx context.Context, e event.Event) error {
 	if err := s.enc.Encode(e); err != nil {
 		return fmt.Errorf("write to the parent: %w", err)
 	}
-	s.track(e)
+	s.track(whole)
 	if e.Type == event.ToolStarted || e.Type == event.CheckpointCreated {
 		return s.sync(ctx, e.Type == event.ToolStarted)
 	}

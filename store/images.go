@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -76,17 +77,18 @@ func putImage(ctx context.Context, tx *txn, img event.Image, now time.Time) erro
 // event; bytes that are no image a model is given are left out (the loop
 // read them already: only a forged event brings such).
 func keepImages(ctx context.Context, tx *txn, e *event.Event, now time.Time) error {
-	if e.Type != event.MessageCompleted && e.Type != event.ToolCompleted {
+	// Only a key "data" carries bytes: inside a JSON string its quotes
+	// are escaped, so every other event is passed over unread.
+	if e.Type != event.MessageCompleted && e.Type != event.ToolCompleted || !bytes.Contains(e.Data, []byte(`"data":`)) {
 		return nil
 	}
-	var probe struct {
-		Images []event.Image `json:"images"`
-	}
-	if e.Decode(&probe) != nil || !carriesData(probe.Images) {
+	var fields map[string]json.RawMessage
+	var images []event.Image
+	if json.Unmarshal(e.Data, &fields) != nil || json.Unmarshal(fields["images"], &images) != nil || !carriesData(images) {
 		return nil
 	}
 	var kept []event.Image
-	for _, img := range probe.Images {
+	for _, img := range images {
 		if img.Data == nil {
 			kept = append(kept, img)
 			continue
@@ -102,19 +104,15 @@ func keepImages(ctx context.Context, tx *txn, e *event.Event, now time.Time) err
 		kept = append(kept, read)
 	}
 	// Only the images change: the rest of the data stays as it came.
-	var data map[string]json.RawMessage
-	if err := json.Unmarshal(e.Data, &data); err != nil {
-		return nil
-	}
-	delete(data, "images")
+	delete(fields, "images")
 	if len(kept) > 0 {
 		raw, err := json.Marshal(kept)
 		if err != nil {
 			return err
 		}
-		data["images"] = raw
+		fields["images"] = raw
 	}
-	raw, err := json.Marshal(data)
+	raw, err := json.Marshal(fields)
 	if err != nil {
 		return err
 	}

@@ -83,3 +83,114 @@ func TestImagesKeptOnceAndRebuilt(t *testing.T) {
 		t.Errorf("an image the store does not have: %v", err)
 	}
 }
+
+// A fork of a session names the same images, and its conversation gives
+// the model them again, bytes and all, though the fork's events never
+// brought them.
+func TestForkKeepsImages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	createSession(t, db, "src")
+	createSessionRun(t, db, "src", "run-1")
+	data := pngBytes(t, 4, 4)
+	sessionAppend(t, sessionJournal(t, db, "src"), "run-1",
+		event.New(event.RunStarted, event.RunStartedData{Prompt: "look"}),
+		event.New(event.MessageCompleted, event.MessageData{Role: "user", Text: "look", Images: []event.Image{{Name: "a.png", Data: data}}}),
+		assistantMsg("a grey square", 0),
+		event.New(event.RunCompleted, event.RunFinishedData{Status: "completed"}),
+	)
+	if _, err := db.ForkSession(ctx, "src", "fork", "", 0); err != nil {
+		t.Fatal(err)
+	}
+	prior, err := db.SessionPrior(ctx, "fork", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prior) != 2 || len(prior[0].Images) != 1 || !bytes.Equal(prior[0].Images[0].Data, data) ||
+		!strings.HasPrefix(prior[0].Images[0].About, "a.png: PNG image, 4×4, ") {
+		t.Errorf("the fork's conversation = %+v", prior)
+	}
+}
+
+// noise is a PNG of w×h noise pixels, which does not compress.
+func noise(b *testing.B, w, h int) []byte {
+	b.Helper()
+	img := image.NewGray(image.Rect(0, 0, w, h))
+	x := uint32(1)
+	for i := range img.Pix {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		img.Pix[i] = uint8(x)
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		b.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// BenchmarkAppendImage measures what an image costs the journal: a
+// tool.completed bringing a 1 MB PNG (read, hashed, kept once, the event
+// stored without it), the same image again (kept already), and the
+// conversation rebuilt with its bytes, as a resume reads it.
+func BenchmarkAppendImage(b *testing.B) {
+	ctx := context.Background()
+	data := noise(b, 1024, 1024)
+	for _, tc := range []struct {
+		name  string
+		fresh bool
+	}{{"new", true}, {"again", false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			db, err := Open(b.TempDir() + "/agent.db")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			if err := db.CreateRun(ctx, &Run{ID: "r1"}, "", 0); err != nil {
+				b.Fatal(err)
+			}
+			j, err := db.Journal(ctx, "r1", "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(data)))
+			i := 0
+			for b.Loop() {
+				img := data
+				if tc.fresh { // another image each time
+					img = append(bytes.Clone(data), byte(i), byte(i>>8), byte(i>>16))
+				}
+				i++
+				e := event.New(event.ToolCompleted, event.ToolCompletedData{CallID: "c", OK: true, Images: []event.Image{{Name: "n.png", Data: img}}})
+				e.RunID = "r1"
+				if _, err := j.Append(ctx, e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("rebuild", func(b *testing.B) {
+		db, err := Open(b.TempDir() + "/agent.db")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.CreateRun(ctx, &Run{ID: "r1"}, "", 0); err != nil {
+			b.Fatal(err)
+		}
+		e := event.New(event.MessageCompleted, event.MessageData{Role: "user", Text: "look", Images: []event.Image{{Name: "n.png", Data: data}}})
+		e.RunID, e.Seq = "r1", 1
+		if err := db.AppendEvents(ctx, []event.Event{e}); err != nil {
+			b.Fatal(err)
+		}
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			conv, err := db.Conversation(ctx, "r1")
+			if err != nil || len(conv) != 1 || len(conv[0].Images) != 1 {
+				b.Fatal(conv, err)
+			}
+		}
+	})
+}

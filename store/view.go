@@ -125,6 +125,7 @@ type MessageView struct {
 	Content    string           `json:"content"`
 	ToolCalls  []event.ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string           `json:"tool_call_id,omitempty"`
+	Images     []event.Image    `json:"images,omitempty"` // given to the model with it, without their bytes
 }
 
 // ToolCallView is one tool call of a run, without its output.
@@ -179,7 +180,7 @@ func (db *DB) RunDetail(ctx context.Context, r *Run) (RunDetail, error) {
 		return d, err
 	}
 	for _, m := range msgs {
-		d.Messages = append(d.Messages, MessageView{Iteration: m.Iteration, Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID})
+		d.Messages = append(d.Messages, MessageView{Iteration: m.Iteration, Role: m.Role, Content: m.Content, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID, Images: m.Images})
 	}
 	calls, err := db.ToolCalls(ctx, r.ID)
 	if err != nil {

@@ -63,6 +63,17 @@ func TestImagesReachAVisionModelAcrossKillAndReplay(t *testing.T) {
 		t.Errorf("the resumed request differs from the one the kill cut off")
 	}
 
+	// runs show names the images each message gave, without their bytes.
+	show := e.Run("runs", "show", runID)
+	for _, want := range []string{"  user: what do you see?\n    image screen.png: PNG image, 64×48, ", "✓ read_file \n    image chart.data: JPEG image, 40×30, "} {
+		if !strings.Contains(show.Stdout, want) {
+			t.Errorf("runs show lacks %q:\n%s", want, show.Stdout)
+		}
+	}
+	if js := e.Run("runs", "show", runID, "--json"); !strings.Contains(js.Stdout, `"media_type":"image/jpeg"`) || strings.Contains(js.Stdout, "base64") || len(js.Stdout) > 64<<10 {
+		t.Errorf("runs show --json: %.500s", js.Stdout)
+	}
+
 	data, err := os.ReadFile(cassette)
 	if err != nil {
 		t.Fatal(err)
