@@ -254,3 +254,36 @@ func TestResumeWithAnImage(t *testing.T) {
 		t.Errorf("the second resume gave the model another request than the first")
 	}
 }
+
+// TestChatTmuxImage: at a terminal, /image of a file that is not there is
+// said and the chat goes on; /image of one names it and gives it with the
+// next message only.
+func TestChatTmuxImage(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t, llmtest.Turn{Text: "A gradient."}, llmtest.Turn{Text: "Still a gradient."})
+	url := e2etest.WriteImage(t, filepath.Join(e.Workspace, "screen.png"), "png", 30, 20)
+	capture, keys := tmuxSession(t, chatShell(e, "--model", "gpt-4o"))
+	waitScreen(t, "the prompt", capture, func(s string) bool { return strings.Contains(s, "gpt-4o ›") })
+	keys("/image nope.png", "Enter")
+	waitScreen(t, "the missing image", capture, func(s string) bool { return strings.Contains(s, "/image: nope.png does not exist") })
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("/image screen.png", "Enter")
+	waitScreen(t, "the image taken", capture, func(s string) bool {
+		return strings.Contains(s, "screen.png: PNG image, 30×20, ") && strings.Contains(s, "goes with the next message")
+	})
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("what is it?", "Enter")
+	waitScreen(t, "the answer", capture, func(s string) bool { return strings.Contains(s, "A gradient.") })
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("and now?", "Enter")
+	waitScreen(t, "the second answer", capture, func(s string) bool { return strings.Contains(s, "Still a gradient.") })
+	reqs := e.Srv.Requests()
+	if !slices.Equal(reqs[0].Images(), []string{url}) || !slices.Equal(reqs[1].Images(), []string{url}) || reqs[1].LastMessage().Images != nil {
+		t.Errorf("the requests have %d and %d images; want the image with the first message only (seen again in the second's history)",
+			len(reqs[0].Images()), len(reqs[1].Images()))
+	}
+	waitScreen(t, "the prompt again", capture, atPrompt)
+	keys("C-d")
+	waitScreen(t, "the chat to end", capture, func(s string) bool { return strings.Contains(s, "EXIT=0") })
+	sameTerminal(t, e)
+}
