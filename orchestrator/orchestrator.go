@@ -97,6 +97,9 @@ type Config struct {
 	MaxTurns      int
 	MaxRepeats    int
 	ContextBudget int
+	// Vision says the phases' model sees images (docs/PROTOCOL.md#images):
+	// what read_file reads of one is given to it as an image.
+	Vision bool
 
 	Parallel       int           // phases at once; default 1
 	PhaseTimeout   time.Duration // default 30m
@@ -760,7 +763,7 @@ func (o *Orchestrator) spec(phaseID string, attempt int, mode, prompt string) ad
 		Workspace: o.ws.Root(), Mode: mode, Model: model, Prompt: prompt, Tools: o.cfg.Tools, WaitOptions: o.cfg.Waits,
 		Deny: o.cfg.Deny, MCPConfig: o.cfg.MCPConfig, Settings: o.cfg.Settings, Sandbox: o.cfg.Sandbox, Network: o.cfg.Network,
 		ContextWindow: o.cfg.ContextWindow, NoCompact: o.cfg.NoCompact, Price: o.cfg.Price, MaxTurns: o.cfg.MaxTurns, ContextBudget: o.cfg.ContextBudget,
-		MaxRepeats: o.cfg.MaxRepeats,
+		MaxRepeats: o.cfg.MaxRepeats, Vision: o.cfg.Vision,
 	}
 }
 

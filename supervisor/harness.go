@@ -60,7 +60,7 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 		Workspace: r.Workspace, RunDir: RunDir(r), Model: o.model(), Tools: o.Tools,
 		Deny: o.DenyTools, MCPConfig: o.MCPConfig, Settings: o.Settings, Sandbox: string(o.sandboxMode()), Network: o.Network, Commands: commands,
 		ContextWindow: o.ContextWindow, NoCompact: o.Compact == "off", MaxTokens: o.MaxTokens, MaxCost: o.MaxCost, Price: o.Price,
-		MaxTurns: o.MaxTurns, MaxRepeats: o.MaxRepeats, ContextBudget: o.ContextBudget, Parallel: o.Parallel, PhaseTimeout: phaseTimeout,
+		MaxTurns: o.MaxTurns, MaxRepeats: o.MaxRepeats, ContextBudget: o.ContextBudget, Parallel: o.Parallel, PhaseTimeout: phaseTimeout, Vision: o.sees(),
 		Exe: s.cfg.Exe, Env: s.cfg.Env, HeartbeatTimeout: s.cfg.HeartbeatTimeout, Grace: s.cfg.KillGrace,
 		Blobs: s.blobs(), Spawn: spawn,
 		Waits: o.waitOptions(), ExpireWaits: func(ctx context.Context) error { return s.expireWaits(ctx, r.ID) },
