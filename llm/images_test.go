@@ -94,3 +94,27 @@ func TestCassetteKeepsImagesWithoutTheirBytes(t *testing.T) {
 		t.Errorf("another image replayed: %v", err)
 	}
 }
+
+// BenchmarkStreamWithImage measures what a 5 MB image adds to a request:
+// its base64 in the JSON body, sent to the local fake, which reads it
+// whole (compare BenchmarkStream).
+func BenchmarkStreamWithImage(b *testing.B) {
+	srv, err := llmtest.Start(llmtest.Script{Loop: true, Turns: []llmtest.Turn{{Text: "a picture"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := llm.New(llm.Config{BaseURL: srv.URL()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	img := photo
+	img.Data = bytes.Repeat([]byte("0123456789abcdef"), 5<<20/16)
+	req := llm.Request{Model: "bench", Messages: []llm.Message{{Role: llm.RoleUser, Content: "look", Images: []llm.Image{img}}}}
+	b.SetBytes(int64(len(img.Data)))
+	for b.Loop() {
+		if _, err := c.Stream(context.Background(), req, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
