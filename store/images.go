@@ -79,16 +79,26 @@ func putImage(ctx context.Context, tx *txn, img event.Image, now time.Time) erro
 func keepImages(ctx context.Context, tx *txn, e *event.Event, now time.Time) error {
 	// Only a key "data" carries bytes: inside a JSON string its quotes
 	// are escaped, so every other event is passed over unread.
-	if e.Type != event.MessageCompleted && e.Type != event.ToolCompleted || !bytes.Contains(e.Data, []byte(`"data":`)) {
+	if !bytes.Contains(e.Data, []byte(`"data":`)) {
 		return nil
 	}
-	var fields map[string]json.RawMessage
-	var images []event.Image
-	if json.Unmarshal(e.Data, &fields) != nil || json.Unmarshal(fields["images"], &images) != nil || !carriesData(images) {
+	switch e.Type {
+	case event.MessageCompleted:
+		return keepImagesOf(ctx, tx, e, now, func(d *event.MessageData) *[]event.Image { return &d.Images })
+	case event.ToolCompleted:
+		return keepImagesOf(ctx, tx, e, now, func(d *event.ToolCompletedData) *[]event.Image { return &d.Images })
+	}
+	return nil
+}
+
+// keepImagesOf is keepImages for an event whose data is a T with images.
+func keepImagesOf[T any](ctx context.Context, tx *txn, e *event.Event, now time.Time, images func(*T) *[]event.Image) error {
+	var d T
+	if e.Decode(&d) != nil || !carriesData(*images(&d)) {
 		return nil
 	}
 	var kept []event.Image
-	for _, img := range images {
+	for _, img := range *images(&d) {
 		if img.Data == nil {
 			kept = append(kept, img)
 			continue
@@ -103,20 +113,8 @@ func keepImages(ctx context.Context, tx *txn, e *event.Event, now time.Time) err
 		read.Data = nil
 		kept = append(kept, read)
 	}
-	// Only the images change: the rest of the data stays as it came.
-	delete(fields, "images")
-	if len(kept) > 0 {
-		raw, err := json.Marshal(kept)
-		if err != nil {
-			return err
-		}
-		fields["images"] = raw
-	}
-	raw, err := json.Marshal(fields)
-	if err != nil {
-		return err
-	}
-	e.Data = raw
+	*images(&d) = kept
+	e.Data = event.New(e.Type, d).Data
 	return nil
 }
 
