@@ -3,6 +3,7 @@ package adapter
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -176,23 +177,19 @@ func FuzzReadLines(f *testing.F) {
 		var forwarded []event.Event
 		given := map[string]int{} // go-aheads given by key
 		spec := PhaseSpec{RunID: "run-1", SessionID: "sess-1", PhaseID: "gather", Attempt: 2, Workspace: ws, Mode: ModePhase}
-		a := &attempt{
-			spec: spec,
-			cfg: Config{
-				// Never an error: an OnEvent failure stops the attempt,
-				// which signals processes, and there is none here.
-				OnEvent: func(e event.Event) error { forwarded = append(forwarded, e); return nil },
-				OnIntent: func(in event.EffectIntentData) Control {
-					ok := in.Key != "refuse"
-					if ok {
-						given[in.Key]++
-					}
-					return Control{Proceed: ok}
-				},
+		a := newAttempt(context.Background(), Config{
+			// Never an error: an OnEvent failure stops the attempt,
+			// which signals processes, and there is none here.
+			OnEvent: func(e event.Event) error { forwarded = append(forwarded, e); return nil },
+			OnIntent: func(in event.EffectIntentData) Control {
+				ok := in.Key != "refuse"
+				if ok {
+					given[in.Key]++
+				}
+				return Control{Proceed: ok}
 			},
-			allowed: map[string]goAhead{}, // as Run makes it
-			ctl:     newControlWriter(stdin),
-		}
+		}, spec)
+		a.ctl = newControlWriter(stdin)
 
 		var bad, acks, last int
 		for d := range lines {

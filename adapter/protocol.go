@@ -52,8 +52,13 @@ type PhaseSpec struct {
 	Sandbox string `json:"sandbox,omitempty"`
 	Network bool   `json:"network,omitempty"`
 
-	MaxTurns      int    `json:"max_turns,omitempty"`
-	MaxRepeats    int    `json:"max_repeats,omitempty"` // the loop guard's limit (runner.Config.MaxRepeats); 0: 5
+	MaxTurns   int `json:"max_turns,omitempty"`
+	MaxRepeats int `json:"max_repeats,omitempty"` // the loop guard's limit (runner.Config.MaxRepeats); 0: 5
+	// MaxSubagents is how many task calls of one reply run at once (the
+	// task tool, docs/PROTOCOL.md#subagents); 0 offers no task tool.
+	// ParentRunID says the spec is a sub-run's, which never has one.
+	MaxSubagents  int    `json:"max_subagents,omitempty"`
+	ParentRunID   string `json:"parent_run_id,omitempty"`
 	Until         string `json:"until,omitempty"`
 	MaxIterations int    `json:"max_iterations,omitempty"`
 	ContextBudget int    `json:"context_budget,omitempty"`
@@ -165,6 +170,8 @@ type Control struct {
 	// Token, on the ack of a sync while a tool call is open, is the call's
 	// token: the child puts it on the call's later events (event.Token).
 	Token string `json:"token,omitempty"`
+	// Task, on the ack of a task.request, is how its sub-run ended.
+	Task *event.TaskResultData `json:"task,omitempty"`
 }
 
 // Control message types.

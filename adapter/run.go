@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -58,6 +59,11 @@ type Config struct {
 	// Blobs holds the data of events too large for a line (Event.Blob);
 	// nil drops such events with a warning.
 	Blobs BlobReader
+	// OnTask runs the sub-run of a task call the child asks for
+	// (docs/PROTOCOL.md#subagents), on a goroutine of its own: several may
+	// run at once, and the child goes on beating meanwhile. Its context ends
+	// when the attempt stops. Nil refuses task calls.
+	OnTask func(ctx context.Context, req event.TaskRequestData) (event.TaskResultData, error)
 }
 
 // BlobReader reads a blob by its sha256, checking the content matches;
@@ -132,7 +138,8 @@ func Run(ctx context.Context, cfg Config, spec PhaseSpec) (*Result, error) {
 	}
 	defer stderr.Close()
 
-	a := &attempt{cfg: cfg, spec: spec, allowed: map[string]goAhead{}}
+	a := newAttempt(ctx, cfg, spec)
+	defer a.stopTasks(nil)
 	return a.run(ctx, append(specLine, '\n'), stderr)
 }
 
@@ -182,14 +189,28 @@ type attempt struct {
 	kill                   <-chan time.Time // fires Grace after stopping
 	eventErr               error            // OnEvent failed: forward nothing more
 
-	// call is the tool call the child has open, and allowed the effects
-	// this attempt gave the go-ahead for, by key: the only ones whose
-	// outcome it may report (trust.go).
-	call    openCall
+	// calls are the tool calls the child has open (one, or a reply's task
+	// calls), last the one it opened last, and allowed the effects this
+	// attempt gave the go-ahead for, by key: the only ones whose outcome
+	// it may report (trust.go).
+	calls   map[string]*openCall
+	last    string
 	allowed map[string]goAhead
+
+	// tasks are the task calls' sub-runs running (OnTask), stopped by
+	// stopTasks once the attempt stops.
+	tasks     sync.WaitGroup
+	taskCtx   context.Context
+	stopTasks context.CancelCauseFunc
 
 	ctl   *controlWriter
 	procs *processTree
+}
+
+func newAttempt(ctx context.Context, cfg Config, spec PhaseSpec) *attempt {
+	a := &attempt{cfg: cfg, spec: spec, calls: map[string]*openCall{}, allowed: map[string]goAhead{}}
+	a.taskCtx, a.stopTasks = context.WithCancelCause(ctx)
+	return a
 }
 
 // decoded is one line of the child's stdout: an event or a *LineError.
@@ -267,8 +288,11 @@ func (a *attempt) run(ctx context.Context, specLine []byte, stderr *stderrLog) (
 		}
 	}
 	waitErr := <-waited
-	// Whatever is left in the attempt's process groups is an orphan now.
+	// Whatever is left in the attempt's process groups is an orphan now,
+	// and no sub-run has anyone to answer.
 	a.procs.signal(syscall.SIGKILL)
+	a.stopTasks(errors.New("the runner exited"))
+	a.tasks.Wait()
 	a.ctl.close()
 	a.finish(cmd.ProcessState, waitErr, stderr.Tail())
 	return &a.res, a.eventErr
@@ -303,6 +327,7 @@ func (a *attempt) stop(status, reason string) {
 	if a.report == nil {
 		a.stopStatus, a.stopReason = status, reason
 	}
+	a.stopTasks(errors.New(reason))
 	a.sendControl(Control{Type: ControlCancel, Reason: reason})
 	a.procs.signal(syscall.SIGTERM)
 	a.kill = time.After(a.cfg.Grace)
@@ -326,6 +351,8 @@ func (a *attempt) handle(d decoded) {
 		a.intent(e)
 	case event.Sync:
 		a.sync(e)
+	case event.TaskRequest:
+		a.task(e)
 	default:
 		if e, ok := a.check(e); ok {
 			a.forward(e)
@@ -402,10 +429,10 @@ func (a *attempt) intent(e event.Event) {
 		a.warn(fmt.Sprintf("ignored an %s from the runner for %q: %s", event.EffectIntent, in.Key, why))
 		c = Control{Reason: "no open tool call of this runner asked for it"}
 	case a.cfg.OnIntent != nil:
-		a.call.asked = true
+		a.calls[in.CallID].asked = true
 		c = a.cfg.OnIntent(in)
 	default:
-		a.call.asked = true
+		a.calls[in.CallID].asked = true
 	}
 	if c.Proceed {
 		a.allowed[in.Key] = goAhead{call: in.CallID, receiptType: in.ReceiptType}
@@ -434,9 +461,47 @@ func (a *attempt) sync(e event.Event) {
 	default:
 		// Only the child reads this line: the token proves its call's
 		// later events are its own.
-		c.Token = a.call.token
+		if call := a.calls[a.last]; call != nil {
+			c.Token = call.token
+		}
 	}
 	a.sendControl(c)
+}
+
+// task runs the sub-run a task call asks for, on its own goroutine
+// (Config.OnTask), and acks the request with how it ended. A request that
+// is not the open task call's own, or comes once the attempt is stopping,
+// is refused at once.
+func (a *attempt) task(e event.Event) {
+	var in event.TaskRequestData
+	if err := e.Decode(&in); err != nil || in.ID == "" {
+		a.warn(fmt.Sprintf("runner sent a malformed %s: %s", event.TaskRequest, clipLine(string(e.Data))))
+		return
+	}
+	why := a.taskAskedBy(in, e.Token)
+	switch {
+	case a.stopping:
+		why = "the attempt is stopping"
+	case why != "":
+		a.warn(fmt.Sprintf("ignored a %s from the runner: %s", event.TaskRequest, why))
+	case a.cfg.OnTask == nil:
+		why = "this parent runs no subagents"
+	}
+	if why != "" {
+		a.sendControl(Control{Type: ControlAck, ID: in.ID, Reason: why})
+		return
+	}
+	a.calls[in.CallID].asked = true
+	a.tasks.Add(1)
+	go func() {
+		defer a.tasks.Done()
+		res, err := a.cfg.OnTask(a.taskCtx, in)
+		c := Control{Type: ControlAck, ID: in.ID, Proceed: err == nil, Task: &res}
+		if err != nil {
+			c.Task, c.Reason = nil, err.Error()
+		}
+		a.sendControl(c)
+	}()
 }
 
 func (a *attempt) sendControl(c Control) {

@@ -21,10 +21,11 @@ import (
 // write to it. The parent trusts nothing it cannot check itself (docs/PROTOCOL.md#what-the-parent-believes):
 //   - only the event types a child may report;
 //   - an effect.intent only from the tool call the child has open (it runs
-//     one at a time): the one it reported started and not yet completed,
-//     of the tool the intent names, one intent per call, and marked with
-//     the call's token, which the parent gave the child on its stdin, so
-//     that a call made up on its stdout cannot ask;
+//     one at a time, or a reply's task calls together): the one it reported
+//     started and not yet completed, of the tool the intent names, one
+//     intent per call, and marked with the call's token, which the parent
+//     gave the child on its stdin, so that a call made up on its stdout
+//     cannot ask; a task.request likewise, from an open task call;
 //   - an effect's outcome (receipt.recorded, effect.failed, effect.unknown)
 //     only once per go-ahead this attempt gave, and only while the call
 //     that asked is still open, marked with its token; an unknown outcome
@@ -75,7 +76,7 @@ func (a *attempt) check(e event.Event) (event.Event, bool) {
 			why = "this attempt holds no go-ahead for that effect (never given, or used by an earlier outcome)"
 		case g.closed:
 			why = fmt.Sprintf("tool call %q that asked for it had completed", g.call)
-		case e.Token != a.call.token:
+		case a.calls[g.call] == nil || e.Token != a.calls[g.call].token:
 			why = fmt.Sprintf("it does not carry the token of tool call %q", g.call)
 		case e.Type == event.ReceiptRecorded && g.receiptType != "" && d.Type != g.receiptType:
 			why = fmt.Sprintf("the effect records %s receipts, not %q", g.receiptType, d.Type)
@@ -129,31 +130,39 @@ type goAhead struct {
 }
 
 // open takes a tool.started: the child's call is open until its
-// tool.completed. The child runs one call at a time, so a call started
-// while another is open is not its own.
+// tool.completed. The child runs one call at a time, or the task calls of
+// one reply together, so another call started while one is open is not
+// its own.
 func (a *attempt) open(e event.Event) bool {
 	var d event.ToolStartedData
 	if err := e.Decode(&d); err != nil || d.CallID == "" {
 		a.warn(fmt.Sprintf("ignored a %s from the runner without a call id: %s", e.Type, clipLine(string(e.Data))))
 		return false
 	}
-	if a.call.id != "" {
-		a.warn(fmt.Sprintf("ignored a %s from the runner for call %q: call %q is still open, and the runner runs one call at a time", e.Type, d.CallID, a.call.id))
-		return false
+	for id, c := range a.calls {
+		if id == d.CallID || c.name != taskTool || d.Name != taskTool {
+			a.warn(fmt.Sprintf("ignored a %s from the runner for call %q: call %q is still open, and the runner runs one call at a time", e.Type, d.CallID, id))
+			return false
+		}
 	}
-	a.call = openCall{id: d.CallID, name: d.Name, token: rand.Text()}
+	a.calls[d.CallID] = &openCall{id: d.CallID, name: d.Name, token: rand.Text()}
+	a.last = d.CallID
 	return true
 }
 
-// close takes a tool.completed: the open call's go-aheads can no longer
-// have an outcome. One of another call (answered after a crash) changes
-// nothing; one of the open call without its token is not the child's.
+// taskTool is the task tool's name (tools.TaskName): only its calls may be
+// open together.
+const taskTool = "task"
+
+// close takes a tool.completed: the call's go-aheads can no longer have
+// an outcome. One of a call not open (answered after a crash) changes
+// nothing; one of an open call without its token is not the child's.
 func (a *attempt) close(e event.Event) bool {
 	var d event.ToolCompletedData
-	if e.Decode(&d) != nil || d.CallID == "" || d.CallID != a.call.id {
+	if e.Decode(&d) != nil || d.CallID == "" || a.calls[d.CallID] == nil {
 		return true
 	}
-	if e.Token != a.call.token {
+	if e.Token != a.calls[d.CallID].token {
 		a.warn(fmt.Sprintf("ignored a %s from the runner for call %q: it does not carry the call's token", e.Type, d.CallID))
 		return false
 	}
@@ -163,21 +172,42 @@ func (a *attempt) close(e event.Event) bool {
 			a.allowed[key] = g
 		}
 	}
-	a.call = openCall{}
+	delete(a.calls, d.CallID)
+	if a.last == d.CallID {
+		a.last = ""
+	}
 	return true
 }
 
 // askedBy says why an intent is not the open call's own, or "" when it is.
 func (a *attempt) askedBy(in event.EffectIntentData, token string) string {
+	call := a.calls[in.CallID]
 	switch {
-	case in.CallID == "" || in.CallID != a.call.id:
-		return fmt.Sprintf("it names tool call %q, and the open call is %q", in.CallID, a.call.id)
-	case token != a.call.token:
+	case call == nil:
+		return fmt.Sprintf("it names tool call %q, which is not open", in.CallID)
+	case token != call.token:
 		return fmt.Sprintf("it does not carry the token of tool call %q", in.CallID)
-	case in.Tool != a.call.name:
-		return fmt.Sprintf("it names tool %q, and call %q is of %q", in.Tool, in.CallID, a.call.name)
-	case a.call.asked:
+	case in.Tool != call.name:
+		return fmt.Sprintf("it names tool %q, and call %q is of %q", in.Tool, in.CallID, call.name)
+	case call.asked:
 		return fmt.Sprintf("call %q already asked for its effect", in.CallID)
+	}
+	return ""
+}
+
+// taskAskedBy says why a task.request is not an open task call's own, or
+// "" when it is: one request per call.
+func (a *attempt) taskAskedBy(in event.TaskRequestData, token string) string {
+	call := a.calls[in.CallID]
+	switch {
+	case call == nil:
+		return fmt.Sprintf("it names tool call %q, which is not open", in.CallID)
+	case token != call.token:
+		return fmt.Sprintf("it does not carry the token of tool call %q", in.CallID)
+	case call.name != taskTool:
+		return fmt.Sprintf("call %q is of %q, not a task", in.CallID, call.name)
+	case call.asked:
+		return fmt.Sprintf("call %q already asked for its sub-run", in.CallID)
 	}
 	return ""
 }

@@ -186,10 +186,10 @@ func TestRunTrustsOnlyTheOpenCall(t *testing.T) {
 				}
 				wantOutcomes(t, o, `receipt.recorded k3 {"step":10}`)
 				wantWarnings(t, o,
-					`ignored an effect.intent from the runner for "k0": it names tool call "c0", and the open call is ""`,
+					`ignored an effect.intent from the runner for "k0": it names tool call "c0", which is not open`,
 					`ignored an effect.intent from the runner for "k1": it names tool "send_email", and call "c1" is of "mcp__forge__run"`,
 					`ignored a tool.started from the runner for call "c2": call "c1" is still open`,
-					`ignored an effect.intent from the runner for "k2": it names tool call "c2", and the open call is "c1"`,
+					`ignored an effect.intent from the runner for "k2": it names tool call "c2", which is not open`,
 					`ignored an effect.intent from the runner for "k5": it does not carry the token of tool call "c1"`,
 					`ignored an effect.intent from the runner for "k4": call "c1" already asked for its effect`,
 					`ignored a receipt.recorded from the runner for "k3": it does not carry the token of tool call "c1"`,

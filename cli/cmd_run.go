@@ -49,6 +49,7 @@ func modelFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "ask-human", Usage: "offer the model ask_human, to ask you a question and wait for the answer", DefaultText: "on a terminal"},
 		&cli.BoolFlag{Name: "wait-tools", Usage: "offer the model wait_until and wait_for_signal (agent signal), to pause without holding a process"},
 		&cli.StringFlag{Name: "settings", Usage: "also run the hooks of this Claude Code settings.json `FILE` (its \"hooks\" key), besides config.toml's [hooks]"},
+		&cli.IntFlag{Name: "max-subagents", Usage: "run at most `N` of a reply's task calls (subagents) at once; --deny-tools task offers none", DefaultText: "4"},
 	}
 }
 
@@ -250,6 +251,7 @@ var optionFlags = []struct {
 	{"base-url", value(func(o *supervisor.Options) *string { return &o.BaseURL })},
 	{"max-turns", value(func(o *supervisor.Options) *int { return &o.MaxTurns })},
 	{"max-repeats", value(func(o *supervisor.Options) *int { return &o.MaxRepeats })},
+	{"max-subagents", value(func(o *supervisor.Options) *int { return &o.MaxSubagents })},
 	{"model-attempts", value(func(o *supervisor.Options) *int { return &o.ModelAttempts })},
 	{"model-idle-timeout", duration(func(o *supervisor.Options) *supervisor.Duration { return &o.ModelIdleTimeout })},
 	{"model-call-timeout", duration(func(o *supervisor.Options) *supervisor.Duration { return &o.ModelCallTimeout })},

@@ -32,8 +32,10 @@ type Board struct {
 	frame   int
 	calls   map[string]string // call id → what the call is about
 	waits   map[string]bool   // open waits: a person is asked under the list, which stays still
-	stop    chan struct{}
-	done    chan struct{}
+	// subagents are the task descriptions of the sub-runs shown, by id.
+	subagents map[string]string
+	stop      chan struct{}
+	done      chan struct{}
 
 	planning   bool      // the planner works: its events came, no plan yet
 	planSince  time.Time // when its first event was recorded
@@ -69,7 +71,8 @@ func NewBoard(out, err io.Writer, live bool) *Board {
 // newBoard returns a Board that draws only when told (tests), with the
 // clock now.
 func newBoard(out, err io.Writer, live bool, now func() time.Time) *Board {
-	return &Board{out: out, err: err, live: live, now: now, byID: map[string]*phaseLine{}, calls: map[string]string{}, waits: map[string]bool{}}
+	return &Board{out: out, err: err, live: live, now: now, byID: map[string]*phaseLine{}, calls: map[string]string{}, waits: map[string]bool{},
+		subagents: map[string]string{}}
 }
 
 func (b *Board) tick() {
@@ -124,6 +127,10 @@ func (b *Board) ViaGateway(addr string) { b.gateway = addr }
 func (b *Board) Print(e event.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if e.Subagent != "" {
+		b.subagent(e)
+		return
+	}
 	if e.PhaseID == event.PlannerPhaseID && !b.planned && !b.planning && !event.IsTerminal(e.Type) {
 		b.startPlanning(e)
 	}
@@ -248,6 +255,25 @@ func (b *Board) Print(e event.Event) {
 		b.planning = false
 		b.finish(e)
 	}
+}
+
+// subagent shows a sub-run's tool line (the task tool) under its phase,
+// prefixed "↳ TASK"; on a terminal, as the phase's note.
+func (b *Board) subagent(e event.Event) {
+	sub := SubagentLabel(b.subagents, e)
+	var d event.ToolCompletedData
+	if e.Type != event.ToolCompleted || e.Decode(&d) != nil {
+		return
+	}
+	mark := "✓"
+	if !d.OK {
+		mark = "✗"
+	}
+	if b.live {
+		b.setNote(e.PhaseID, sub+" "+d.Name)
+		return
+	}
+	b.say(b.out, "  %s %s %s %s", e.PhaseID, sub, mark, d.Name)
 }
 
 // startPlanning: the planner's first event. On a terminal a line with its

@@ -66,6 +66,8 @@ type Printer struct {
 	midLine bool              // Out has text without a trailing newline
 	calls   map[string]string // call id → what the call is about
 	prompts bool              // show the user's prompts (attach replays a session)
+	// subagents are the task descriptions of the sub-runs shown, by id.
+	subagents map[string]string
 
 	// What the run waits for now, worked out from the event stream: the
 	// spinner shows it on a terminal. Empty while the model's text streams
@@ -91,7 +93,7 @@ const (
 func (p *Printer) ViaGateway(addr string) { p.gateway = addr }
 
 func NewPrinter(out, err io.Writer, spin bool) *Printer {
-	p := &Printer{out: out, err: err, now: time.Now, calls: map[string]string{}, unanswered: map[string]bool{}}
+	p := &Printer{out: out, err: err, now: time.Now, calls: map[string]string{}, unanswered: map[string]bool{}, subagents: map[string]string{}}
 	if spin {
 		p.spinner = newSpinner(err)
 	}
@@ -127,6 +129,10 @@ func (p *Printer) Print(e event.Event) {
 }
 
 func (p *Printer) render(e event.Event) {
+	if e.Subagent != "" {
+		p.renderSubagent(e)
+		return
+	}
 	switch e.Type {
 	case event.MessageDelta:
 		var d event.MessageDeltaData
@@ -275,6 +281,65 @@ func HookLine(d event.HookCompletedData) string {
 		line += ": " + clip(strings.ReplaceAll(strings.TrimSpace(d.Reason), "\n", " "), 200)
 	}
 	return line
+}
+
+// renderSubagent shows an event of a sub-run (the task tool) under its
+// task: its tool lines, files and warnings, each prefixed "↳ TASK".
+// The parent's own task line says when it ends.
+func (p *Printer) renderSubagent(e event.Event) {
+	sub := SubagentLabel(p.subagents, e)
+	switch e.Type {
+	case event.RunStarted:
+		var d event.RunStartedData
+		if e.Decode(&d) == nil && d.Resumed {
+			p.endLine()
+			p.printf(p.err, "  %s resuming (run %s)\n", sub, e.Subagent)
+		}
+	case event.ToolStarted:
+		var d event.ToolStartedData
+		if e.Decode(&d) == nil {
+			p.calls[e.Subagent+"/"+d.CallID] = Summary(d.Name, d.Args)
+		}
+	case event.ToolCompleted:
+		var d event.ToolCompletedData
+		if e.Decode(&d) != nil {
+			return
+		}
+		key := e.Subagent + "/" + d.CallID
+		line := strings.TrimSpace("✓ " + d.Name + " " + p.calls[key])
+		delete(p.calls, key)
+		if !d.OK {
+			line = "✗" + line[len("✓"):] + ": " + clip(d.Error, 100)
+		}
+		p.endLine()
+		p.printf(p.out, "  %s %s\n", sub, line)
+	case event.ArtifactCreated:
+		var d event.ArtifactData
+		if e.Decode(&d) == nil {
+			p.endLine()
+			p.printf(p.err, "  %s wrote %s (%d bytes)\n", sub, d.Path, d.Bytes)
+		}
+	case event.Warning:
+		var d event.WarningData
+		if e.Decode(&d) == nil {
+			p.endLine()
+			p.printf(p.err, "  %s warning: %s\n", sub, d.Message)
+		}
+	}
+}
+
+// SubagentLabel is how an event of a sub-run is prefixed, "↳ TASK": the
+// task's description, learnt from the sub-run's run.started (kept in
+// labels), or else the sub-run's short id.
+func SubagentLabel(labels map[string]string, e event.Event) string {
+	var d event.RunStartedData
+	if e.Type == event.RunStarted && e.Decode(&d) == nil && d.Task != "" {
+		labels[e.Subagent] = clip(d.Task, 40)
+	}
+	if l, ok := labels[e.Subagent]; ok {
+		return "↳ " + l
+	}
+	return "↳ " + ShortID(e.Subagent)
 }
 
 // unknownEffect says that a side effect's outcome was lost, and what
@@ -446,7 +511,7 @@ func Summary(tool string, args json.RawMessage) string {
 	if json.Unmarshal(args, &m) != nil {
 		return ""
 	}
-	keys := []string{"path", "command", "pattern", "to", "channel"}
+	keys := []string{"path", "command", "pattern", "to", "channel", "description"}
 	if tool == "grep" {
 		keys = []string{"pattern"}
 	}

@@ -19,7 +19,12 @@ func PrintRuns(w io.Writer, runs []store.Run) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tKIND\tTURNS\tAGE\tPROMPT")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", ShortID(r.ID), r.ShownStatus(), r.Kind, r.Turns, age(r.CreatedAt), OneLine(r.Prompt, 60))
+		kind, prompt := r.Kind, OneLine(r.Prompt, 60)
+		if r.ParentRunID != "" {
+			// A task call's sub-run: runs show of its parent has it too.
+			kind, prompt = "subagent", "↳ "+ShortID(r.ParentRunID)+": "+OneLine(r.Description, 50)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", ShortID(r.ID), r.ShownStatus(), kind, r.Turns, age(r.CreatedAt), prompt)
 	}
 	return tw.Flush()
 }
@@ -34,6 +39,9 @@ func PrintRun(w io.Writer, v store.RunDetail) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "kind      %s\n", v.Kind)
+	if v.ParentRunID != "" {
+		fmt.Fprintf(w, "parent    %s (subagent for the task %q)\n", v.ParentRunID, v.Task)
+	}
 	fmt.Fprintf(w, "model     %s\n", v.Model)
 	fmt.Fprintf(w, "workspace %s\n", v.Workspace)
 	if v.Sandbox != "" {
@@ -65,6 +73,9 @@ func PrintRun(w io.Writer, v store.RunDetail) {
 	fmt.Fprintf(w, "\nprompt:\n  %s\n", indented(v.Prompt))
 	if len(v.Phases) > 0 {
 		printPhases(w, v.Phases, v.Learnings)
+	}
+	if len(v.Subagents) > 0 {
+		printSubagents(w, v.Subagents)
 	}
 	if len(v.Receipts) > 0 {
 		fmt.Fprintln(w, "\nside effects:")
@@ -165,6 +176,21 @@ func printPhases(w io.Writer, phases []store.BoardPhase, learnings []string) {
 		for _, l := range learnings {
 			fmt.Fprintf(w, "  - %s\n", OneLine(l, 160))
 		}
+	}
+}
+
+// printSubagents is the tree of a run's sub-runs (its task calls), each
+// with its status and what it spent.
+func printSubagents(w io.Writer, subs []store.RunView) {
+	fmt.Fprintln(w, "\nsubagents:")
+	for _, r := range subs {
+		mark := map[string]string{event.StatusCompleted: "✓", event.StatusFailed: "✗", event.StatusRunning: "…", event.StatusWaiting: "⏸"}[r.Status]
+		fmt.Fprintf(w, "  └ %s %s %-11s %s · %s, %d tokens", orDefault(mark, "·"), ShortID(r.ID), r.Status, OneLine(r.Task, 50),
+			plural(r.Turns, "turn"), r.Usage.Total())
+		if why := orDefault(r.Detail, r.Reason); why != "" && r.Status != event.StatusCompleted {
+			fmt.Fprintf(w, " (%s)", OneLine(why, 80))
+		}
+		fmt.Fprintln(w)
 	}
 }
 

@@ -51,6 +51,10 @@ type RunStartedData struct {
 	// OutputSchema: the final answer must be JSON valid against the run's
 	// output schema; run.completed carries it as data.output.
 	OutputSchema bool `json:"output_schema,omitempty"`
+	// ParentRunID and Task, on a sub-run's run.started: the run whose
+	// task call it answers, and the task's description.
+	ParentRunID string `json:"parent_run_id,omitempty"`
+	Task        string `json:"task,omitempty"`
 }
 
 // RunFinishedData is the data of the last event of a run.
@@ -177,6 +181,11 @@ type ToolCompletedData struct {
 	// Images are the result's images (read_file of one, an MCP tool's
 	// image content), given to the model besides Output.
 	Images []Image `json:"images,omitempty"`
+	// Usage, on a task call's, is what its sub-run spent: the parent's
+	// usage counts it (docs/PROTOCOL.md#subagents).
+	Usage *Usage `json:"usage,omitempty"`
+	// Subagent, on a task call's, is the sub-run's id.
+	Subagent string `json:"subagent,omitempty"`
 }
 
 // Image is an image a message gives the model (docs/PROTOCOL.md#images):
@@ -278,6 +287,33 @@ type EffectIntentData struct {
 	Key         string          `json:"key"`
 	ReceiptType string          `json:"receipt_type,omitempty"`
 	Args        json.RawMessage `json:"args,omitempty"`
+}
+
+// TaskRequestData asks the parent to run the sub-run of a task call
+// (docs/PROTOCOL.md#subagents), carrying the call's token; the parent's
+// ack carries a TaskResultData.
+type TaskRequestData struct {
+	ID          string `json:"id"`
+	CallID      string `json:"call_id"`
+	Description string `json:"description"`
+	Prompt      string `json:"prompt"`
+	// Resume: the call started before the parent stopped; its sub-run, if
+	// it has one, goes on (or gives the answer it already gave).
+	Resume bool `json:"resume,omitempty"`
+	// MaxTokens and MaxCost are the sub-run's share of what the parent's
+	// budget has left; 0: no bound, below 0: nothing left.
+	MaxTokens int     `json:"max_tokens,omitempty"`
+	MaxCost   float64 `json:"max_cost,omitempty"`
+}
+
+// TaskResultData is how a task call's sub-run ended, as the call's result.
+type TaskResultData struct {
+	RunID  string `json:"run_id"`
+	Status string `json:"status"` // completed, failed, cancelled, or waiting (parked: the parent parks too)
+	Output string `json:"output"` // its final answer
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	Usage  Usage  `json:"usage"`
 }
 
 // EffectFailedData says a side effect certainly did not happen (the

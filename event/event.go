@@ -72,6 +72,9 @@ const (
 	// Sync asks the parent to ack once every earlier event is persisted,
 	// so a child never runs a tool whose tool.started could still be lost.
 	Sync = "sync"
+	// TaskRequest asks the parent to run a task call's sub-run (the task
+	// tool): only the parent keeps the store; its ack carries the result.
+	TaskRequest = "task.request"
 )
 
 // Event is one line of the stream. Seq is assigned by the process that
@@ -86,6 +89,11 @@ type Event struct {
 	Attempt   int             `json:"attempt,omitempty"`
 	Type      string          `json:"type"`
 	Data      json.RawMessage `json:"data,omitempty"`
+	// Subagent, on an event of a sub-run shown in its parent's stream
+	// (the task tool, docs/PROTOCOL.md#subagents), is the sub-run's id;
+	// RunID is then the parent's. Such an event changes nothing of the
+	// parent's state: the sub-run's own journal holds the original.
+	Subagent string `json:"subagent,omitempty"`
 	// Blob, in the runner protocol only, says the data is too large for a
 	// line and is in the blob store under this sha256 instead.
 	Blob string `json:"blob,omitempty"`
@@ -138,7 +146,7 @@ var Types = []string{
 }
 
 // ProtocolTypes are the runner protocol's own lines, never run events.
-var ProtocolTypes = []string{EffectIntent, RunnerResult, Sync}
+var ProtocolTypes = []string{EffectIntent, RunnerResult, Sync, TaskRequest}
 
 // IsTerminal reports whether t ends a run.
 func IsTerminal(t string) bool {

@@ -26,7 +26,7 @@ func newItem(e event.Event) *item {
 func eventFrame(e event.Event) api.EventFrame {
 	return api.EventFrame{
 		Type: api.FrameEvent, Event: e.Type, SessionID: e.SessionID, RunID: e.RunID,
-		PhaseID: e.PhaseID, Attempt: e.Attempt, Seq: e.Seq, TS: e.TS, Data: e.Data,
+		PhaseID: e.PhaseID, Attempt: e.Attempt, Seq: e.Seq, TS: e.TS, Data: e.Data, Subagent: e.Subagent,
 	}
 }
 

@@ -49,6 +49,9 @@ type Store interface {
 	LastAttempt(ctx context.Context, runID, phaseID string) (int, error)
 }
 
+// TaskFunc runs the sub-run of a task call a phase attempt's child makes.
+type TaskFunc func(ctx context.Context, phaseID string, attempt int, req event.TaskRequestData) (event.TaskResultData, error)
+
 // Spawner runs one child; adapter.Run in production, a fake in tests.
 type Spawner func(ctx context.Context, cfg adapter.Config, spec adapter.PhaseSpec) (*adapter.Result, error)
 
@@ -100,6 +103,11 @@ type Config struct {
 	// Vision says the phases' model sees images (docs/PROTOCOL.md#images):
 	// what read_file reads of one is given to it as an image.
 	Vision bool
+	// MaxSubagents is how many task calls of a reply a phase runs at once,
+	// each a sub-run that Tasks runs (docs/PROTOCOL.md#subagents); nil
+	// Tasks offers phases no task tool.
+	MaxSubagents int
+	Tasks        TaskFunc
 
 	Parallel       int           // phases at once; default 1
 	PhaseTimeout   time.Duration // default 30m
@@ -763,8 +771,16 @@ func (o *Orchestrator) spec(phaseID string, attempt int, mode, prompt string) ad
 		Workspace: o.ws.Root(), Mode: mode, Model: model, Prompt: prompt, Tools: o.cfg.Tools, WaitOptions: o.cfg.Waits,
 		Deny: o.cfg.Deny, MCPConfig: o.cfg.MCPConfig, Settings: o.cfg.Settings, Sandbox: o.cfg.Sandbox, Network: o.cfg.Network,
 		ContextWindow: o.cfg.ContextWindow, NoCompact: o.cfg.NoCompact, Price: o.cfg.Price, MaxTurns: o.cfg.MaxTurns, ContextBudget: o.cfg.ContextBudget,
-		MaxRepeats: o.cfg.MaxRepeats, Vision: o.cfg.Vision,
+		MaxRepeats: o.cfg.MaxRepeats, Vision: o.cfg.Vision, MaxSubagents: o.maxSubagents(),
 	}
+}
+
+// maxSubagents is the phases' MaxSubagents: none without a Tasks.
+func (o *Orchestrator) maxSubagents() int {
+	if o.cfg.Tasks == nil {
+		return 0
+	}
+	return o.cfg.MaxSubagents
 }
 
 func (o *Orchestrator) adapterConfig(ctx context.Context, phaseID string, attempt int) adapter.Config {
@@ -780,6 +796,12 @@ func (o *Orchestrator) adapterConfig(ctx context.Context, phaseID string, attemp
 		HeartbeatTimeout: o.cfg.HeartbeatTimeout,
 		OnEvent:          func(e event.Event) error { return o.cfg.Sink.Emit(context.Background(), e) },
 		Blobs:            o.cfg.Blobs,
+		OnTask: func(ctx context.Context, req event.TaskRequestData) (event.TaskResultData, error) {
+			if o.cfg.Tasks == nil {
+				return event.TaskResultData{}, errors.New("this harness runs no subagents")
+			}
+			return o.cfg.Tasks(ctx, phaseID, attempt, req)
+		},
 	}
 }
 

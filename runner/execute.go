@@ -42,6 +42,9 @@ type Env struct {
 	// Waiter waits for a person or a time in this process; nil parks the
 	// run on each wait (docs/PROTOCOL.md#waits).
 	Waiter Waiter
+	// Tasks runs the sub-runs of task calls where the store is kept
+	// (docs/PROTOCOL.md#subagents); nil offers no task tool.
+	Tasks Delegator
 }
 
 // SpecError is a spec that cannot run: unreadable, tools that do not
@@ -68,6 +71,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 		Compact: !spec.NoCompact, CompactPrior: spec.CompactPrior, ContextWindow: spec.ContextWindow,
 		MaxTokens: spec.MaxTokens, MaxCost: spec.MaxCost, Price: spec.Price,
 		Vision: spec.Vision, Images: spec.Images,
+		MaxSubagents: spec.MaxSubagents,
 	}
 	if cfg.ContextWindow == 0 {
 		cfg.ContextWindow = llm.KnownContextWindow(spec.Model.Name)
@@ -87,7 +91,7 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 		emitWarning(w)
 	}
 	cfg.HookEnv = hooks.Env{Dir: ws.Root(), Environ: env.Environ}
-	cfg.Hooked, cfg.RunID, cfg.SessionID = spec.Hooked, spec.RunID, spec.SessionID
+	cfg.Hooked, cfg.RunID, cfg.SessionID, cfg.ParentRunID = spec.Hooked, spec.RunID, spec.SessionID, spec.ParentRunID
 	cfg.AgentPrompt = spec.Mode == adapter.ModePhase
 	// MCP servers start, and the sandbox is made, before the first model
 	// request, so a run that cannot have them fails at once (exit 5). The
@@ -141,6 +145,9 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 		for _, s := range catalog.Skills() {
 			cfg.Skills = append(cfg.Skills, prompts.Skill{Name: s.Name, Description: s.Description})
 		}
+	}
+	if slices.Contains(set.Names(), tools.TaskName) {
+		cfg.Tasks = env.Tasks
 	}
 	if planner != nil {
 		cfg.RequireTool = tools.SubmitPlanName
@@ -245,6 +252,12 @@ func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.
 		extra = append(extra, catalog.Tool())
 	}
 	deny := tools.WithoutUnconfigured(allow, spec.Deny, env.Getenv)
+	// A sub-run never has the task tool, nor a loop nobody runs sub-runs
+	// for (docs/PROTOCOL.md#subagents).
+	extra = append(extra, tools.TaskTool())
+	if env.Tasks == nil || spec.MaxSubagents <= 0 || spec.ParentRunID != "" {
+		deny = append(deny[:len(deny):len(deny)], tools.TaskName)
+	}
 	set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny, Match: mcp.Matches, Open: MayBeAbsent, Sandbox: box}, extra...)
 	return set, nil, err
 }
@@ -289,8 +302,12 @@ func waitConfig(cfg *Config, spec adapter.PhaseSpec, env Env) error {
 	for _, w := range spec.Waits {
 		cfg.Waits[w.Waiting.WaitID] = w
 	}
-	if spec.Mode == adapter.ModePhase {
+	switch {
+	case spec.Mode == adapter.ModePhase:
 		cfg.WaitScope = fmt.Sprintf("%s/%d", spec.PhaseID, spec.Attempt)
+	case spec.ParentRunID != "":
+		// Its waits are its parent's too: their ids must not meet.
+		cfg.WaitScope = spec.RunID
 	}
 	return nil
 }

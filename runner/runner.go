@@ -142,6 +142,11 @@ type Config struct {
 	SessionID   string
 	ParentRunID string
 	AgentPrompt bool
+	// Tasks runs the sub-runs of task calls, MaxSubagents of a reply at
+	// once (0: DefaultMaxSubagents); nil when the task tool is not
+	// offered (docs/PROTOCOL.md#subagents).
+	Tasks        Delegator
+	MaxSubagents int
 }
 
 // MaxSchemaFixes is how many times a final answer its output schema
@@ -294,6 +299,9 @@ func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, e
 	}
 	if cfg.MaxRepeats <= 0 {
 		cfg.MaxRepeats = DefaultMaxRepeats
+	}
+	if cfg.MaxSubagents <= 0 {
+		cfg.MaxSubagents = DefaultMaxSubagents
 	}
 	if (cfg.Until != "" || cfg.ContextBudget > 0) && cfg.MaxIterations <= 0 {
 		cfg.MaxIterations = DefaultMaxIterations
@@ -765,7 +773,22 @@ func (l *loop) toolDefinitions() []llm.Tool {
 func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, error) {
 	done := l.answered()
 	var feedback []string // what PostToolUse hooks tell the model, once the turn's results are in
-	for _, call := range calls {
+	for i := 0; i < len(calls); i++ {
+		call := calls[i]
+		if call.Name == tools.TaskName && l.cfg.Tasks != nil {
+			// Task calls in a row run at once (task.go).
+			j := i + 1
+			for j < len(calls) && calls[j].Name == tools.TaskName {
+				j++
+			}
+			said, reason, err := l.runTasks(ctx, calls[i:j], done)
+			feedback = append(feedback, said...)
+			if err != nil || reason != "" {
+				return reason, err
+			}
+			i = j - 1
+			continue
+		}
 		if done[call.ID] {
 			feedback = append(feedback, l.recordedFeedback(call))
 			continue
@@ -777,56 +800,12 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 			}
 			continue
 		}
-		// A volatile call is counted once it has its result. The tool
-		// that must end the loop bounds its own calls (submit_plan: the
-		// third invalid plan ends the planner with the plan's error).
-		repeats := 0
-		if !volatile(call.Name) {
-			repeats = l.countRepeat(signature(call))
+		call, repeats, started, stop, err := l.begin(ctx, call)
+		if err != nil || stop != "" {
+			return stop, err
 		}
-		if call.Name == l.cfg.RequireTool {
-			repeats = 0
-		}
-		if repeats >= l.cfg.MaxRepeats {
-			// Answer the call so the conversation stays well formed
-			// if the run is resumed.
-			res := tools.Result{IsError: true, Output: fmt.Sprintf(
-				"stopped: this exact %s call was made %d times in a row.", call.Name, repeats)}
-			if err := l.recordResult(ctx, call, res); err != nil {
-				return "", err
-			}
-			return event.ReasonToolLoop, nil
-		}
-		// Nothing runs before its answer: the PreToolUse hooks' and an
-		// approval's precede tool.started (and a side effect's intent).
-		call, pre, err := l.preToolUse(ctx, call)
-		if err != nil {
-			return "", err
-		}
-		if pre.decision == hooks.Deny || pre.decision == hooks.Halt {
-			if err := l.recordResult(ctx, call, hookRefusal(call, pre)); err != nil {
-				return "", err
-			}
-			if pre.decision == hooks.Halt {
-				l.hookStop = halted(hooks.PreToolUse, pre)
-				return event.ReasonHook, nil
-			}
+		if !started {
 			continue
-		}
-		denied, err := l.approve(ctx, call, pre)
-		if err != nil {
-			return "", err
-		}
-		if denied != nil {
-			if err := l.recordResult(ctx, call, *denied); err != nil {
-				return "", err
-			}
-			continue
-		}
-		if err := l.emit(ctx, event.New(event.ToolStarted, event.ToolStartedData{
-			CallID: call.ID, Name: call.Name, Args: argsJSON(call.Arguments),
-		})); err != nil {
-			return "", err
 		}
 		res, err := l.runCall(ctx, call, repeats)
 		if err == nil && res.Wait != nil {
@@ -872,6 +851,57 @@ func (l *loop) runCalls(ctx context.Context, calls []llm.ToolCall) (string, erro
 		return "", l.addUser(ctx, text, nil)
 	}
 	return "", nil
+}
+
+// begin does what comes before a call runs: the loop guard counts it,
+// its PreToolUse hooks and its approval are asked, and its tool.started is
+// recorded, with the arguments a hook may have changed. A call answered
+// instead (refused, denied) is recorded as answered, and not started;
+// stop says why the iteration ends, if it does (the loop guard, a hook).
+func (l *loop) begin(ctx context.Context, call llm.ToolCall) (llm.ToolCall, int, bool, string, error) {
+	// A volatile call is counted once it has its result. The tool
+	// that must end the loop bounds its own calls (submit_plan: the
+	// third invalid plan ends the planner with the plan's error).
+	repeats := 0
+	if !volatile(call.Name) {
+		repeats = l.countRepeat(signature(call))
+	}
+	if call.Name == l.cfg.RequireTool {
+		repeats = 0
+	}
+	if repeats >= l.cfg.MaxRepeats {
+		// Answer the call so the conversation stays well formed
+		// if the run is resumed.
+		res := tools.Result{IsError: true, Output: fmt.Sprintf(
+			"stopped: this exact %s call was made %d times in a row.", call.Name, repeats)}
+		return call, repeats, false, event.ReasonToolLoop, l.recordResult(ctx, call, res)
+	}
+	// Nothing runs before its answer: the PreToolUse hooks' and an
+	// approval's precede tool.started (and a side effect's intent).
+	call, pre, err := l.preToolUse(ctx, call)
+	if err != nil {
+		return call, repeats, false, "", err
+	}
+	if pre.decision == hooks.Deny || pre.decision == hooks.Halt {
+		if err := l.recordResult(ctx, call, hookRefusal(call, pre)); err != nil {
+			return call, repeats, false, "", err
+		}
+		if pre.decision == hooks.Halt {
+			l.hookStop = halted(hooks.PreToolUse, pre)
+			return call, repeats, false, event.ReasonHook, nil
+		}
+		return call, repeats, false, "", nil
+	}
+	denied, err := l.approve(ctx, call, pre)
+	if err != nil {
+		return call, repeats, false, "", err
+	}
+	if denied != nil {
+		return call, repeats, false, "", l.recordResult(ctx, call, *denied)
+	}
+	return call, repeats, true, "", l.emit(ctx, event.New(event.ToolStarted, event.ToolStartedData{
+		CallID: call.ID, Name: call.Name, Args: argsJSON(call.Arguments),
+	}))
 }
 
 // runCall runs one call whose tool.started is recorded: it refuses a call
@@ -927,10 +957,22 @@ func interruptedOutput(tool string) string {
 }
 
 func (l *loop) recordResult(ctx context.Context, call llm.ToolCall, res tools.Result) error {
+	return l.record(ctx, call, res, nil)
+}
+
+// record records a call's result; a task call's says which sub-run
+// answered it and what that spent.
+func (l *loop) record(ctx context.Context, call llm.ToolCall, res tools.Result, task *event.TaskResultData) error {
 	l.state.History = append(l.state.History, llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: res.Output, Images: forModel(res.Images)})
 	data := event.ToolCompletedData{CallID: call.ID, Name: call.Name, OK: !res.IsError, Output: res.Output, Truncated: res.Truncated, Images: res.Images}
 	if res.IsError {
 		data.Error = firstLine(res.Output)
+	}
+	if task != nil {
+		data.Subagent = task.RunID
+		if task.Usage.Total() > 0 {
+			data.Usage = &task.Usage
+		}
 	}
 	if err := l.emit(ctx, event.New(event.ToolCompleted, data)); err != nil {
 		return err

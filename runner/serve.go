@@ -70,7 +70,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, cfg ServeConfig) er
 	if spec.Mode != adapter.ModePlan {
 		outbox = &childOutbox{sink: sink, intents: intents}
 	}
-	res, err := Execute(ctx, spec, Env{Sink: sink, Outbox: outbox, APIKey: cfg.APIKey, Home: cfg.Home, UserAgent: cfg.UserAgent})
+	res, err := Execute(ctx, spec, Env{Sink: sink, Outbox: outbox, APIKey: cfg.APIKey, Home: cfg.Home, UserAgent: cfg.UserAgent,
+		Tasks: &childTasks{sink: sink, intents: intents}})
 	if err != nil {
 		return err
 	}
@@ -108,9 +109,13 @@ type childSink struct {
 	intents *adapter.Intents
 	blobs   interface{ PutBytes([]byte) (string, error) } // nil: no data directory
 
-	mu    sync.Mutex
-	call  string // the tool call started and not yet completed: tools run one at a time
-	token string // the parent's token for it, which its later events carry
+	mu sync.Mutex
+	// calls are the tool calls started and not yet completed, each with
+	// the parent's token, which its later events carry: one at a time, or
+	// a reply's task calls together. last is the one started last: events
+	// that name no call are its.
+	calls map[string]string
+	last  string
 }
 
 // blobAbove is the size of event data the child sends through the blob
@@ -120,7 +125,7 @@ const blobAbove = 1 << 20
 
 func (s *childSink) Emit(ctx context.Context, e event.Event) error {
 	e.RunID, e.SessionID, e.PhaseID, e.Attempt = s.spec.RunID, s.spec.SessionID, s.spec.PhaseID, s.spec.Attempt
-	_, e.Token = s.openCall()
+	e.Token = s.token(e)
 	whole := e // tracked with its data, which may go through the blob store
 	if len(e.Data) > blobAbove && s.blobs != nil {
 		sha, err := s.blobs.PutBytes(e.Data)
@@ -139,29 +144,62 @@ func (s *childSink) Emit(ctx context.Context, e event.Event) error {
 	return nil
 }
 
-// track notes which tool call is open, for the intents its tool makes.
-func (s *childSink) track(e event.Event) {
+// callOf is the tool call an event names, if it names one.
+func callOf(e event.Event) string {
 	var d struct {
 		CallID string `json:"call_id"`
 	}
-	if e.Type != event.ToolStarted && e.Type != event.ToolCompleted || e.Decode(&d) != nil {
+	switch e.Type {
+	case event.ToolStarted, event.ToolCompleted, event.EffectIntent, event.TaskRequest:
+		if e.Decode(&d) == nil {
+			return d.CallID
+		}
+	}
+	return ""
+}
+
+// token is the token an event carries: its call's, or the last call's.
+func (s *childSink) token(e event.Event) string {
+	if e.Type == event.ToolStarted {
+		return ""
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if call := callOf(e); call != "" {
+		return s.calls[call]
+	}
+	return s.calls[s.last]
+}
+
+// track notes which tool calls are open, for the intents and task
+// requests their tools make.
+func (s *childSink) track(e event.Event) {
+	call := callOf(e)
+	if call == "" || e.Type != event.ToolStarted && e.Type != event.ToolCompleted {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.calls == nil {
+		s.calls = map[string]string{}
+	}
 	switch {
 	case e.Type == event.ToolStarted:
-		s.call, s.token = d.CallID, ""
-	case s.call == d.CallID:
-		s.call, s.token = "", ""
+		s.calls[call], s.last = "", call
+	default:
+		delete(s.calls, call)
+		if s.last == call {
+			s.last = ""
+		}
 	}
 }
 
-// openCall is the tool call running now and its token, "" between calls.
-func (s *childSink) openCall() (call, token string) {
+// openCall is the tool call started last and still running, "" between
+// calls.
+func (s *childSink) openCall() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.call, s.token
+	return s.last
 }
 
 // sync waits until the parent has persisted everything sent so far: a
@@ -182,7 +220,9 @@ func (s *childSink) sync(ctx context.Context, started bool) error {
 	}
 	if started {
 		s.mu.Lock()
-		s.token = ack.Token
+		if _, open := s.calls[s.last]; open {
+			s.calls[s.last] = ack.Token
+		}
 		s.mu.Unlock()
 	}
 	return nil
@@ -228,7 +268,7 @@ type childOutbox struct {
 
 func (o *childOutbox) Begin(ctx context.Context, in tools.Intent) (*event.ReceiptData, error) {
 	id := uuid.NewString()
-	call, _ := o.sink.openCall()
+	call := o.sink.openCall()
 	if err := o.sink.Emit(ctx, event.New(event.EffectIntent, event.EffectIntentData{
 		ID: id, CallID: call, Tool: in.Tool, Key: in.Key, ReceiptType: in.ReceiptType, Args: in.Args,
 	})); err != nil {
@@ -254,4 +294,28 @@ func (o *childOutbox) Begin(ctx context.Context, in tools.Intent) (*event.Receip
 
 func (o *childOutbox) Report(ctx context.Context, e event.Event) error {
 	return o.sink.Emit(ctx, e)
+}
+
+// childTasks asks the parent for the sub-run of each task call
+// (task.request, docs/PROTOCOL.md#subagents): only the parent keeps the
+// store. The child goes on beating meanwhile; the ack says how the
+// sub-run ended.
+type childTasks struct {
+	sink    *childSink
+	intents *adapter.Intents
+}
+
+func (t *childTasks) Delegate(ctx context.Context, req event.TaskRequestData) (event.TaskResultData, error) {
+	req.ID = uuid.NewString()
+	if err := t.sink.Emit(ctx, event.New(event.TaskRequest, req)); err != nil {
+		return event.TaskResultData{}, err
+	}
+	ack, err := t.intents.Wait(ctx, req.ID)
+	switch {
+	case err != nil:
+		return event.TaskResultData{}, fmt.Errorf("the parent did not answer the task: %w", err)
+	case ack.Task == nil:
+		return event.TaskResultData{}, fmt.Errorf("the parent did not run the task: %s", ack.Reason)
+	}
+	return *ack.Task, nil
 }

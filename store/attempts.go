@@ -222,7 +222,7 @@ type AttemptState struct {
 func (db *DB) AttemptState(ctx context.Context, runID, phaseID string, attempt int) (AttemptState, error) {
 	rows, err := db.ro.QueryContext(ctx, `
 		SELECT type, COALESCE(data, '') FROM events
-		WHERE run_id = ? AND phase_id = ? AND attempt = ? AND type IN (?, ?, ?, ?, ?, ?)
+		WHERE run_id = ? AND phase_id = ? AND attempt = ? AND type IN (?, ?, ?, ?, ?, ?) AND subagent IS NULL
 		ORDER BY seq`, runID, phaseID, attempt,
 		event.IterationStarted, event.MessageCompleted, event.ToolStarted, event.ToolCompleted, event.ContextCompacted, event.HookCompleted)
 	if err != nil {
@@ -266,6 +266,9 @@ func (db *DB) AttemptState(ctx context.Context, runID, phaseID string, attempt i
 				continue
 			}
 			started = slices.DeleteFunc(started, func(id string) bool { return id == d.CallID })
+			if d.Usage != nil {
+				st.Usage = st.Usage.Add(*d.Usage) // a task call's sub-run
+			}
 			content := d.Output
 			if content == "" {
 				content = d.Error

@@ -181,7 +181,7 @@ func appendEvents(ctx context.Context, tx *txn, evs []event.Event, now time.Time
 		if e.TS.IsZero() {
 			e.TS = now
 		}
-		if e.Type == event.ContextCompacted {
+		if e.Type == event.ContextCompacted && e.Subagent == "" {
 			// The record says which messages by seq; the runner knew
 			// them only by place. (A live stream has the event as sent.)
 			if err := fillCompactedSeqs(ctx, tx, e); err != nil {
@@ -194,6 +194,9 @@ func appendEvents(ctx context.Context, tx *txn, evs []event.Event, now time.Time
 		}
 		if err := insertEvent(ctx, tx, *e); err != nil {
 			return fmt.Errorf("event %d of run %s: %w", e.Seq, e.RunID, err)
+		}
+		if e.Subagent != "" {
+			continue // a sub-run's, shown here: its own journal projected it
 		}
 		if err := project(ctx, tx, *e, now); err != nil {
 			return fmt.Errorf("project %s %d of run %s: %w", e.Type, e.Seq, e.RunID, err)
@@ -211,10 +214,10 @@ func insertEvent(ctx context.Context, tx *txn, e event.Event) error {
 		attempt = e.Attempt
 	}
 	_, err := tx.ExecContext(ctx, `
-		INSERT INTO events (run_id, session_id, seq, ts, type, phase_id, attempt, data)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		INSERT INTO events (run_id, session_id, seq, ts, type, phase_id, attempt, data, subagent)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		e.RunID, nullString(e.SessionID), e.Seq, formatTime(e.TS), e.Type,
-		nullString(e.PhaseID), attempt, data)
+		nullString(e.PhaseID), attempt, data, nullString(e.Subagent))
 	return err
 }
 
@@ -223,8 +226,7 @@ func listEvents(ctx context.Context, tx *txn, runID string, afterSeq int64, limi
 		limit = noLimit
 	}
 	rows, err := tx.QueryContext(ctx, `
-		SELECT seq, ts, run_id, COALESCE(session_id, ''), COALESCE(phase_id, ''),
-			COALESCE(attempt, 0), type, COALESCE(data, '')
+		SELECT `+eventColumns+`
 		FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?`, runID, afterSeq, limit)
 	if err != nil {
 		return nil, err
@@ -232,8 +234,11 @@ func listEvents(ctx context.Context, tx *txn, runID string, afterSeq int64, limi
 	return scanEvents(rows)
 }
 
-// scanEvents reads rows of (seq, ts, run_id, session_id, phase_id,
-// attempt, type, data) and closes them.
+// eventColumns are what scanEvents reads of an event.
+const eventColumns = `seq, ts, run_id, COALESCE(session_id, ''), COALESCE(phase_id, ''),
+	COALESCE(attempt, 0), type, COALESCE(data, ''), COALESCE(subagent, '')`
+
+// scanEvents reads rows of eventColumns and closes them.
 func scanEvents(rows *rows) ([]event.Event, error) {
 	defer rows.Close()
 	var evs []event.Event
@@ -241,7 +246,7 @@ func scanEvents(rows *rows) ([]event.Event, error) {
 		e := event.Event{V: event.Version}
 		var data string
 		if err := rows.Scan(&e.Seq, timeValue{&e.TS}, &e.RunID, &e.SessionID, &e.PhaseID,
-			&e.Attempt, &e.Type, &data); err != nil {
+			&e.Attempt, &e.Type, &data, &e.Subagent); err != nil {
 			return nil, err
 		}
 		if data != "" {
@@ -314,6 +319,14 @@ func project(ctx context.Context, tx *txn, e event.Event, now time.Time) error {
 		}
 		if err := completeToolCall(ctx, tx, e.RunID, d, e.TS); err != nil {
 			return err
+		}
+		if u := d.Usage; u != nil {
+			// A task call's sub-run: the run's usage counts it.
+			if _, err := tx.ExecContext(ctx, `
+				UPDATE runs SET prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, updated_at = ?
+				WHERE id = ?`, u.PromptTokens, u.CompletionTokens, formatTime(now), e.RunID); err != nil {
+				return err
+			}
 		}
 		content := d.Output
 		if content == "" {

@@ -190,7 +190,7 @@ func messagesAtSeq(ctx context.Context, tx *txn, runID string, cut int64) ([]Mes
 func iterationAtSeq(ctx context.Context, tx *txn, runID string, cut int64) (int, error) {
 	rows, err := tx.QueryContext(ctx, `
 		SELECT COALESCE(data, '') FROM events
-		WHERE run_id = ? AND type = ? AND seq <= ? ORDER BY seq`, runID, event.IterationStarted, cut)
+		WHERE run_id = ? AND type = ? AND seq <= ? AND subagent IS NULL ORDER BY seq`, runID, event.IterationStarted, cut)
 	if err != nil {
 		return 0, err
 	}

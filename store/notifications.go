@@ -274,8 +274,7 @@ func getNotification(ctx context.Context, tx *txn, key string) (*Notification, e
 // event it ended with. ErrNotFound if it has none.
 func (db *DB) LastEvent(ctx context.Context, runID string) (event.Event, error) {
 	rows, err := db.ro.QueryContext(ctx, `
-		SELECT seq, ts, run_id, COALESCE(session_id, ''), COALESCE(phase_id, ''),
-			COALESCE(attempt, 0), type, COALESCE(data, '')
+		SELECT `+eventColumns+`
 		FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1`, runID)
 	var evs []event.Event
 	if err == nil {

@@ -78,6 +78,13 @@ type Run struct {
 	// StopRequest is a gateway asking the run's worker to stop it:
 	// StopCancel or StopInterrupt; "" if none.
 	StopRequest string
+
+	// A sub-run (the task tool) answers its parent's task call: ParentCall
+	// names the call (PHASE/ATTEMPT/CALL_ID in a harness phase), and
+	// Description is the task's. All empty for other runs.
+	ParentRunID string
+	ParentCall  string
+	Description string
 }
 
 // ShownStatus is the status people are shown: a harness stopped after
@@ -285,14 +292,16 @@ func insertRun(ctx context.Context, tx *txn, r *Run) error {
 			result, reason, detail, exit_code, turns, prompt_tokens, completion_tokens,
 			iteration_count, max_iterations, completion_promise,
 			lease_owner, lease_expires_at, lease_heartbeat_at,
-			created_at, updated_at, finished_at, idempotency_key, reclaims, fork, queue, queued_at
-		) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			created_at, updated_at, finished_at, idempotency_key, reclaims, fork, queue, queued_at,
+			parent_run_id, parent_call, description
+		) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.Kind, nullString(r.SessionID), r.Status, r.Prompt, r.Workspace, r.Model, config,
 		r.Result, r.Reason, r.Detail, r.ExitCode, r.Turns, r.Usage.PromptTokens, r.Usage.CompletionTokens,
 		r.IterationCount, r.MaxIterations, r.CompletionPromise,
 		nullString(r.LeaseOwner), nullTime(r.LeaseExpiresAt), nullTime(r.LeaseHeartbeatAt),
 		formatTime(r.CreatedAt), formatTime(r.UpdatedAt), nullTime(r.FinishedAt), r.IdempotencyKey, r.Reclaims, r.Fork,
 		nullString(r.Queue), nullTime(r.QueuedAt),
+		nullString(r.ParentRunID), r.ParentCall, r.Description,
 	)
 	return err
 }
@@ -303,7 +312,8 @@ const runColumns = `
 	iteration_count, max_iterations, completion_promise,
 	COALESCE(lease_owner, ''), lease_expires_at, lease_heartbeat_at,
 	created_at, updated_at, finished_at, idempotency_key, reclaims, fork != 0, pruned_at,
-	COALESCE(queue, ''), queued_at, COALESCE(stop_request, '')`
+	COALESCE(queue, ''), queued_at, COALESCE(stop_request, ''),
+	COALESCE(parent_run_id, ''), parent_call, description`
 
 func scanRun(row scanner) (*Run, error) {
 	var r Run
@@ -315,6 +325,7 @@ func scanRun(row scanner) (*Run, error) {
 		&r.LeaseOwner, timeValue{&r.LeaseExpiresAt}, timeValue{&r.LeaseHeartbeatAt},
 		timeValue{&r.CreatedAt}, timeValue{&r.UpdatedAt}, timeValue{&r.FinishedAt}, &r.IdempotencyKey, &r.Reclaims, &r.Fork,
 		timeValue{&r.PrunedAt}, &r.Queue, timeValue{&r.QueuedAt}, &r.StopRequest,
+		&r.ParentRunID, &r.ParentCall, &r.Description,
 	)
 	if err != nil {
 		return nil, err

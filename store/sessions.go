@@ -135,8 +135,7 @@ func (db *DB) ListSessionEvents(ctx context.Context, sessionID string, afterSeq 
 	}
 	defer tx.Rollback()
 	rows, err := tx.QueryContext(ctx, `
-		SELECT seq, ts, run_id, COALESCE(session_id, ''), COALESCE(phase_id, ''),
-			COALESCE(attempt, 0), type, COALESCE(data, '')
+		SELECT `+eventColumns+`
 		FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?`, sessionID, afterSeq, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events of session %s: %w", sessionID, err)

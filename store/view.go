@@ -46,6 +46,9 @@ type RunView struct {
 	// Resumable: resume (agent resume, run.resume) can continue it, since
 	// it ended without completing or its holder is gone.
 	Resumable bool `json:"resumable,omitempty"`
+	// A sub-run's parent and its task's description (the task tool).
+	ParentRunID string `json:"parent_run_id,omitempty"`
+	Task        string `json:"task,omitempty"`
 }
 
 // RunView is r as the front-ends show it.
@@ -56,6 +59,7 @@ func (db *DB) RunView(r *Run) RunView {
 		Turns: r.Turns, Usage: r.Usage, Iteration: r.IterationCount, MaxIterations: r.MaxIterations,
 		CompletionPromise: r.CompletionPromise, Reclaims: r.Reclaims, IdempotencyKey: r.IdempotencyKey,
 		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, FinishedAt: timePtr(r.FinishedAt), PrunedAt: timePtr(r.PrunedAt),
+		ParentRunID: r.ParentRunID, Task: r.Description,
 	}
 	if r.Status == event.StatusRunning && r.LeaseOwner != "" {
 		v.LeaseOwner, v.LeaseExpiresAt, v.HolderGone = r.LeaseOwner, timePtr(r.LeaseExpiresAt), db.HolderGone(r)
@@ -110,6 +114,8 @@ type RunDetail struct {
 	Learnings []string       `json:"learnings,omitempty"` // "PHASE: text"
 	// Waiting are the waits nobody has answered (docs/PROTOCOL.md#waits).
 	Waiting []event.RunWaitingData `json:"waiting,omitempty"`
+	// Subagents are the runs its task calls started, oldest first.
+	Subagents []RunView `json:"subagents,omitempty"`
 	// Notifications are what the run's [[notify]] blocks were told, and
 	// how each delivery stands (docs/PROTOCOL.md#notifications).
 	Notifications []NotificationView `json:"notifications,omitempty"`
@@ -157,6 +163,11 @@ func (db *DB) RunDetail(ctx context.Context, r *Run) (RunDetail, error) {
 	for _, n := range ns {
 		d.Notifications = append(d.Notifications, NotificationView{Event: n.Event, Block: n.Channel, State: n.State, Tries: n.Tries, LastError: n.LastError})
 	}
+	subs, err := db.SubRuns(ctx, r.ID)
+	if err != nil {
+		return d, err
+	}
+	d.Subagents = db.RunViews(subs)
 	if r.Kind == KindHarness {
 		board, err := db.Board(ctx, r)
 		if err != nil {

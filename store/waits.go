@@ -211,10 +211,11 @@ func (db *DB) Waits(ctx context.Context, runID string) ([]Wait, error) {
 }
 
 // OpenWaits is the inbox: every wait nobody has answered of a run that
-// waits, the soonest deadline first.
+// waits, the soonest deadline first. A sub-run's wait is its parent's too,
+// and answered there (docs/PROTOCOL.md#subagents).
 func (db *DB) OpenWaits(ctx context.Context) ([]Wait, error) {
 	ws, err := scanWaits(db.ro.QueryContext(ctx, waitSelect+`
-		WHERE w.outcome IS NULL AND r.status = ? ORDER BY w.until_at, w.run_id`, event.StatusWaiting))
+		WHERE w.outcome IS NULL AND r.status = ? AND r.parent_run_id IS NULL ORDER BY w.until_at, w.run_id`, event.StatusWaiting))
 	if err != nil {
 		return nil, fmt.Errorf("waiting runs: %w", err)
 	}
@@ -222,12 +223,13 @@ func (db *DB) OpenWaits(ctx context.Context) ([]Wait, error) {
 }
 
 // Wakeable returns the waiting runs that may go on now: an answer their
-// journal does not record yet, or a deadline passed. next is the soonest
+// journal does not record yet, or a deadline passed. A sub-run goes on
+// only with its parent. next is the soonest
 // deadline after now of the others (zero if none).
 func (db *DB) Wakeable(ctx context.Context, now time.Time) (runIDs []string, next time.Time, err error) {
 	rows, err := db.ro.QueryContext(ctx, `
 		SELECT w.run_id, MIN(w.at) FROM `+wakeTimes+` w CROSS JOIN runs r
-		WHERE r.id = w.run_id AND r.status = ? GROUP BY w.run_id`, event.StatusWaiting)
+		WHERE r.id = w.run_id AND r.status = ? AND r.parent_run_id IS NULL GROUP BY w.run_id`, event.StatusWaiting)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("waiting runs: %w", err)
 	}

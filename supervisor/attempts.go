@@ -173,12 +173,24 @@ func (s *Supervisor) DriveAttempt(ctx context.Context, u *store.AttemptUnit) err
 	}
 	j.FenceAttempt(s.cfg.Owner, k)
 	j.Unshown(deltaFlush)
+	sink := &journalSink{runID: k.RunID, journal: j, show: func(event.Event) {}}
 	cfg := adapter.Config{
 		Exe: s.cfg.Exe, Env: s.cfg.Env, LogPath: us.LogPath, Timeout: time.Duration(us.TimeoutMS) * time.Millisecond,
 		Grace: s.cfg.KillGrace, HeartbeatTimeout: s.cfg.HeartbeatTimeout, Blobs: s.blobs(),
-		OnEvent: func(e event.Event) error {
-			_, err := j.Append(persist, e)
-			return err
+		OnEvent: func(e event.Event) error { return sink.Emit(persist, e) },
+		OnTask: func(ctx context.Context, req event.TaskRequestData) (event.TaskResultData, error) {
+			// The harness's run, as the sub-run's parent; its events go to
+			// the harness's journal, fenced by this hold on the attempt.
+			r, err := s.db.GetRun(ctx, k.RunID)
+			if err != nil {
+				return event.TaskResultData{}, err
+			}
+			o, err := DecodeOptions(r)
+			if err != nil {
+				return event.TaskResultData{}, err
+			}
+			t := &subagents{s: s, parent: r, opts: o, sink: sink, phaseID: k.PhaseID, attempt: k.Attempt}
+			return t.Delegate(ctx, req)
 		},
 		OnIntent: func(in event.EffectIntentData) adapter.Control {
 			r := store.IntentReceipt(k.RunID, k.PhaseID, k.Attempt, in)

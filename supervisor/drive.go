@@ -170,6 +170,7 @@ func (s *Supervisor) drive(ctx context.Context, r *store.Run, d Drive, sink Sink
 		Resumed: d.Resume, Until: o.Until, MaxIterations: o.MaxIterations,
 		Sandbox: string(o.sandboxMode()), Network: o.network(), MCPServers: mcp.ServersOf(o.Tools),
 		OutputSchema: len(o.OutputSchema) > 0,
+		ParentRunID:  r.ParentRunID, Task: r.Description,
 	})); err != nil {
 		return failed(ctx, err)
 	}
@@ -207,6 +208,7 @@ func (s *Supervisor) driveHere(ctx context.Context, r *store.Run, d Drive, sink 
 	report, err := runner.Execute(ctx, spec, runner.Env{
 		Sink: sink, Outbox: &storeOutbox{db: s.db, runID: r.ID, owner: s.cfg.Owner, sink: sink}, APIKey: s.apiKey, Home: s.cfg.Home,
 		Getenv: s.Getenv, Environ: s.cfg.Env, UserAgent: "agent/" + s.cfg.Version, Waiter: s.waiter(r.ID, d),
+		Tasks: &subagents{s: s, parent: r, opts: d.Options, sink: sink, ask: s.waiter(r.ID, d)},
 	})
 	if err != nil {
 		return failed(ctx, err)
@@ -229,6 +231,7 @@ func (s *Supervisor) driveChild(ctx context.Context, r *store.Run, d Drive, sink
 		OnIntent: func(in event.EffectIntentData) adapter.Control {
 			return s.intent(persist, store.IntentReceipt(r.ID, "", 0, in))
 		},
+		OnTask: (&subagents{s: s, parent: r, opts: d.Options, sink: sink}).Delegate,
 	}
 	if s.cfg.LogDir != "" {
 		cfg.LogPath = filepath.Join(s.cfg.LogDir, r.ID+".log")
@@ -282,6 +285,11 @@ func (s *Supervisor) loopSpec(ctx context.Context, r *store.Run, d Drive) (adapt
 		MaxTurns: o.MaxTurns, MaxRepeats: o.MaxRepeats, Until: o.Until, MaxIterations: o.MaxIterations,
 		OutputSchema: o.OutputSchema,
 		Vision:       o.sees(),
+		MaxSubagents: o.maxSubagents(), ParentRunID: r.ParentRunID,
+	}
+	if r.ParentRunID != "" {
+		// A cassette keeps a sub-run's exchanges apart from its parent's.
+		spec.Model.Scope = "task/" + r.ParentCall
 	}
 	var err error
 	if spec.Images, err = s.db.Images(ctx, o.Images); err != nil {

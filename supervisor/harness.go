@@ -64,6 +64,11 @@ func (s *Supervisor) driveHarness(ctx context.Context, r *store.Run, d Drive, si
 		Exe: s.cfg.Exe, Env: s.cfg.Env, HeartbeatTimeout: s.cfg.HeartbeatTimeout, Grace: s.cfg.KillGrace,
 		Blobs: s.blobs(), Spawn: spawn,
 		Waits: o.waitOptions(), ExpireWaits: func(ctx context.Context) error { return s.expireWaits(ctx, r.ID) },
+		MaxSubagents: o.maxSubagents(),
+		Tasks: func(ctx context.Context, phaseID string, attempt int, req event.TaskRequestData) (event.TaskResultData, error) {
+			t := &subagents{s: s, parent: r, opts: o, sink: sink, phaseID: phaseID, attempt: attempt}
+			return t.Delegate(ctx, req)
+		},
 	})
 	if err != nil {
 		return failed(ctx, err)

@@ -50,6 +50,9 @@ type Options struct {
 	// MaxRepeats: the same tool call this many times in a row (a bash or
 	// MCP call: with the same result too) stops the loop; 0: 5.
 	MaxRepeats int `json:"max_repeats,omitempty"`
+	// MaxSubagents is how many task calls of one reply run at once, each
+	// in a sub-run (docs/PROTOCOL.md#subagents); 0: 4.
+	MaxSubagents int `json:"max_subagents,omitempty"`
 
 	// Context and spend (README.md#context-and-spend). ContextWindow is in tokens (0:
 	// a known default for the model); Compact "off" disables compaction,
@@ -162,6 +165,8 @@ func (o Options) Validate() error {
 		return optionErr("max_turns", "{max_turns} must be positive")
 	case o.MaxRepeats < 0 || o.MaxRepeats == 1:
 		return optionErr("max_repeats", "{max_repeats} must be at least 2: the first call is no repeat")
+	case o.MaxSubagents < 0:
+		return optionErr("max_subagents", "{max_subagents} must be at least 1; to offer no task tool, deny it ({deny_tools} task)")
 	case o.ModelAttempts < 0:
 		return optionErr("model_attempts", "{model_attempts} must be positive")
 	case o.MaxIterations < 0:
@@ -398,7 +403,7 @@ func (s *Supervisor) offeredTools(ws *tools.Workspace, o Options, servers []mcp.
 				l.field, e, mcp.ServerOf(e))
 		}
 	}
-	extra := tools.EffectTools(tools.EffectScope{}, nil, s.Getenv)
+	extra := append(tools.EffectTools(tools.EffectScope{}, nil, s.Getenv), tools.TaskTool())
 	if o.Harness {
 		extra = append(extra, tools.RecordTools()...)
 	}

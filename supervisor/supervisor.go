@@ -207,6 +207,10 @@ func (s *Supervisor) Load(ctx context.Context, id string) (*store.Run, Options, 
 	if r.Status == event.StatusCompleted || r.Status == event.StatusCancelled {
 		return nil, Options{}, &NotResumableError{RunID: r.ID, Reason: "it is already " + r.Status}
 	}
+	if r.ParentRunID != "" {
+		return nil, Options{}, &NotResumableError{RunID: r.ID, Reason: fmt.Sprintf(
+			"it is a subagent of run %s; 'agent resume %s' continues it", r.ParentRunID, r.ParentRunID)}
+	}
 	o, err := DecodeOptions(r)
 	if err != nil {
 		return nil, Options{}, &NotResumableError{RunID: r.ID, Reason: err.Error()}

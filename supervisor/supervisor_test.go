@@ -420,8 +420,8 @@ func TestOfferedToolsWithMCPServers(t *testing.T) {
 		allow, deny []string
 		want, err   string
 	}{
-		{nil, nil, "read_file write_file edit_file list_files grep bash mcp__docs mcp__tracker", ""},
-		{nil, []string{"mcp__docs", "bash"}, "read_file write_file edit_file list_files grep mcp__tracker", ""},
+		{nil, nil, "read_file write_file edit_file list_files grep bash task mcp__docs mcp__tracker", ""},
+		{nil, []string{"mcp__docs", "bash", "task"}, "read_file write_file edit_file list_files grep mcp__tracker", ""},
 		{[]string{"mcp__tracker"}, nil, "mcp__tracker", ""},
 		{[]string{"grep", "mcp__tracker__create_issue"}, nil, "grep mcp__tracker__create_issue", ""},
 		{[]string{"mcp__github"}, nil, "", `{allow_tools}: "mcp__github" names MCP server "github", which is not configured`},

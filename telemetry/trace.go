@@ -148,6 +148,9 @@ type (
 
 // Observe adds what a persisted event says to the trace.
 func (t *Trace) Observe(e event.Event) {
+	if e.Subagent != "" {
+		return // a sub-run's, shown in its parent's stream: it has a trace of its own
+	}
 	switch e.Type {
 	case event.MessageDelta, event.Heartbeat:
 		return // the bulk of a run's events, and nothing to trace

@@ -52,6 +52,9 @@ type Result struct {
 	// Wait asks the loop to wait (the wait tools): the call's result is
 	// the wait's answer, once there is one.
 	Wait *WaitRequest
+	// Task asks the loop for a sub-run (the task tool): the call's result
+	// is its final answer.
+	Task *TaskRequest
 }
 
 // Tool is one tool the model can call.

@@ -17,7 +17,7 @@ import (
 // RunEvent is the frame as a run event, as a local run would have shown it.
 func (f EventFrame) RunEvent() event.Event {
 	return event.Event{V: event.Version, Seq: f.Seq, TS: f.TS, RunID: f.RunID, SessionID: f.SessionID,
-		PhaseID: f.PhaseID, Attempt: f.Attempt, Type: f.Event, Data: f.Data}
+		PhaseID: f.PhaseID, Attempt: f.Attempt, Type: f.Event, Data: f.Data, Subagent: f.Subagent}
 }
 
 // Stream is a connection whose event and error frames are queued in

@@ -60,6 +60,9 @@ type EventFrame struct {
 	Seq       int64           `json:"seq"`
 	TS        time.Time       `json:"ts"`
 	Data      json.RawMessage `json:"data,omitempty"`
+	// Subagent: the event is a sub-run's, shown in its parent's stream
+	// (docs/PROTOCOL.md#subagents).
+	Subagent string `json:"subagent,omitempty"`
 }
 
 // Error is a failed request. Codes are stable strings clients switch on.

@@ -495,6 +495,15 @@ class View {
     if (!f.run_id) return;
     const r = this.run(f.run_id);
     const d = f.data || {};
+    if (f.subagent) {
+      // A sub-run's event (the task tool): its tool lines, under its task.
+      if (f.event === 'run.started' && d.task) subagentTasks.set(f.subagent, d.task);
+      if (f.event === 'tool.completed') {
+        const task = subagentTasks.get(f.subagent) || short(f.subagent);
+        r.line(d.ok ? 'quiet' : 'bad', `↳ ${oneLine(task, 60)}: ${d.name}${d.ok ? '' : ' failed: ' + oneLine(d.error || '', 200)}`, 'subagent');
+      }
+      return;
+    }
     const phase = f.phase_id ? `${phaseName(f.phase_id)}${f.attempt ? ' #' + f.attempt : ''}` : '';
     switch (f.event) {
       case 'run.started': {
@@ -660,9 +669,13 @@ function onEvent(f) {
   }
 }
 
-// trackRun keeps a run's status as its events tell it.
+// subagentTasks are the task descriptions of the sub-runs shown, by id.
+const subagentTasks = new Map();
+
+// trackRun keeps a run's status as its events tell it; a sub-run's events
+// (subagent set) tell nothing of its parent's.
 function trackRun(f) {
-  if (!f.run_id) return;
+  if (!f.run_id || f.subagent) return;
   let info = state.runs.get(f.run_id);
   if (!info) {
     info = { run_id: f.run_id, session_id: f.session_id, status: 'running', kind: 'run' };

@@ -1,0 +1,301 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"agent/e2e/internal/e2etest"
+	"agent/event"
+	"agent/llm/llmtest"
+	"agent/store"
+)
+
+// Subagents (the task tool, docs/PROTOCOL.md#subagents). The fake model
+// tells the parent's requests from each sub-run's by a marker in its
+// prompt: each is its own conversation.
+
+const (
+	parentMark = "PARENT-MARK"
+	subAMark   = "SUB-A-MARK"
+	subBMark   = "SUB-B-MARK"
+)
+
+func taskCall(desc, prompt string) llmtest.Call {
+	args, _ := json.Marshal(map[string]string{"description": desc, "prompt": prompt})
+	return llmtest.Call{Name: "task", Arguments: args}
+}
+
+// twoTasks is the parent's first reply: two task calls at once.
+func twoTasks() llmtest.Turn {
+	return llmtest.Turn{When: parentMark, ToolCalls: []llmtest.Call{
+		taskCall("count the files", subAMark+": append A to log.txt, then say what you did"),
+		taskCall("email the team", subBMark+": email the team, then say what you did"),
+	}}
+}
+
+func bashCall(when, command string) llmtest.Turn {
+	args, _ := json.Marshal(map[string]string{"command": command})
+	return llmtest.Turn{When: when, ToolCalls: []llmtest.Call{{Name: "bash", Arguments: args}}}
+}
+
+// requestsWith are the recorded requests whose messages contain mark.
+func requestsWith(srv *llmtest.Server, mark string) []llmtest.RecordedRequest {
+	var out []llmtest.RecordedRequest
+	for _, r := range srv.Requests() {
+		for _, m := range r.Messages() {
+			if strings.Contains(m.Content, mark) {
+				out = append(out, r)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// subRuns are the sub-runs of parent in the store, in the order of its
+// task calls (twoTasks).
+func subRuns(t *testing.T, e *e2etest.Env, parent string) []store.Run {
+	t.Helper()
+	db := e.OpenStore(t)
+	defer db.Close()
+	subs, err := db.SubRuns(t.Context(), parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(subs, func(a, b store.Run) int { return strings.Compare(a.ParentCall, b.ParentCall) })
+	return subs
+}
+
+// Two task calls of one reply run at once (each sub-run's first reply is
+// held until the other's request has come), the parent gets both
+// answers, the sub-runs have no task tool, their tool calls are in the
+// parent's stream with subagent set, and runs show and runs list show
+// the tree.
+func TestSubagentsRunInParallel(t *testing.T) {
+	t.Parallel()
+	both := make(chan struct{})
+	first := bashCall(subAMark, "echo A >> log.txt")
+	first.Gate = both
+	answerB := llmtest.Turn{When: subBMark, Text: "B: the team was told", Gate: both}
+	e := e2etest.New(t,
+		twoTasks(),
+		first, answerB,
+		llmtest.Turn{When: subAMark, Text: "A: appended one line"},
+		llmtest.Turn{When: parentMark, Text: "Both subagents are done."},
+	)
+	go func() {
+		for len(requestsWith(e.Srv, subAMark)) == 0 || len(requestsWith(e.Srv, subBMark)) == 0 {
+			select {
+			case <-t.Context().Done():
+				return
+			default:
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(both)
+	}()
+	res := e.Run("run", "--json", parentMark+": do two things at once")
+	if res.Code != 0 {
+		t.Fatalf("run: exit %d\n%s", res.Code, res.Stderr)
+	}
+	evs := e2etest.DecodeEvents(t, res.Stdout)
+	parent := evs[0].RunID
+
+	last := requestsWith(e.Srv, parentMark)
+	if len(last) != 2 {
+		t.Fatalf("%d requests of the parent, want 2", len(last))
+	}
+	var results []string
+	for _, m := range last[1].Messages() {
+		if m.Role == "tool" {
+			results = append(results, m.Content)
+		}
+	}
+	if len(results) != 2 || results[0] != "A: appended one line" || results[1] != "B: the team was told" {
+		t.Errorf("the parent's tool results = %q, want both answers in call order", results)
+	}
+	if names := last[0].ToolNames(); !slices.Contains(names, "task") {
+		t.Errorf("the parent was offered %v, without task", names)
+	}
+	for _, mark := range []string{subAMark, subBMark} {
+		for _, r := range requestsWith(e.Srv, mark) {
+			if names := r.ToolNames(); slices.Contains(names, "task") || !slices.Contains(names, "bash") {
+				t.Errorf("a subagent was offered %v: want its parent's tools without task", names)
+			}
+		}
+	}
+
+	subs := subRuns(t, e, parent)
+	if len(subs) != 2 || subs[0].Status != "completed" || subs[1].Status != "completed" {
+		t.Fatalf("sub-runs = %+v, want 2 completed", subs)
+	}
+	shown := false
+	for _, ev := range evs {
+		if ev.Subagent == subs[0].ID && ev.Type == event.ToolCompleted {
+			var d event.ToolCompletedData
+			shown = ev.Decode(&d) == nil && d.Name == "bash" && ev.RunID == parent
+		}
+	}
+	if !shown {
+		t.Errorf("the subagent's bash call is not in the parent's stream with subagent %s", subs[0].ID)
+	}
+	if n := e2etest.CountLines(t, filepath.Join(e.Workspace, "log.txt")); n != 1 {
+		t.Errorf("log.txt has %d lines, want 1", n)
+	}
+
+	show := e.Run("runs", "show", parent)
+	for _, want := range []string{"subagents:", subs[0].ID[:8] + " completed", "count the files", subs[1].ID[:8] + " completed", "email the team"} {
+		if !strings.Contains(show.Stdout, want) {
+			t.Errorf("runs show lacks %q:\n%s", want, show.Stdout)
+		}
+	}
+	if show := e.Run("runs", "show", subs[0].ID); !strings.Contains(show.Stdout, "parent    "+parent) {
+		t.Errorf("runs show of a sub-run does not name its parent:\n%s", show.Stdout)
+	}
+	if list := e.Run("runs", "list"); strings.Count(list.Stdout, "subagent") != 2 {
+		t.Errorf("runs list does not mark the 2 sub-runs:\n%s", list.Stdout)
+	}
+}
+
+// --max-subagents 1 runs a reply's task calls one after another: the
+// second sub-run starts once the first has ended.
+func TestSubagentsOneAtATime(t *testing.T) {
+	t.Parallel()
+	slow := bashCall(subAMark, "echo A >> log.txt")
+	slow.DelayMS = 300
+	e := e2etest.New(t,
+		twoTasks(),
+		slow,
+		llmtest.Turn{When: subAMark, Text: "A: appended one line"},
+		llmtest.Turn{When: subBMark, Text: "B: the team was told"},
+		llmtest.Turn{When: parentMark, Text: "Both subagents are done."},
+	)
+	res := e.Run("run", "--json", "--max-subagents", "1", parentMark+": do two things")
+	if res.Code != 0 {
+		t.Fatalf("run: exit %d\n%s", res.Code, res.Stderr)
+	}
+	evs := e2etest.DecodeEvents(t, res.Stdout)
+	subs := subRuns(t, e, evs[0].RunID)
+	if len(subs) != 2 {
+		t.Fatalf("%d sub-runs, want 2", len(subs))
+	}
+	lastOfA, firstOfB := -1, -1
+	for i, ev := range evs {
+		switch {
+		case ev.Subagent == subs[0].ID:
+			lastOfA = i
+		case ev.Subagent == subs[1].ID && firstOfB < 0:
+			firstOfB = i
+		}
+	}
+	if firstOfB < lastOfA {
+		t.Errorf("the second subagent's first event (#%d) came before the first's last (#%d): they ran at once", firstOfB, lastOfA)
+	}
+	if fin := e2etest.LastFinished(t, evs); fin.Result != "Both subagents are done." {
+		t.Errorf("final = %+v", fin)
+	}
+}
+
+// kill -9 of the parent while both sub-runs wait for their model, after
+// each made its tool call (a bash line, an email): agent resume continues
+// the same two sub-runs where they stopped. Each tool call happened once
+// and the email was sent once.
+func TestSubagentsSurviveKill9OfTheParent(t *testing.T) {
+	t.Parallel()
+	mail := e2etest.NewMailbox(t)
+	held := make(chan struct{}) // the sub-runs' answers, until the parent is dead
+	defer close(held)
+	email, _ := json.Marshal(map[string]string{"to": "team@example.com", "subject": "Status", "body": "All green."})
+	e := e2etest.New(t,
+		twoTasks(),
+		bashCall(subAMark, "echo A >> log.txt"),
+		llmtest.Turn{When: subBMark, ToolCalls: []llmtest.Call{{Name: "send_email", Arguments: email}}},
+		llmtest.Turn{When: subAMark, Text: "A: appended one line", Gate: held},
+		llmtest.Turn{When: subBMark, Text: "B: the team was told", Gate: held},
+		llmtest.Turn{When: subAMark, Text: "A: appended one line"},
+		llmtest.Turn{When: subBMark, Text: "B: the team was told"},
+		llmtest.Turn{When: parentMark, Text: "Both subagents are done."},
+	)
+	b := e.StartWith(func(env []string) []string { return e.WithMail(env, mail) }, "run", "--json", parentMark+": do two things")
+	parent := b.WaitEvent(t, event.RunStarted).RunID
+	e2etest.WaitFor(t, "both subagents to ask the model again after their tool calls", func() bool {
+		return len(requestsWith(e.Srv, subAMark)) == 2 && len(requestsWith(e.Srv, subBMark)) == 2
+	})
+	if mail.Count() != 1 || e2etest.CountLines(t, filepath.Join(e.Workspace, "log.txt")) != 1 {
+		t.Fatalf("before the kill: %d mails, want 1, and log.txt should have 1 line", mail.Count())
+	}
+	b.Kill9(t)
+
+	res, _ := e.RunWith(e.WithMail(nil, mail), "resume", parent, "--json")
+	if res.Code != 0 {
+		t.Fatalf("resume: exit %d\n%s", res.Code, res.Stderr)
+	}
+	evs := e2etest.DecodeEvents(t, res.Stdout)
+	if fin := e2etest.LastFinished(t, evs); fin.Result != "Both subagents are done." {
+		t.Errorf("final = %+v", fin)
+	}
+	if n := e2etest.CountLines(t, filepath.Join(e.Workspace, "log.txt")); n != 1 {
+		t.Errorf("log.txt has %d lines, want 1: the subagent's bash call ran again", n)
+	}
+	if n := mail.Count(); n != 1 {
+		t.Errorf("the mailbox has %d messages, want 1: the subagent's email went out again", n)
+	}
+	subs := subRuns(t, e, parent)
+	if len(subs) != 2 || subs[0].Status != "completed" || subs[1].Status != "completed" {
+		t.Fatalf("sub-runs = %+v, want the same 2, completed", subs)
+	}
+	// Each sub-run asked the model 3 times: its tool call, the answer the
+	// kill cut off, the answer after resume; its conversation went on.
+	for _, mark := range []string{subAMark, subBMark} {
+		reqs := requestsWith(e.Srv, mark)
+		if len(reqs) != 3 || len(reqs[2].Messages()) != len(reqs[1].Messages()) {
+			t.Errorf("%s: %d requests, want 3, the last the same conversation as the one cut off", mark, len(reqs))
+		}
+	}
+}
+
+// A sub-run's approval is its parent's: agent run --json parks the
+// parent (exit 6) with the sub-run's wait, agent waiting lists it once,
+// under the parent, and agent approve PARENT --resume lets the sub-run's
+// call run once and the parent complete.
+func TestSubagentApprovalParksTheParent(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t,
+		llmtest.Turn{When: parentMark, ToolCalls: []llmtest.Call{taskCall("touch a file", subAMark+": touch the file approved")}},
+		bashCall(subAMark, "echo A >> log.txt"),
+		llmtest.Turn{When: subAMark, Text: "A: appended one line"},
+		llmtest.Turn{When: parentMark, Text: "The subagent is done."},
+	)
+	res := e.Run("run", "--json", "--ask", "bash", parentMark+": have a subagent do it")
+	if res.Code != 6 {
+		t.Fatalf("run: exit %d, want 6 (waiting)\n%s", res.Code, res.Stderr)
+	}
+	evs := e2etest.DecodeEvents(t, res.Stdout)
+	parent := evs[0].RunID
+	var w event.RunWaitingData
+	if last := evs[len(evs)-1]; last.Type != event.RunWaiting || last.Subagent != "" || last.Decode(&w) != nil || w.Tool != "bash" {
+		t.Fatalf("the stream ends with %s %s, want the parent's run.waiting for bash", last.Type, last.Data)
+	}
+	inbox := e.Run("waiting", "--json")
+	if strings.Count(inbox.Stdout, w.WaitID) != 1 || !strings.Contains(inbox.Stdout, parent) {
+		t.Errorf("agent waiting lists the wait %d times, want once, under the parent:\n%s", strings.Count(inbox.Stdout, w.WaitID), inbox.Stdout)
+	}
+	if _, err := os.Stat(filepath.Join(e.Workspace, "log.txt")); err == nil {
+		t.Fatal("the call ran before anyone approved it")
+	}
+	res = e.Run("approve", parent, "--resume")
+	if res.Code != 0 || !strings.Contains(res.Stdout, "The subagent is done.") {
+		t.Fatalf("approve --resume: exit %d\n%s%s", res.Code, res.Stdout, res.Stderr)
+	}
+	if n := e2etest.CountLines(t, filepath.Join(e.Workspace, "log.txt")); n != 1 {
+		t.Errorf("log.txt has %d lines, want 1", n)
+	}
+	if subs := subRuns(t, e, parent); len(subs) != 1 || subs[0].Status != "completed" {
+		t.Errorf("sub-runs = %+v, want one, completed", subs)
+	}
+}
