@@ -421,7 +421,7 @@ func (a *attempt) intent(e event.Event) {
 		return
 	}
 	c := Control{Proceed: true}
-	why := a.askedBy(in, e.Token)
+	why := a.askedBy(in.CallID, in.Tool, e.Token)
 	switch {
 	case a.stopping:
 		c = Control{Reason: "the attempt is stopping"}
@@ -478,7 +478,7 @@ func (a *attempt) task(e event.Event) {
 		a.warn(fmt.Sprintf("runner sent a malformed %s: %s", event.TaskRequest, clipLine(string(e.Data))))
 		return
 	}
-	why := a.taskAskedBy(in, e.Token)
+	why := a.askedBy(in.CallID, taskTool, e.Token)
 	switch {
 	case a.stopping:
 		why = "the attempt is stopping"

@@ -179,35 +179,22 @@ func (a *attempt) close(e event.Event) bool {
 	return true
 }
 
-// askedBy says why an intent is not the open call's own, or "" when it is.
-func (a *attempt) askedBy(in event.EffectIntentData, token string) string {
-	call := a.calls[in.CallID]
+// askedBy says why a request a child makes for one of its tool calls
+// (an effect.intent for tool, a task.request for the task tool) is not
+// that open call's own, or "" when it is: one request per call.
+func (a *attempt) askedBy(callID, tool, token string) string {
+	call := a.calls[callID]
 	switch {
 	case call == nil:
-		return fmt.Sprintf("it names tool call %q, which is not open", in.CallID)
+		return fmt.Sprintf("it names tool call %q, which is not open", callID)
 	case token != call.token:
-		return fmt.Sprintf("it does not carry the token of tool call %q", in.CallID)
-	case in.Tool != call.name:
-		return fmt.Sprintf("it names tool %q, and call %q is of %q", in.Tool, in.CallID, call.name)
+		return fmt.Sprintf("it does not carry the token of tool call %q", callID)
+	case tool != call.name:
+		return fmt.Sprintf("it names tool %q, and call %q is of %q", tool, callID, call.name)
+	case call.asked && tool == taskTool:
+		return fmt.Sprintf("call %q already asked for its sub-run", callID)
 	case call.asked:
-		return fmt.Sprintf("call %q already asked for its effect", in.CallID)
-	}
-	return ""
-}
-
-// taskAskedBy says why a task.request is not an open task call's own, or
-// "" when it is: one request per call.
-func (a *attempt) taskAskedBy(in event.TaskRequestData, token string) string {
-	call := a.calls[in.CallID]
-	switch {
-	case call == nil:
-		return fmt.Sprintf("it names tool call %q, which is not open", in.CallID)
-	case token != call.token:
-		return fmt.Sprintf("it does not carry the token of tool call %q", in.CallID)
-	case call.name != taskTool:
-		return fmt.Sprintf("call %q is of %q, not a task", in.CallID, call.name)
-	case call.asked:
-		return fmt.Sprintf("call %q already asked for its sub-run", in.CallID)
+		return fmt.Sprintf("call %q already asked for its effect", callID)
 	}
 	return ""
 }
