@@ -36,6 +36,9 @@ type fake struct {
 	enc   *event.Encoder
 	dir   string
 	token string // the open call's, as the parent gave it
+	// tokens are the open calls' tokens, for a reply's task calls, which
+	// are open together.
+	tokens map[string]string
 }
 
 var fakeChildren = map[string]func(f *fake) int{
@@ -85,6 +88,9 @@ func (f *fake) spec() PhaseSpec {
 func (f *fake) emit(typ string, data any) {
 	e := event.New(typ, data)
 	e.Token = f.token
+	if d, ok := data.(event.ToolCompletedData); ok && f.tokens[d.CallID] != "" {
+		e.Token = f.tokens[d.CallID]
+	}
 	if err := f.enc.Encode(e); err != nil {
 		os.Exit(97)
 	}
@@ -108,6 +114,10 @@ func (f *fake) start(ctx context.Context, intents *Intents, id, name string) {
 	f.emit(event.Sync, event.SyncData{ID: "sync-" + id})
 	c, _ := intents.Wait(ctx, "sync-"+id)
 	f.token = c.Token
+	if f.tokens == nil {
+		f.tokens = map[string]string{}
+	}
+	f.tokens[id] = c.Token
 }
 
 func (f *fake) result(status, output, reason string) {
@@ -267,6 +277,7 @@ func fakeTwoResults(f *fake) int {
 //	receipt:KEY:TYPE  receipt.recorded
 //	failed:KEY        effect.failed
 //	unknown:KEY       effect.unknown
+//	task:CALL         task.request with CALL's token; waits for the ack
 func fakeEffects(f *fake) int {
 	f.spec()
 	intents := &Intents{}
@@ -300,6 +311,21 @@ func fakeEffects(f *fake) int {
 			emit(event.EffectFailed, event.EffectFailedData{Key: p[1], Error: "refused"})
 		case "unknown":
 			emit(event.EffectUnknown, event.EffectUnknownData{Key: p[1], Error: "connection lost"})
+		case "task":
+			id := fmt.Sprint("t", i)
+			e := event.New(event.TaskRequest, event.TaskRequestData{ID: id, CallID: p[1], Prompt: "do " + p[1]})
+			if !forged {
+				e.Token = f.tokens[p[1]]
+			}
+			if err := f.enc.Encode(e); err != nil {
+				return 97
+			}
+			c, err := intents.Wait(ctx, id)
+			answer := "none"
+			if c.Task != nil {
+				answer = c.Task.Output
+			}
+			f.say(fmt.Sprintf("task %s answer=%s err=%v", p[1], answer, err))
 		}
 	}
 	f.result(event.StatusCompleted, "done", "")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"reflect"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,6 +223,87 @@ func TestRunTrustsOnlyTheOpenCall(t *testing.T) {
 			tc.check(t, runFake(t, tc))
 		})
 	}
+}
+
+// A reply's task calls are open together, and only they: each asks for
+// its sub-run once, with its own token, and gets it (OnTask) on a
+// goroutine of its own; a request forged, of a call not open, of a call
+// that is no task, or a second one, is refused at once; another call
+// started while a task call is open, or a task call while another call
+// is, is not the child's.
+func TestRunTaskCallsOpenTogether(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var asked []string
+	tc := runCase{
+		name: "task calls", behaviour: "effects",
+		config: func(c *Config) {
+			steps("start:t1:task", "start:t2:task", "!start:b1:bash",
+				"!task:t2", "task:t1", "task:t2", "task:t2", "task:t9",
+				"done:t1", "done:t2",
+				"start:b2:bash", "!start:t3:task", "task:b2", "done:b2")(c)
+			c.OnTask = func(_ context.Context, req event.TaskRequestData) (event.TaskResultData, error) {
+				mu.Lock()
+				asked = append(asked, req.CallID)
+				mu.Unlock()
+				return event.TaskResultData{RunID: "sub-" + req.CallID, Status: event.StatusCompleted, Output: "did-" + req.CallID}, nil
+			}
+		},
+		check: func(t *testing.T, o outcome) {
+			wantStatus(t, o, event.StatusCompleted, 0)
+			mu.Lock()
+			defer mu.Unlock()
+			if !reflect.DeepEqual(asked, []string{"t1", "t2"}) {
+				t.Errorf("OnTask ran %q, want t1 and t2", asked)
+			}
+			want := []string{"task t2 answer=none err=<nil>", "task t1 answer=did-t1 err=<nil>", "task t2 answer=did-t2 err=<nil>",
+				"task t2 answer=none err=<nil>", "task t9 answer=none err=<nil>", "task b2 answer=none err=<nil>"}
+			if got := said(o); !reflect.DeepEqual(got, want) {
+				t.Errorf("the child was answered %q,\nwant %q", got, want)
+			}
+			wantWarnings(t, o,
+				`ignored a tool.started from the runner for call "b1": call "t`,
+				`ignored a task.request from the runner: it does not carry the token of tool call "t2"`,
+				`ignored a task.request from the runner: call "t2" already asked for its sub-run`,
+				`ignored a task.request from the runner: it names tool call "t9", which is not open`,
+				`ignored a tool.started from the runner for call "t3": call "b2" is still open`,
+				`ignored a task.request from the runner: it names tool "task", and call "b2" is of "bash"`)
+		},
+	}
+	tc.check(t, runFake(t, tc))
+}
+
+// An attempt that stops stops its sub-runs: OnTask's context ends with
+// it, and Run returns only once OnTask has.
+func TestRunStopsItsTasks(t *testing.T) {
+	t.Parallel()
+	var stopped atomic.Bool
+	var stop atomic.Pointer[context.CancelFunc]
+	tc := runCase{
+		name: "stopped with a task running", behaviour: "effects",
+		config: func(c *Config) {
+			steps("start:t1:task", "task:t1")(c)
+			c.OnTask = func(ctx context.Context, req event.TaskRequestData) (event.TaskResultData, error) {
+				(*stop.Load())() // the caller stops the attempt while its sub-run runs
+				<-ctx.Done()
+				stopped.Store(true)
+				return event.TaskResultData{}, context.Cause(ctx)
+			}
+		},
+		onEvent: func(e event.Event, cancel context.CancelFunc) error {
+			stop.Store(&cancel) // before the child asks: it waits for the sync's ack
+			return nil
+		},
+		check: func(t *testing.T, o outcome) {
+			if o.res.Status != event.StatusCancelled {
+				t.Errorf("status %q, want cancelled", o.res.Status)
+			}
+			if !stopped.Load() {
+				t.Error("Run returned before the task it ran had stopped")
+			}
+		},
+	}
+	tc.check(t, runFake(t, tc))
 }
 
 func TestRunResultCountsOnlyFromAChildThatExits0(t *testing.T) {
