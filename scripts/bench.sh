@@ -12,6 +12,8 @@
 #   - a 60-turn run with large tool outputs, with and without compaction:
 #     prompt tokens per turn (the growth curve) and the run's time;
 #   - the harness's own overhead per phase on a 20-phase plan (<= 30 ms);
+#   - a subagent's start: from the parent's task call to the sub-run's first
+#     model request (median, p90);
 #   - gateway event fan-out to 100 and 1,000 clients (p50/p99, events/s) and
 #     the gateway's idle and peak RSS (<= 30 MB; OpenClaw idles at about
 #     0.8 GB);
@@ -50,6 +52,7 @@ bench run-one-mcp-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkR
 bench mcp-start-and-call go test -run '^$' -bench 'BenchmarkMCP' -count 1 ./mcp
 bench compaction-60-turns env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkCompaction60Turns' -benchtime 3x -count 1 ./e2e/cli/
 bench harness-phase-overhead env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkHarnessPhaseOverhead' -benchtime "${BENCH_HARNESS_RUNS:-10}x" -count 1 ./e2e/cli/
+bench subagent-start env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkSubagentStart' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
 bench gateway-idle-rss env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkGatewayIdleRSS' -benchtime 3x -count 1 ./e2e/gateway/
 bench cluster-workers env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkClusterWorkers' -benchtime 1x -count 1 ./e2e/cluster/
 bench cluster-takeover env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkClusterTakeover' -benchtime 3x -count 1 ./e2e/cluster/

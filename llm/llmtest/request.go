@@ -4,14 +4,16 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // RecordedRequest is one request the server received.
 type RecordedRequest struct {
 	Path   string
 	Header http.Header
-	Body   []byte // the raw JSON body
-	Turn   int    // index into Script.Turns that answered it; -1 if none
+	Body   []byte    // the raw JSON body
+	Turn   int       // index into Script.Turns that answered it; -1 if none
+	At     time.Time // when its body had arrived
 	// TooLong says the server refused it as past its context window
 	// (Script.ContextWindow, MaxRequestBytes).
 	TooLong bool

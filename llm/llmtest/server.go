@@ -158,7 +158,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return // the client went away
 	}
-	rec := RecordedRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Turn: -1}
+	rec := RecordedRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Turn: -1, At: time.Now()}
 	parseErr := json.Unmarshal(body, &rec.parsed)
 
 	// Pick the turn and record the request under one lock, so turns are
