@@ -299,3 +299,47 @@ func TestSubagentApprovalParksTheParent(t *testing.T) {
 		t.Errorf("sub-runs = %+v, want one, completed", subs)
 	}
 }
+
+// Ctrl-C of the parent interrupts its sub-run too, resumably: the parent
+// exits 130, the sub-run is interrupted, and agent resume continues the
+// same sub-run after its finished tool call, which does not run again;
+// agent resume of the sub-run itself is refused, naming its parent.
+func TestSubagentInterruptedWithItsParent(t *testing.T) {
+	t.Parallel()
+	held := make(chan struct{})
+	defer close(held)
+	e := e2etest.New(t,
+		llmtest.Turn{When: parentMark, ToolCalls: []llmtest.Call{taskCall("append a line", subAMark+": append A")}},
+		bashCall(subAMark, "echo A >> log.txt"),
+		llmtest.Turn{When: subAMark, Text: "never seen", Gate: held},
+		llmtest.Turn{When: subAMark, Text: "A: appended one line"},
+		llmtest.Turn{When: parentMark, Text: "The subagent is done."},
+	)
+	b := e.Start("run", "--json", parentMark+": delegate")
+	parent := b.WaitEvent(t, event.RunStarted).RunID
+	e2etest.WaitFor(t, "the subagent's second model request", func() bool { return len(requestsWith(e.Srv, subAMark)) == 2 })
+	if err := b.Cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	<-b.Done
+	if err := b.Cmd.Wait(); b.Cmd.ProcessState.ExitCode() != 130 {
+		t.Fatalf("after SIGINT: %v, want exit 130", err)
+	}
+	subs := subRuns(t, e, parent)
+	if len(subs) != 1 || subs[0].Status != event.StatusInterrupted {
+		t.Fatalf("sub-runs = %+v, want one, interrupted", subs)
+	}
+	if res := e.Run("resume", subs[0].ID); res.Code != 4 || !strings.Contains(res.Stderr, "agent resume "+parent) {
+		t.Errorf("resume of the sub-run: exit %d %q, want 4 naming its parent", res.Code, res.Stderr)
+	}
+	res := e.Run("resume", parent, "--json")
+	if res.Code != 0 {
+		t.Fatalf("resume: exit %d\n%s", res.Code, res.Stderr)
+	}
+	if again := subRuns(t, e, parent); len(again) != 1 || again[0].ID != subs[0].ID || again[0].Status != event.StatusCompleted {
+		t.Errorf("sub-runs after = %+v, want the same one, completed", again)
+	}
+	if n := e2etest.CountLines(t, filepath.Join(e.Workspace, "log.txt")); n != 1 {
+		t.Errorf("log.txt has %d lines, want 1", n)
+	}
+}
