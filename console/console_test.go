@@ -323,3 +323,24 @@ func TestRateLimitedSaysWhenToGoOn(t *testing.T) {
 		t.Errorf("got %q\nwant %q…", errb.String(), want)
 	}
 }
+
+// A sub-run's events in its parent's stream are shown under its task:
+// its tool lines prefixed "↳ TASK", nothing of its own start or messages,
+// and the parent's own lines as ever.
+func TestPrinterShowsSubagentsUnderTheirTask(t *testing.T) {
+	var out, errw strings.Builder
+	p := console.NewPrinter(&out, &errw, false)
+	sub := func(e event.Event) event.Event { e.Subagent = "5ce8f4a5-a0d9-4454-bc9c-4975d88e523a"; return e }
+	p.Print(event.New(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "task", Args: json.RawMessage(`{"description":"count the files"}`)}))
+	p.Print(sub(event.New(event.RunStarted, event.RunStartedData{Prompt: "count them", Task: "count the files", Sandbox: "off"})))
+	p.Print(sub(event.New(event.MessageCompleted, event.MessageData{Role: "assistant", Text: "counting"})))
+	p.Print(sub(event.New(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "bash", Args: json.RawMessage(`{"command":"ls | wc -l"}`)})))
+	p.Print(sub(event.New(event.ToolCompleted, event.ToolCompletedData{CallID: "c1", Name: "bash", OK: true})))
+	p.Print(event.New(event.ToolCompleted, event.ToolCompletedData{CallID: "c1", Name: "task", OK: true, Output: "3"}))
+	if want := "  ↳ count the files ✓ bash ls | wc -l\n✓ task count the files\n"; out.String() != want {
+		t.Errorf("printed %q, want %q", out.String(), want)
+	}
+	if errw.String() != "" {
+		t.Errorf("diagnostics %q, want none", errw.String())
+	}
+}

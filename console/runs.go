@@ -221,9 +221,13 @@ func printReceipts(w io.Writer, indent string, rs []store.BoardReceipt) {
 }
 
 // EventLine is one stored event on a line, as `agent runs events` lists
-// them: its seq, time, type and what it says.
+// them: its seq, time, type and what it says; a sub-run's says whose.
 func EventLine(e event.Event) string {
-	return fmt.Sprintf("%5d  %s  %-22s %s", e.Seq, e.TS.Local().Format("15:04:05.000"), e.Type, eventSummary(e))
+	summary := eventSummary(e)
+	if e.Subagent != "" {
+		summary = "↳ " + ShortID(e.Subagent) + " " + summary // a sub-run's, shown in its parent's stream
+	}
+	return fmt.Sprintf("%5d  %s  %-22s %s", e.Seq, e.TS.Local().Format("15:04:05.000"), e.Type, summary)
 }
 
 // eventSummary is what an event says, in a few words.
