@@ -119,7 +119,7 @@ func (t *subagents) drive(ctx context.Context, sub *store.Run, o Options, resume
 		if sub, err = t.s.db.GetRun(persist, sub.ID); err != nil {
 			return event.TaskResultData{}, err
 		}
-		if err := t.s.Acquire(persist, sub.ID); err != nil {
+		if err := t.acquire(persist, sub.ID); err != nil {
 			return event.TaskResultData{}, err
 		}
 		resume = true
