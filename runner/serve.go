@@ -125,8 +125,8 @@ const blobAbove = 1 << 20
 
 func (s *childSink) Emit(ctx context.Context, e event.Event) error {
 	e.RunID, e.SessionID, e.PhaseID, e.Attempt = s.spec.RunID, s.spec.SessionID, s.spec.PhaseID, s.spec.Attempt
-	e.Token = s.token(e)
-	whole := e // tracked with its data, which may go through the blob store
+	call := callOf(e) // read before its data may go to the blob store
+	e.Token = s.token(e.Type, call)
 	if len(e.Data) > blobAbove && s.blobs != nil {
 		sha, err := s.blobs.PutBytes(e.Data)
 		if err != nil {
@@ -137,7 +137,7 @@ func (s *childSink) Emit(ctx context.Context, e event.Event) error {
 	if err := s.enc.Encode(e); err != nil {
 		return fmt.Errorf("write to the parent: %w", err)
 	}
-	s.track(whole)
+	s.track(e.Type, call)
 	if e.Type == event.ToolStarted || e.Type == event.CheckpointCreated {
 		return s.sync(ctx, e.Type == event.ToolStarted)
 	}
@@ -158,14 +158,15 @@ func callOf(e event.Event) string {
 	return ""
 }
 
-// token is the token an event carries: its call's, or the last call's.
-func (s *childSink) token(e event.Event) string {
-	if e.Type == event.ToolStarted {
+// token is the token an event of type typ carries: that of the call it
+// names, or else of the last call.
+func (s *childSink) token(typ, call string) string {
+	if typ == event.ToolStarted {
 		return ""
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if call := callOf(e); call != "" {
+	if call != "" {
 		return s.calls[call]
 	}
 	return s.calls[s.last]
@@ -173,9 +174,8 @@ func (s *childSink) token(e event.Event) string {
 
 // track notes which tool calls are open, for the intents and task
 // requests their tools make.
-func (s *childSink) track(e event.Event) {
-	call := callOf(e)
-	if call == "" || e.Type != event.ToolStarted && e.Type != event.ToolCompleted {
+func (s *childSink) track(typ, call string) {
+	if call == "" || typ != event.ToolStarted && typ != event.ToolCompleted {
 		return
 	}
 	s.mu.Lock()
@@ -184,7 +184,7 @@ func (s *childSink) track(e event.Event) {
 		s.calls = map[string]string{}
 	}
 	switch {
-	case e.Type == event.ToolStarted:
+	case typ == event.ToolStarted:
 		s.calls[call], s.last = "", call
 	default:
 		delete(s.calls, call)
