@@ -343,3 +343,43 @@ func TestSubagentInterruptedWithItsParent(t *testing.T) {
 		t.Errorf("log.txt has %d lines, want 1", n)
 	}
 }
+
+// Hooks see subagents as Claude Code's do: a PreToolUse hook matching
+// Task gets the task call (and may deny it: no sub-run is made), and a
+// sub-run's final answer fires SubagentStop where its parent's fires
+// Stop.
+func TestSubagentHooks(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t,
+		llmtest.Turn{When: parentMark, ToolCalls: []llmtest.Call{taskCall("look it up", subAMark+": look")}},
+		llmtest.Turn{When: subAMark, Text: "A: found it"},
+		llmtest.Turn{When: parentMark, ToolCalls: []llmtest.Call{taskCall("denied one", subBMark+": never")}},
+		llmtest.Turn{When: parentMark, Text: "Done."},
+	)
+	settings := e.WriteHooks(t, `{"hooks": {
+  "PreToolUse": [{"matcher": "Task", "hooks": [{"type": "command", "command": "cat >> $DIR/pre.log; echo >> $DIR/pre.log; if grep -q 'denied one' $DIR/pre.log; then echo 'no more subagents' >&2; exit 2; fi"}]}],
+  "SubagentStop": [{"hooks": [{"type": "command", "command": "echo SubagentStop >> $DIR/stops.log"}]}],
+  "Stop": [{"hooks": [{"type": "command", "command": "echo Stop >> $DIR/stops.log"}]}]
+}}`, nil)
+	res := e.Run("run", "--json", "--settings", settings, parentMark+": delegate")
+	if res.Code != 0 {
+		t.Fatalf("run: exit %d\n%s", res.Code, res.Stderr)
+	}
+	dir := filepath.Dir(settings)
+	pre, _ := os.ReadFile(filepath.Join(dir, "pre.log"))
+	if n := strings.Count(string(pre), `"tool_name":"Task"`); n != 2 {
+		t.Errorf("the PreToolUse hook saw %d Task calls, want 2:\n%s", n, pre)
+	}
+	stops, _ := os.ReadFile(filepath.Join(dir, "stops.log"))
+	if string(stops) != "SubagentStop\nStop\n" {
+		t.Errorf("stop hooks ran %q, want SubagentStop then Stop", stops)
+	}
+	evs := e2etest.DecodeEvents(t, res.Stdout)
+	subs := subRuns(t, e, evs[0].RunID)
+	if len(subs) != 1 {
+		t.Errorf("%d sub-runs, want 1: the denied task call made none", len(subs))
+	}
+	if !strings.Contains(res.Stdout, "denied (PreToolUse hook): no more subagents") {
+		t.Error("the denied task call's result does not say the hook denied it")
+	}
+}
