@@ -150,6 +150,12 @@ func (t *subagents) open(ctx context.Context, call string, req event.TaskRequest
 	o.Until, o.MaxIterations, o.Timeout, o.MaxSubagents = "", 0, 0, 0
 	o.Harness, o.Parallel, o.PhaseTimeout, o.ContextBudget = false, 0, 0, 0
 	o.MaxTokens, o.MaxCost = req.MaxTokens, req.MaxCost
+	// The parent's answer may have a schema and its session a compaction
+	// asked for; a sub-run answers the parent's model in text, alone.
+	o.OutputSchema = nil
+	if o.Compact == "now" {
+		o.Compact = ""
+	}
 	sub := &store.Run{
 		ID: uuid.NewString(), Kind: store.KindRun, Prompt: req.Prompt, Workspace: t.parent.Workspace,
 		Model: o.Model, Config: o.encode(), ParentRunID: t.parent.ID, ParentCall: call, Description: req.Description,

@@ -383,3 +383,30 @@ func TestSubagentHooks(t *testing.T) {
 		t.Error("the denied task call's result does not say the hook denied it")
 	}
 }
+
+// A parent's --output-schema is its own answer's: its subagent answers
+// its model in plain text.
+func TestSubagentOfARunWithAnOutputSchema(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t,
+		llmtest.Turn{When: parentMark, ToolCalls: []llmtest.Call{taskCall("look it up", subAMark+": look")}},
+		llmtest.Turn{When: subAMark, Text: "A: found it"},
+		llmtest.Turn{When: parentMark, Text: `{"found": true}`},
+	)
+	schema := filepath.Join(t.TempDir(), "schema.json")
+	if err := os.WriteFile(schema, []byte(`{"type":"object","required":["found"]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := e.Run("run", "--json", "--output-schema", schema, parentMark+": delegate")
+	if res.Code != 0 {
+		t.Fatalf("run: exit %d\n%s", res.Code, res.Stderr)
+	}
+	evs := e2etest.DecodeEvents(t, res.Stdout)
+	subs := subRuns(t, e, evs[0].RunID)
+	if len(subs) != 1 || subs[0].Status != "completed" || subs[0].Result != "A: found it" {
+		for _, r := range subs {
+			t.Logf("sub-run %s: %s (%s) %q", r.ID, r.Status, r.Detail, r.Result)
+		}
+		t.Errorf("%d sub-runs, want one that completed with its text", len(subs))
+	}
+}
