@@ -62,10 +62,16 @@ func PrintRun(w io.Writer, v store.RunDetail) {
 	for _, wait := range v.Waiting {
 		fmt.Fprintf(w, "waiting   %s\n", strings.TrimPrefix(WaitLine(wait), "⏸ waiting "))
 	}
+	// A sub-run is answered and resumed through its parent, which has
+	// its waits and continues it.
+	via := ShortID(v.ID)
+	if v.ParentRunID != "" {
+		via = ShortID(v.ParentRunID)
+	}
 	if len(v.Waiting) > 0 {
-		fmt.Fprintf(w, "answer    agent approve, deny or answer %s (see agent waiting); then agent resume %s\n", ShortID(v.ID), ShortID(v.ID))
+		fmt.Fprintf(w, "answer    agent approve, deny or answer %s (see agent waiting); then agent resume %s\n", via, via)
 	} else if v.Status != event.StatusCompleted && v.Status != event.StatusCancelled {
-		fmt.Fprintf(w, "resume    agent resume %s\n", ShortID(v.ID))
+		fmt.Fprintf(w, "resume    agent resume %s\n", via)
 	}
 	if v.PrunedAt != nil {
 		fmt.Fprintf(w, "pruned    on %s: message deltas and tool outputs removed (agent prune)\n", v.PrunedAt.Local().Format(time.DateOnly))

@@ -332,6 +332,9 @@ func TestSubagentInterruptedWithItsParent(t *testing.T) {
 	if res := e.Run("resume", subs[0].ID); res.Code != 4 || !strings.Contains(res.Stderr, "agent resume "+parent) {
 		t.Errorf("resume of the sub-run: exit %d %q, want 4 naming its parent", res.Code, res.Stderr)
 	}
+	if show := e.Run("runs", "show", subs[0].ID); !strings.Contains(show.Stdout, "resume    agent resume "+parent[:8]) {
+		t.Errorf("runs show of the interrupted sub-run does not say to resume its parent:\n%s", show.Stdout)
+	}
 	res := e.Run("resume", parent, "--json")
 	if res.Code != 0 {
 		t.Fatalf("resume: exit %d\n%s", res.Code, res.Stderr)
