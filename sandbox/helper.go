@@ -38,6 +38,9 @@ type helperSpec struct {
 const helperFailed = "unsupported: "
 
 func init() {
+	if len(os.Args) == 2 && os.Args[0] == serverName {
+		os.Exit(serve(os.Args[1]))
+	}
 	if len(os.Args) < 4 || os.Args[0] != helperName {
 		return
 	}

@@ -72,10 +72,7 @@ const (
 // devices; ioctls on devices only on the command's own terminals (ptys).
 func rules(spec helperSpec, ptys bool) (int, error) {
 	abi, _ := landlockABI()
-	attr := unix.LandlockRulesetAttr{Handled_access_fs: readTree | writeTree}
-	if abi >= 5 {
-		attr.Handled_access_fs |= ioctlDev
-	}
+	attr := unix.LandlockRulesetAttr{Handled_access_fs: handled(abi)}
 	if abi >= 6 {
 		// No signals to processes outside, such as agent itself.
 		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
@@ -136,6 +133,22 @@ func rules(spec helperSpec, ptys bool) (int, error) {
 		}
 	}
 	return fd, nil
+}
+
+// handled is what a ruleset restricts on a kernel of this ABI.
+func handled(abi int) uint64 {
+	if abi >= 5 {
+		return readTree | writeTree | ioctlDev
+	}
+	return readTree | writeTree
+}
+
+// ptyAccess is what rules grants on a command's own /dev/pts (dir) and
+// /dev/ptmx (file).
+func ptyAccess() (dir, file uint64) {
+	abi, _ := landlockABI()
+	h := handled(abi)
+	return (readTree | writeFile | ioctlDev) & h, (readFile | writeFile | ioctlDev) & h
 }
 
 // readableBeneath grants reading everything under dir but the hidden

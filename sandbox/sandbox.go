@@ -107,6 +107,9 @@ type Sandbox struct {
 	tmp  string
 	env  []string
 	spec []byte // the helper's spec, the same for every command
+
+	mu  sync.Mutex
+	srv *server // Spawn's helper server, started by the first Spawn
 }
 
 // minABI is the Landlock ABI a sandbox needs: 3 (Linux 6.2) is the first
@@ -166,6 +169,10 @@ func (s *Sandbox) prepare() error {
 // Mode is the mode enforced.
 func (s *Sandbox) Mode() Mode { return s.policy.Mode }
 
+// Confined reports whether commands are confined: started with Spawn
+// rather than Start. False for a nil sandbox.
+func (s *Sandbox) Confined() bool { return s != nil && s.policy.Mode != Off }
+
 // Network reports whether commands have the network.
 func (s *Sandbox) Network() bool { return s.policy.Mode == Off || s.policy.Network }
 
@@ -173,11 +180,18 @@ func (s *Sandbox) Network() bool { return s.policy.Mode == Off || s.policy.Netwo
 // the first command).
 func (s *Sandbox) TmpDir() string { return s.tmp }
 
-// Close removes the temporary directory.
+// Close stops the helper server, and so every command it started, and
+// removes the temporary directory.
 func (s *Sandbox) Close() {
 	if s == nil {
 		return
 	}
+	s.mu.Lock()
+	if s.srv != nil {
+		s.srv.stop()
+		s.srv = nil
+	}
+	s.mu.Unlock()
 	if s.tmp != "" {
 		_ = os.RemoveAll(s.tmp)
 	}
@@ -223,47 +237,7 @@ func (s *Sandbox) Start(cmd *exec.Cmd) error {
 	}
 	defer status.Close()
 	cmd.ExtraFiles = []*os.File{report}
-	attr := &syscall.SysProcAttr{
-		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
-		// A session of its own: no controlling terminal, so nothing can be
-		// pushed into the user's terminal (TIOCSTI) and /dev/tty opens
-		// nothing.
-		Setsid: true,
-		// The command is init of its PID namespace: when it dies, everything
-		// it started dies, setsid or not. It dies when the thread that
-		// started it does, which lives until it has exited: so a kill -9 of
-		// agent ends it.
-		Pdeathsig: syscall.SIGKILL,
-		// For the helper's mounts in its own mount namespace; it drops it
-		// before it becomes the command. No id mappings: without them the
-		// command keeps its own uid for files while it holds no capability
-		// over anything outside its namespaces.
-		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN},
-	}
-	if !s.policy.Network {
-		attr.Cloneflags |= syscall.CLONE_NEWNET
-	}
-	cmd.SysProcAttr = attr
-
-	started := make(chan error, 1)
-	go func() {
-		// Never unlocked: Pdeathsig follows the thread that started the
-		// command, so this one lives as long as the command does.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSPC) {
-				err = namespaceError(err) // the namespaces, refused after all
-			}
-			started <- err
-			return
-		}
-		started <- nil
-		// Live as long as the command (without reaping it: its Wait does).
-		var info unix.Siginfo
-		for unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
-		}
-	}()
-	err = <-started
+	err = startInNamespaces(cmd, s.policy.Network)
 	report.Close()
 	if err != nil {
 		return err
@@ -275,6 +249,54 @@ func (s *Sandbox) Start(cmd *exec.Cmd) error {
 	}
 	_ = cmd.Wait()
 	return helperError(string(msg))
+}
+
+// startInNamespaces starts cmd (this binary as a helper) in new user, PID,
+// mount and (network off) network namespaces, in a session of its own with
+// no controlling terminal, from a thread that lives as long as cmd: a kill
+// -9 of agent ends it.
+func startInNamespaces(cmd *exec.Cmd, network bool) error {
+	attr := &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS,
+		// A session of its own: no controlling terminal, so nothing can be
+		// pushed into the user's terminal (TIOCSTI) and /dev/tty opens
+		// nothing.
+		Setsid: true,
+		// The helper is init of its PID namespace: when it dies, everything
+		// it started dies, setsid or not. It dies when the thread that
+		// started it does, which lives until it has exited: so a kill -9 of
+		// agent ends it.
+		Pdeathsig: syscall.SIGKILL,
+		// For the helper's mounts in its own mount namespace; it drops it
+		// before it becomes the command. No id mappings: without them the
+		// command keeps its own uid for files while it holds no capability
+		// over anything outside its namespaces.
+		AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN},
+	}
+	if !network {
+		attr.Cloneflags |= syscall.CLONE_NEWNET
+	}
+	cmd.SysProcAttr = attr
+
+	started := make(chan error, 1)
+	go func() {
+		// Never unlocked: Pdeathsig follows the thread that started the
+		// helper, so this one lives as long as the helper does.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSPC) {
+				err = namespaceError(err) // the namespaces, refused after all
+			}
+			started <- err
+			return
+		}
+		started <- nil
+		// Live as long as the helper (without reaping it: its Wait does).
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+	}()
+	return <-started
 }
 
 // caches points the usual build and package caches into the private

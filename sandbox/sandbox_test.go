@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -73,9 +74,36 @@ func (f *fixture) sandbox(t *testing.T, mode Mode, network bool) *Sandbox {
 	return s
 }
 
-// sh runs script in the sandbox and returns its combined output and
-// whether it exited 0.
+// sh runs script in the sandbox as the bash tool does (Spawn, through
+// the helper server; Start when the sandbox is off) and returns its
+// combined output and whether it exited 0.
 func sh(t *testing.T, s *Sandbox, dir, script string) (string, bool) {
+	t.Helper()
+	if s.Mode() == Off {
+		return shStart(t, s, dir, script)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	c, err := s.Spawn([]string{"/bin/sh", "-c", script}, dir, null, w, w)
+	w.Close()
+	if err != nil {
+		t.Fatalf("spawn: %v", err)
+	}
+	out, _ := io.ReadAll(r)
+	ws := c.Wait()
+	return string(out), ws.Exited() && ws.ExitStatus() == 0
+}
+
+// shStart is sh through Start: a helper per command, as MCP servers start.
+func shStart(t *testing.T, s *Sandbox, dir, script string) (string, bool) {
 	t.Helper()
 	cmd := exec.Command("/bin/sh", "-c", script)
 	cmd.Dir = dir

@@ -97,12 +97,12 @@ func (t *bashTool) Run(ctx context.Context, ws *Workspace, args json.RawMessage)
 		maxOut = DefaultMaxOutput
 	}
 	r := runShell(ctx, t.sandbox, ws.Root(), a.Command, timeout, t.waitDelay, maxOut)
-	if r.state == nil {
+	if !r.started {
 		return errorf("start %s: %v", r.shell, r.err)
 	}
 	status := r.status()
 	// Leftover background processes get a status note but are not a failure.
-	isErr := !r.state.Success()
+	isErr := !r.success()
 
 	reserve := 0
 	// Say when the sandbox may have refused something, so the model can

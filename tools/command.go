@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"syscall"
@@ -35,16 +36,16 @@ func RunCommand(ctx context.Context, sb *sandbox.Sandbox, dir, command string, t
 	r := runShell(ctx, sb, dir, command, timeout, bashWaitDelay, maxOutput)
 	output, _ = truncateTotal(r.text, r.total, maxOutput)
 	switch {
-	case r.state == nil:
+	case !r.started:
 		return output, -1, fmt.Errorf("start %s: %w", r.shell, r.err)
 	case r.cancelled:
 		return output, -1, fmt.Errorf("%s: %w", r.status(), context.Canceled)
 	case r.timedOut:
 		return output, -1, fmt.Errorf("%s: %w", r.status(), context.DeadlineExceeded)
-	case r.state.ExitCode() < 0: // killed by a signal
+	case r.ws.Signaled():
 		return output, -1, errors.New(r.status())
 	}
-	return output, r.state.ExitCode(), nil
+	return output, r.ws.ExitStatus(), nil
 }
 
 // shellRun is what runShell saw: the kept output and how the shell ended.
@@ -53,8 +54,9 @@ type shellRun struct {
 	timeout   time.Duration
 	text      string // head and tail of the combined output
 	total     int    // bytes written in all
-	state     *os.ProcessState
-	err       error // from cmd.Run; state is nil when the shell did not start
+	started   bool
+	ws        syscall.WaitStatus // how it ended, once started
+	err       error              // from starting or waiting for it
 	timedOut  bool
 	cancelled bool
 }
@@ -93,18 +95,66 @@ func runShell(ctx context.Context, sb *sandbox.Sandbox, dir, command string, tim
 	cmd.Stdout = out // the same writer for both keeps their interleaving
 	cmd.Stderr = out
 
-	err := sb.Start(cmd) // a nil sandbox starts it as it is
-	if err == nil {
-		err = cmd.Wait()
+	r := shellRun{shell: shell, timeout: timeout}
+	if sb.Confined() {
+		r.started, r.ws, r.err = runConfined(tctx, sb, shell, dir, command, cmd.WaitDelay, out)
+	} else {
+		r.err = sb.Start(cmd) // a nil sandbox starts it as it is
+		if r.err == nil {
+			r.err = cmd.Wait()
+			r.started = true
+			r.ws, _ = cmd.ProcessState.Sys().(syscall.WaitStatus)
+		}
 	}
-	r := shellRun{shell: shell, timeout: timeout, state: cmd.ProcessState, err: err}
 	r.text, r.total = out.snapshot()
-	if r.state != nil && !r.state.Success() && tctx.Err() != nil {
+	if r.started && !r.success() && tctx.Err() != nil {
 		r.cancelled = ctx.Err() != nil
 		r.timedOut = !r.cancelled
 	}
 	return r
 }
+
+// runConfined runs the shell through the sandbox's helper server (the
+// cheap way to start a sandboxed command): killed when tctx ends, with
+// everything it started, since it is init of its own PID namespace.
+func runConfined(tctx context.Context, sb *sandbox.Sandbox, shell, dir, command string, waitDelay time.Duration, out io.Writer) (started bool, ws syscall.WaitStatus, err error) {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return false, 0, err
+	}
+	defer null.Close()
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		return false, 0, err
+	}
+	defer rd.Close()
+	c, err := sb.Spawn([]string{shell, "-c", command}, dir, null, wr, wr)
+	wr.Close()
+	if err != nil {
+		return false, 0, err
+	}
+	copied := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(out, rd)
+		close(copied)
+	}()
+	stop := context.AfterFunc(tctx, c.Kill)
+	defer stop()
+	ws = c.Wait()
+	// Its processes are gone with it; a descriptor it passed on (over a
+	// socket) may still hold the pipe.
+	select {
+	case <-copied:
+		return true, ws, nil
+	case <-time.After(waitDelay):
+		rd.Close()
+		<-copied
+		return true, ws, exec.ErrWaitDelay
+	}
+}
+
+// success: the shell exited 0.
+func (r shellRun) success() bool { return r.ws.Exited() && r.ws.ExitStatus() == 0 }
 
 // status describes how a started shell ended, or "" for a clean exit 0.
 func (r shellRun) status() string {
@@ -113,12 +163,11 @@ func (r shellRun) status() string {
 		return "command cancelled; the process group was killed"
 	case r.timedOut:
 		return fmt.Sprintf("command timed out after %s; the process group was killed", fmtSeconds(r.timeout))
-	case !r.state.Success():
-		wst, _ := r.state.Sys().(syscall.WaitStatus)
-		if wst.Signaled() {
-			return fmt.Sprintf("terminated by signal %v", wst.Signal())
+	case !r.success():
+		if r.ws.Signaled() {
+			return fmt.Sprintf("terminated by signal %v", r.ws.Signal())
 		}
-		return fmt.Sprintf("exit status %d", r.state.ExitCode())
+		return fmt.Sprintf("exit status %d", r.ws.ExitStatus())
 	case errors.Is(r.err, exec.ErrWaitDelay):
 		return "[the command exited but left background processes holding its output; output after that was not captured]"
 	}
