@@ -28,6 +28,8 @@ const (
 	roleTTYOwner = "tty-owner" // a session on a pty that runs a sandboxed TIOCSTI
 	roleTIOCSTI  = "tiocsti"   // pushes input into /dev/tty and fds 0-2
 	roleParent   = "parent"    // starts a sandboxed sleep, prints its pid, waits
+	// spawns a sandboxed sleep, prints its helper server's pid, waits
+	roleServerParent = "server-parent"
 )
 
 func TestMain(m *testing.M) {
@@ -38,6 +40,8 @@ func TestMain(m *testing.M) {
 		os.Exit(pushInput())
 	case roleParent:
 		os.Exit(sandboxedSleeper())
+	case roleServerParent:
+		os.Exit(serverParent())
 	}
 	os.Exit(m.Run())
 }

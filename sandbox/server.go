@@ -185,8 +185,8 @@ type server struct {
 	exited chan struct{} // closed once it has exited and been reaped
 }
 
-// errServerGone: the server was not there to take the request, which it
-// never saw; a new one may take it.
+// errServerGone: the server died before it started the command (it
+// killed any command it had started): a new one may take the request.
 var errServerGone = errors.New("the sandbox's helper server is gone")
 
 // server is the sandbox's running helper server, started if there is none
@@ -236,6 +236,16 @@ func (s *Sandbox) server() (*server, error) {
 	return srv, nil
 }
 
+// drop stops srv, which failed, if it is still the sandbox's server.
+func (s *Sandbox) drop(srv *server) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.srv == srv {
+		srv.stop()
+		s.srv = nil
+	}
+}
+
 // stop ends the server, and with it every command it started.
 func (srv *server) stop() {
 	_ = unix.Close(srv.conn)
@@ -253,10 +263,22 @@ type Command struct {
 // environment and these stdin, stdout and stderr, through the sandbox's
 // helper server: it costs a fraction of Start's new namespaces per
 // command, with the same confinement (server.go). A sandbox that is off
-// has no server: use Start.
+// has no server: use Start. A nil file is /dev/null.
 func (s *Sandbox) Spawn(argv []string, dir string, stdin, stdout, stderr *os.File) (*Command, error) {
 	if s == nil || s.policy.Mode == Off {
 		return nil, errors.New("sandbox: Spawn needs a sandboxed mode")
+	}
+	if stdin == nil || stdout == nil || stderr == nil {
+		null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+		if err != nil {
+			return nil, err
+		}
+		defer null.Close()
+		for _, f := range []**os.File{&stdin, &stdout, &stderr} {
+			if *f == nil {
+				*f = null
+			}
+		}
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
@@ -275,8 +297,11 @@ func (s *Sandbox) Spawn(argv []string, dir string, stdin, stdout, stderr *os.Fil
 			return nil, err
 		}
 		c, err := srv.spawn(body, stdin, stdout, stderr)
-		if errors.Is(err, errServerGone) && attempt == 0 {
-			continue // s.server starts a new one
+		if errors.Is(err, errServerGone) {
+			s.drop(srv)
+			if attempt == 0 {
+				continue // s.server starts a new one
+			}
 		}
 		return c, err
 	}
@@ -294,7 +319,6 @@ func (srv *server) spawn(body []byte, stdin, stdout, stderr *os.File) (*Command,
 	if err != nil {
 		_ = unix.Close(mine)
 		if errors.Is(err, unix.EPIPE) || errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.ECONNREFUSED) {
-			_ = srv.proc.Kill()
 			return nil, errServerGone
 		}
 		return nil, fmt.Errorf("sandbox: %w", err)
@@ -328,7 +352,8 @@ func (srv *server) spawn(body []byte, stdin, stdout, stderr *os.File) (*Command,
 	}
 	closeAll(fds)
 	_ = unix.Close(mine)
-	return nil, errors.New("sandbox: the helper server ended before the command started")
+	return nil, errServerGone // it died before it could start the command
+
 }
 
 // Kill kills the command and everything it started.
