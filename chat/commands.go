@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/chzyer/readline"
 
@@ -216,7 +217,7 @@ func (t *terminal) harness(ctx context.Context, request string) error {
 func harnessLike(msg string) bool {
 	items := 0
 	for _, line := range strings.Split(msg, "\n") {
-		if listItem.MatchString(line) {
+		if listItem().MatchString(line) {
 			items++
 		}
 	}
@@ -234,7 +235,7 @@ func harnessLike(msg string) bool {
 	return steps >= 2
 }
 
-var listItem = regexp.MustCompile(`^\s*(\d+[.)]|[-*•])\s+\S`)
+var listItem = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^\s*(\d+[.)]|[-*•])\s+\S`) })
 
 // offerHarness asks at the editor whether to run a harness-like message
 // as a harness: no unless the person says yes. Ctrl-C (an error) sends

@@ -223,7 +223,8 @@ func resumeHere(c *cli.Context, id string) error {
 // flagOptions lays the option flags the user gave over o: each as
 // optionFlags says, the rest of o as it was.
 func flagOptions(c *cli.Context, o supervisor.Options) (supervisor.Options, error) {
-	set := func(name string) bool { return hasFlag(c, name) && c.IsSet(name) }
+	given := givenFlags(c)
+	set := func(name string) bool { return given[name] }
 	if set("record") && set("replay") {
 		return o, usageErrorf("--record and --replay together: --record saves a live model's answers, --replay answers from a cassette without a model; give one")
 	}
@@ -356,9 +357,20 @@ func paths(field func(*supervisor.Options) *[]string) optionSetter {
 	}
 }
 
-// hasFlag reports whether the command defines the flag at all.
-func hasFlag(c *cli.Context, name string) bool {
-	return slices.ContainsFunc(c.Command.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), name) })
+// givenFlags is the command's flags given (or set from the environment), by
+// every name: found once, as urfave's IsSet runs a regexp per flag per call.
+func givenFlags(c *cli.Context) map[string]bool {
+	local := c.LocalFlagNames()
+	given := map[string]bool{}
+	for _, f := range c.Command.Flags {
+		names := f.Names()
+		if f.IsSet() || slices.ContainsFunc(names, func(n string) bool { return slices.Contains(local, n) }) {
+			for _, n := range names {
+				given[n] = true
+			}
+		}
+	}
+	return given
 }
 
 // flagName is how the CLI names an option: by its flag.

@@ -139,17 +139,17 @@ func (c *limitedConn) protect() (release func()) {
 }
 
 // overCapacity is the answer of a connection refused over the cap.
-var overCapacity = func() []byte {
+var overCapacity = sync.OnceValue(func() []byte {
 	body, _ := json.Marshal(api.HTTPError{Error: &api.Error{Code: api.CodeUnavailable, Retryable: true,
 		Message: "the gateway has as many connections as it accepts, all busy; retry shortly"}})
 	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-}()
+})
 
 // refuseConn answers 503 and closes. The write goes to a fresh socket's
 // empty send buffer; the deadline only guards against the impossible.
 func refuseConn(c net.Conn) {
 	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Millisecond))
-	_, _ = c.Write(overCapacity)
+	_, _ = c.Write(overCapacity())
 	c.Close()
 }
 

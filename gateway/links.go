@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"agent/event"
@@ -26,7 +27,11 @@ import (
 //go:embed link.html
 var linkHTML string
 
-var linkTemplate = template.Must(template.New("link").Parse(linkHTML))
+// linkTemplate is parsed when a link is first shown, not at every start
+// of the binary.
+var linkTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("link").Parse(linkHTML))
+})
 
 // maxLinkBody bounds a decision's form: an answer or a reason.
 const maxLinkBody = 64 << 10
@@ -174,7 +179,7 @@ func (s *Server) linkRefused(w http.ResponseWriter, err error) {
 // with Origin "null": the link still goes to no other site.
 func writeLink(w http.ResponseWriter, status int, v linkView) {
 	var b bytes.Buffer
-	if err := linkTemplate.Execute(&b, v); err != nil {
+	if err := linkTemplate().Execute(&b, v); err != nil {
 		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -179,16 +180,18 @@ func ContextWindowOf(err error) int {
 // llama.cpp ("n_ctx":8192 beside its message), Anthropic's compatible
 // endpoint ("210000 tokens > 200000 maximum") and LM Studio ("context
 // length of only 8192 tokens"). Ollama states only the excess.
-var windowPatterns = []*regexp.Regexp{
-	regexp.MustCompile(`(?i)maximum context length is (\d+) tokens`),
-	regexp.MustCompile(`"n_ctx"\s*:\s*(\d+)`),
-	regexp.MustCompile(`(?i)\d+ tokens > (\d+) maximum`),
-	regexp.MustCompile(`(?i)context length of only (\d+) tokens`),
-}
+var windowPatterns = sync.OnceValue(func() []*regexp.Regexp {
+	return []*regexp.Regexp{
+		regexp.MustCompile(`(?i)maximum context length is (\d+) tokens`),
+		regexp.MustCompile(`"n_ctx"\s*:\s*(\d+)`),
+		regexp.MustCompile(`(?i)\d+ tokens > (\d+) maximum`),
+		regexp.MustCompile(`(?i)context length of only (\d+) tokens`),
+	}
+})
 
 // statedWindow is the context window an error body states, or 0.
 func statedWindow(body string) int {
-	for _, re := range windowPatterns {
+	for _, re := range windowPatterns() {
 		if m := re.FindStringSubmatch(body); m != nil {
 			if n, err := strconv.Atoi(m[1]); err == nil && n > 0 {
 				return n

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"agent/config"
@@ -49,7 +50,9 @@ type ConfigError struct{ Msg string }
 
 func (e *ConfigError) Error() string { return e.Msg }
 
-var serverName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*(_[A-Za-z0-9-]+)*$`)
+var serverName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*(_[A-Za-z0-9-]+)*$`)
+})
 
 // Configured returns home's config.toml (empty when home is "") and the
 // servers of it and of the --mcp-config files, as Load does: a run
@@ -169,7 +172,7 @@ func check(name string, c config.MCPServer, source string) (Server, error) {
 		return Server{}, &ConfigError{Msg: fmt.Sprintf("%s: MCP server %q: ", source, name) + fmt.Sprintf(format, args...)}
 	}
 	switch {
-	case !serverName.MatchString(name):
+	case !serverName().MatchString(name):
 		return bad("a server name is letters, digits, - and single _ (it becomes part of the tool names mcp__%s__TOOL)", name)
 	case c.Command == "" && c.URL == "":
 		return bad("set command (a stdio server) or url (a Streamable HTTP server)")

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Prefix starts the name of every MCP tool the model sees.
@@ -29,7 +30,7 @@ func Matches(entry, tool string) bool {
 		strings.HasPrefix(tool, entry+"__")
 }
 
-var unsafeChar = regexp.MustCompile(`[^A-Za-z0-9_-]`)
+var unsafeChar = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^A-Za-z0-9_-]`) })
 
 // maxName is the longest tool name providers accept.
 const maxName = 64
@@ -38,8 +39,8 @@ const maxName = 64
 // accept [A-Za-z0-9_-]{1,64}: other characters become _, and a name too
 // long keeps its start and a hash of the whole, so it stays unique.
 func ToolName(server, tool string) string {
-	name := Prefix + server + "__" + unsafeChar.ReplaceAllString(tool, "_")
-	if len(name) <= maxName && !unsafeChar.MatchString(tool) {
+	name := Prefix + server + "__" + unsafeChar().ReplaceAllString(tool, "_")
+	if len(name) <= maxName && !unsafeChar().MatchString(tool) {
 		return name
 	}
 	sum := sha256.Sum256([]byte(server + "\x00" + tool))

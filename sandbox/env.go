@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -15,7 +16,9 @@ var Secrets = []string{"OPENAI_API_KEY", "AGENT_SMTP_PASS", "AGENT_SMTP_USER", "
 
 // looksSecret matches names that usually hold a credential: a word KEY,
 // TOKEN, SECRET, PASSWORD, PASS, PASSWD, CREDENTIAL(S) or PAT.
-var looksSecret = regexp.MustCompile(`(?i)(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|PAT)(_|$)`)
+var looksSecret = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|PAT)(_|$)`)
+})
 
 // Environment is env without agent's secrets, the extra names, and every
 // variable whose name looks like a credential, except those pass names.
@@ -25,7 +28,7 @@ func Environment(env, extra, pass []string) []string {
 		name, _, _ := strings.Cut(kv, "=")
 		switch {
 		case slices.Contains(pass, name):
-		case slices.Contains(Secrets, name), slices.Contains(extra, name), looksSecret.MatchString(name):
+		case slices.Contains(Secrets, name), slices.Contains(extra, name), looksSecret().MatchString(name):
 			continue
 		}
 		out = append(out, kv)

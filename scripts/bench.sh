@@ -5,6 +5,14 @@
 #     wall time and agent's own peak RSS, median and max over the runs, in
 #     MiB (targets <= 50 ms, <= 25 MB; Codex CLI 0.7 s / 146 MB, Claude Code
 #     0.87 s / 223 MB);
+#   - startup against a floor program it builds (a static cgo binary with
+#     SQLite inside that writes a row and says hello): `agent version` and
+#     a one-tool `agent run`, interleaved with the floor; median wall time,
+#     minor page faults and peak RSS, and the ratios to the floor's;
+#   - a sandboxed `sh -c true` against an unsandboxed one, interleaved:
+#     through the run's helper server (what bash does) and with a helper
+#     per command (MCP servers; every command before the server), medians
+#     and the milliseconds and ratio each adds (target: within 1 ms);
 #   - the same with OTEL_EXPORTER_OTLP_ENDPOINT set to a local collector:
 #     what building and exporting the run's trace adds;
 #   - the same with the call going to a stdio MCP server, and an MCP
@@ -47,6 +55,8 @@ bench() {
 }
 
 bench run-one-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneTool$' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
+bench startup-vs-floor env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkStartup$' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
+bench sandboxed-command go test -run '^$' -bench 'BenchmarkSandboxedCommand$' -benchtime "${BENCH_SANDBOX_RUNS:-300}x" -count 1 ./sandbox/
 bench run-one-tool-traced env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneToolTraced' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
 bench run-one-mcp-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneMCPTool' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
 bench mcp-start-and-call go test -run '^$' -bench 'BenchmarkMCP' -count 1 ./mcp

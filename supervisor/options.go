@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"agent/adapter"
@@ -144,11 +145,11 @@ type OptionError struct {
 	Msg   string // e.g. "{max_iterations} needs {until}, the line that marks the task complete"
 }
 
-var fieldRef = regexp.MustCompile(`\{([a-z_]+)\}`)
+var fieldRef = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{([a-z_]+)\}`) })
 
 // Message says the error, naming each option with name.
 func (e *OptionError) Message(name func(field string) string) string {
-	return fieldRef.ReplaceAllStringFunc(e.Msg, func(ref string) string { return name(ref[1 : len(ref)-1]) })
+	return fieldRef().ReplaceAllStringFunc(e.Msg, func(ref string) string { return name(ref[1 : len(ref)-1]) })
 }
 
 func (e *OptionError) Error() string { return e.Message(func(f string) string { return f }) }
