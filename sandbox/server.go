@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,8 +17,9 @@ import (
 // The helper server makes the costly part of the sandbox once per
 // Sandbox: it is this binary, started by the first Spawn in new user, PID,
 // mount and (network off) network namespaces, where it hides the hidden
-// paths, mounts terminals of its own and builds the Landlock ruleset, as
-// the per-command helper (helper.go) does for one command. Then it starts
+// paths, checks it can mount terminals of its own and builds the Landlock
+// ruleset (type rulesets), as the per-command helper (helper.go) does for
+// one command. Then it starts
 // each command on request (spawn.go), as init of a PID namespace of its
 // own, with its own /proc and terminals, in a session of its own, under
 // its own Landlock domain (so no signal reaches another command, the
@@ -55,6 +58,13 @@ func serve(specJSON string) int {
 		_, _ = unix.Write(conn, []byte(err.Error()))
 		return 127
 	}
+	rs := &rulesets{spec: spec, fd: -1}
+	fd, err := rs.get()
+	if err != nil {
+		_, _ = unix.Write(conn, []byte(err.Error()))
+		return 127
+	}
+	_ = unix.Close(fd)
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	if _, err := unix.Write(conn, []byte("ready")); err != nil {
 		return 1
@@ -77,7 +87,7 @@ func serve(specJSON string) int {
 			closeAll(fds)
 			continue
 		}
-		go serveOne(fds, spec, ptys)
+		go serveOne(fds, rs, ptys)
 	}
 }
 
@@ -95,18 +105,46 @@ func setUp(specJSON string) (spec helperSpec, ptys bool, err error) {
 			return spec, false, fmt.Errorf("%scannot hide %s from the command: %v", helperFailed, h, err)
 		}
 	}
-	ptys = ownPtys() // each command mounts its own in turn, the same way
-	ruleset, err := rules(spec, false)
-	if err != nil {
-		return spec, false, fmt.Errorf("%s%v", helperFailed, err)
+	return spec, ownPtys(), nil // each command mounts its own in turn, the same way
+}
+
+// rulesets hands out the Landlock ruleset the commands restrict
+// themselves with. Building one walks the directories on the way to the
+// hidden paths (thousands of entries in a busy /tmp: milliseconds), so a
+// ruleset serves the commands of a second, 64 at most, and each adds the
+// rules for its own terminals to it: another command's terminals are in
+// a devpts mounted only where that command is, so such a rule reaches
+// nothing. A new one, built again, sees the entries made since.
+type rulesets struct {
+	spec helperSpec
+
+	mu    sync.Mutex
+	fd    int // -1: none yet
+	built time.Time
+	uses  int
+}
+
+// get is a descriptor of the current ruleset, the caller's to close.
+func (r *rulesets) get() (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fd < 0 || r.uses >= 64 || time.Since(r.built) > time.Second {
+		fd, err := rules(r.spec, false)
+		if err != nil {
+			return -1, fmt.Errorf("%s%v", helperFailed, err)
+		}
+		if r.fd >= 0 {
+			_ = unix.Close(r.fd)
+		}
+		r.fd, r.built, r.uses = fd, time.Now(), 0
 	}
-	_ = unix.Close(ruleset)
-	return spec, ptys, nil
+	r.uses++
+	return unix.FcntlInt(uintptr(r.fd), unix.F_DUPFD_CLOEXEC, 3)
 }
 
 // serveOne reads one request from its socket, starts the command and
 // reports how it ended.
-func serveOne(fds []int, spec helperSpec, ptys bool) {
+func serveOne(fds []int, rs *rulesets, ptys bool) {
 	sock := fds[3]
 	defer unix.Close(sock)
 	body, err := readAll(sock)
@@ -114,10 +152,9 @@ func serveOne(fds []int, spec helperSpec, ptys bool) {
 	if err == nil {
 		err = json.Unmarshal(body, &req)
 	}
-	// A ruleset of the command's own: it adds its terminals to it.
 	ruleset := -1
 	if err == nil {
-		ruleset, err = rules(spec, false)
+		ruleset, err = rs.get()
 	}
 	var cmd spawned
 	if err == nil {

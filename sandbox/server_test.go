@@ -162,3 +162,41 @@ func hangsUp(fd int) bool {
 	}
 	return false
 }
+
+// Each command has terminals of its own, through the helper server too:
+// it can open one (numbered from 0 in a devpts of its own), and does not
+// see one another command holds open.
+func TestEachCommandHasItsOwnTerminals(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 opens the terminals: not installed")
+	}
+	f := newFixture(t)
+	s := f.sandbox(t, WorkspaceWrite, false)
+	const open = `import os, pty, time; m, s = pty.openpty(); print(os.ttyname(s), flush=True); time.sleep(%s)`
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	holder, err := s.Spawn([]string{"python3", "-c", fmt.Sprintf(open, "600")}, f.ws, null, w, w)
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Kill()
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "/dev/pts/0" {
+		t.Fatalf("the first command's terminal: %q, %v", line, err)
+	}
+	for range 2 {
+		out, ok := sh(t, s, f.ws, "ls /dev/pts | tr '\\n' ' '; python3 -c '"+fmt.Sprintf(open, "0")+"'")
+		if !ok || strings.TrimSpace(out) != "ptmx /dev/pts/0" {
+			t.Errorf("another command: ok %v, %q; want only its own terminal, /dev/pts/0", ok, out)
+		}
+	}
+}

@@ -65,8 +65,8 @@ static int spawn_child(void *arg) {
 			FAIL(STEP_DEVPTS);
 		if (mount("/dev/pts/ptmx", "/dev/ptmx", NULL, MS_BIND, NULL) != 0)
 			FAIL(STEP_PTMX);
-		// The ruleset is this command's own: its terminals are in a
-		// devpts no other process has.
+		// Its terminals are in a devpts no other process has: a rule for
+		// them, in a ruleset other commands share, reaches nothing else.
 		allow(r->ruleset, "/dev/ptmx", r->ptmx_access);
 		allow(r->ruleset, "/dev/pts", r->pts_access);
 	}
@@ -153,8 +153,8 @@ type spawned struct {
 }
 
 // spawn starts path with argv and env in dir, its stdin, stdout and stderr
-// fds, confined by the Landlock ruleset, which it makes its own; ptys: it
-// gets terminals of its own, which the ruleset is given access to.
+// fds, confined by the Landlock ruleset; ptys: it gets terminals of its
+// own, which it adds to the ruleset before it restricts itself.
 func spawn(path string, argv, env []string, dir string, fds [3]int, ruleset int, ptys bool) (spawned, error) {
 	var pinned []unsafe.Pointer
 	cstr := func(s string) *C.char {

@@ -6,7 +6,7 @@
 #     MiB (targets <= 50 ms, <= 25 MB; Codex CLI 0.7 s / 146 MB, Claude Code
 #     0.87 s / 223 MB);
 #   - startup against a floor program it builds (a static cgo binary with
-#     SQLite inside that writes a row and says hello): `agent version` and
+#     SQLite inside that writes a row in memory and says hello): `agent version` and
 #     a one-tool `agent run`, interleaved with the floor; median wall time,
 #     minor page faults and peak RSS, and the ratios to the floor's;
 #   - a sandboxed `sh -c true` against an unsandboxed one, interleaved:

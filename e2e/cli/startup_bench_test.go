@@ -15,8 +15,8 @@ import (
 )
 
 // BenchmarkStartup measures agent's start against a floor: a static cgo
-// binary with SQLite inside that opens a database, writes a row and says
-// hello (testdata/floor, built here as scripts/build.sh builds agent).
+// binary with SQLite inside that writes a row to a database in memory and
+// says hello (testdata/floor, built here as scripts/build.sh builds agent).
 // Each iteration runs, in turn, the floor, `agent version` and `agent run
 // --json` making one write_file call against an instant fake model, so a
 // loaded machine weighs on all three alike. It reports each one's median
