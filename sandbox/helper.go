@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -56,20 +55,10 @@ func init() {
 // confine sets up the sandbox from specJSON and executes path with argv;
 // it returns only when something failed.
 func confine(specJSON, path string, argv []string) error {
-	var spec helperSpec
-	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
-		return fmt.Errorf("%sthe sandbox helper's spec: %v", helperFailed, err)
+	spec, ptys, err := setUp(specJSON)
+	if err != nil {
+		return err
 	}
-	// Mounts made here stay in this namespace.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		return fmt.Errorf("%sa private mount namespace: %v", helperFailed, err)
-	}
-	for _, h := range spec.Hidden {
-		if err := hide(h); err != nil {
-			return fmt.Errorf("%scannot hide %s from the command: %v", helperFailed, h, err)
-		}
-	}
-	ptys := ownPtys()
 	// Only the sandbox's own processes in /proc; where the kernel will
 	// not mount one, Landlock still keeps agent's processes out of reach.
 	_ = unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")

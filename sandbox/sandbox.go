@@ -9,10 +9,15 @@
 // private temporary directory; no file descriptor but 0-2 reaches it; its
 // environment has none of agent's secrets.
 //
-// The confinement is applied by a helper: this same binary, started as
-// the command's first process (helper.go). It sets up the mounts, closes
-// the descriptors, restricts itself with Landlock and then becomes the
-// command. agent itself stays unrestricted.
+// The confinement is applied by this same binary, in one of two ways. A
+// run's bash and evidence commands go through its helper server
+// (server.go, Spawn): started with the first command, it makes the
+// namespaces and the mounts once and starts each command in a PID
+// namespace, /proc, terminals and Landlock domain of its own (spawn.go),
+// at about a millisecond a command. An MCP server, started once, gets a
+// helper of its own (helper.go, Start), started as its first process: it
+// sets up the mounts, closes the descriptors, restricts itself with
+// Landlock and then becomes the server. agent itself stays unrestricted.
 package sandbox
 
 import (

@@ -91,8 +91,9 @@ func serve(specJSON string) int {
 	}
 }
 
-// setUp makes the server's namespaces ready, as confine does for one
-// command, and says whether the commands can have terminals of their own.
+// setUp makes new namespaces ready for commands (a server's, or one
+// command's in confine): mounts private, the hidden paths covered, and
+// terminals of their own mounted if the kernel allows (ptys).
 func setUp(specJSON string) (spec helperSpec, ptys bool, err error) {
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
 		return spec, false, fmt.Errorf("%sthe sandbox helper's spec: %v", helperFailed, err)
@@ -105,7 +106,7 @@ func setUp(specJSON string) (spec helperSpec, ptys bool, err error) {
 			return spec, false, fmt.Errorf("%scannot hide %s from the command: %v", helperFailed, h, err)
 		}
 	}
-	return spec, ownPtys(), nil // each command mounts its own in turn, the same way
+	return spec, ownPtys(), nil // a server's commands each mount their own in turn
 }
 
 // rulesets hands out the Landlock ruleset the commands restrict

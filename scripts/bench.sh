@@ -13,6 +13,8 @@
 #     through the run's helper server (what bash does) and with a helper
 #     per command (MCP servers; every command before the server), medians
 #     and the milliseconds and ratio each adds (target: within 1 ms);
+#   - what the sandbox adds to each bash call of a real run: agent run with
+#     20 bash calls, --sandbox off and the default in turn (wall and CPU);
 #   - the same with OTEL_EXPORTER_OTLP_ENDPOINT set to a local collector:
 #     what building and exporting the run's trace adds;
 #   - the same with the call going to a stdio MCP server, and an MCP
@@ -57,6 +59,7 @@ bench() {
 bench run-one-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneTool$' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
 bench startup-vs-floor env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkStartup$' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
 bench sandboxed-command go test -run '^$' -bench 'BenchmarkSandboxedCommand$' -benchtime "${BENCH_SANDBOX_RUNS:-300}x" -count 1 ./sandbox/
+bench sandboxed-bash-calls env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkBashCalls$' -benchtime "${BENCH_BASH_RUNS:-10}x" -count 1 ./e2e/sandbox/
 bench run-one-tool-traced env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneToolTraced' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
 bench run-one-mcp-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneMCPTool' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
 bench mcp-start-and-call go test -run '^$' -bench 'BenchmarkMCP' -count 1 ./mcp
