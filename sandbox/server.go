@@ -293,8 +293,10 @@ func (srv *server) stop() {
 
 // Command is a command started by Spawn.
 type Command struct {
-	sock  int // the request's socket: the wait status comes on it
-	pidfd int
+	sock int // the request's socket: the wait status comes on it
+
+	mu    sync.Mutex // Kill may race Wait's end
+	pidfd int        // -1 once Wait has returned
 }
 
 // Spawn starts argv in the sandbox, in dir, with the sandbox's
@@ -394,15 +396,25 @@ func (srv *server) spawn(body []byte, stdin, stdout, stderr *os.File) (*Command,
 
 }
 
-// Kill kills the command and everything it started.
+// Kill kills the command and everything it started; after Wait it does
+// nothing.
 func (c *Command) Kill() {
-	_ = unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pidfd >= 0 {
+		_ = unix.PidfdSendSignal(c.pidfd, unix.SIGKILL, nil, 0)
+	}
 }
 
 // Wait waits for the command to end and gives its wait status; a command
 // whose helper server died was killed with it.
 func (c *Command) Wait() syscall.WaitStatus {
-	defer unix.Close(c.pidfd)
+	defer func() {
+		c.mu.Lock()
+		_ = unix.Close(c.pidfd)
+		c.pidfd = -1
+		c.mu.Unlock()
+	}()
 	defer unix.Close(c.sock)
 	var b [4]byte
 	got := 0

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"agent/sandbox"
 )
 
 func TestBash(t *testing.T) {
@@ -150,6 +152,30 @@ func TestBashTimeoutKillsGrandchildren(t *testing.T) {
 		t.Fatalf("result = %+v", res)
 	}
 	waitGone(t, readPid(t, filepath.Join(root, "pid")))
+}
+
+// A sandboxed command (started through the sandbox's helper server) is
+// killed at its timeout too, with what it started, and its output kept.
+func TestSandboxedBashTimeout(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	box, err := sandbox.New(sandbox.Policy{Mode: sandbox.WorkspaceWrite, Workspace: ws, Env: os.Environ()})
+	if err != nil {
+		t.Skip(err) // this machine cannot sandbox: the sandbox package's tests say so
+	}
+	defer box.Close()
+	start := time.Now()
+	out, code, err := RunCommand(context.Background(), box, ws, "echo before; sleep 600 & wait", time.Second, 0)
+	if d := time.Since(start); d > patience {
+		t.Fatalf("took %v", d)
+	}
+	if code != -1 || !errors.Is(err, context.DeadlineExceeded) || out != "before\n" {
+		t.Fatalf("RunCommand = %q, %d, %v; want the output so far and the timeout", out, code, err)
+	}
+	// The next command runs as usual.
+	if out, code, err := RunCommand(context.Background(), box, ws, "echo after", time.Minute, 0); out != "after\n" || code != 0 || err != nil {
+		t.Fatalf("then RunCommand = %q, %d, %v", out, code, err)
+	}
 }
 
 func TestBashCancelKillsGroup(t *testing.T) {
