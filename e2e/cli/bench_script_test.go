@@ -61,15 +61,16 @@ func TestBenchScriptRunsEveryBenchmark(t *testing.T) {
 			}
 			calls, _ := os.ReadFile(log)
 			for _, want := range []string{"BenchmarkRunOneTool$", "BenchmarkRunOneToolTraced", "BenchmarkRunOneMCPTool", "BenchmarkMCP", "BenchmarkCompaction60Turns", "BenchmarkHarnessPhaseOverhead", "BenchmarkSubagentStart", "BenchmarkGatewayIdleRSS", "BenchmarkClusterWorkers", "BenchmarkClusterTakeover", "BenchmarkClusterHarness",
-				"BenchmarkFanout", "BenchmarkEngine10kJobs", "-bench . -benchtime 200x ./store/ ./llm/"} {
+				"BenchmarkFanout", "BenchmarkEngine10kJobs", "-bench . -benchtime 200x ./store/ ./llm/",
+				"BenchmarkStartup$", "BenchmarkSandboxedCommand$", "BenchmarkBashCalls$"} {
 				if !strings.Contains(string(calls), want) {
 					t.Errorf("%s was not run; go was called with:\n%s\noutput:\n%s", want, calls, out)
 				}
 			}
-			if tt.code != 0 && !strings.Contains(string(out), "bench: 1 of 14 failed") {
+			if tt.code != 0 && !strings.Contains(string(out), "bench: 1 of 17 failed") {
 				t.Errorf("no summary naming the failure:\n%s", out)
 			}
-			if tt.code == 0 && !strings.Contains(string(out), "bench: all 14 passed") {
+			if tt.code == 0 && !strings.Contains(string(out), "bench: all 17 passed") {
 				t.Errorf("no summary:\n%s", out)
 			}
 		})
