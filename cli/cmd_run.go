@@ -224,12 +224,11 @@ func resumeHere(c *cli.Context, id string) error {
 // optionFlags says, the rest of o as it was.
 func flagOptions(c *cli.Context, o supervisor.Options) (supervisor.Options, error) {
 	given := givenFlags(c)
-	set := func(name string) bool { return given[name] }
-	if set("record") && set("replay") {
+	if given["record"] && given["replay"] {
 		return o, usageErrorf("--record and --replay together: --record saves a live model's answers, --replay answers from a cassette without a model; give one")
 	}
 	for _, f := range optionFlags {
-		if !set(f.name) {
+		if !given[f.name] {
 			continue
 		}
 		if err := f.set(c, f.name, &o); err != nil {
@@ -360,11 +359,9 @@ func paths(field func(*supervisor.Options) *[]string) optionSetter {
 // givenFlags is the command's flags given (or set from the environment), by
 // every name: found once, as urfave's IsSet runs a regexp per flag per call.
 func givenFlags(c *cli.Context) map[string]bool {
-	local := c.LocalFlagNames()
-	given := map[string]bool{}
+	local, given := c.LocalFlagNames(), map[string]bool{}
 	for _, f := range c.Command.Flags {
-		names := f.Names()
-		if f.IsSet() || slices.ContainsFunc(names, func(n string) bool { return slices.Contains(local, n) }) {
+		if names := f.Names(); f.IsSet() || slices.ContainsFunc(names, func(n string) bool { return slices.Contains(local, n) }) {
 			for _, n := range names {
 				given[n] = true
 			}
