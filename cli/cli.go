@@ -79,6 +79,7 @@ func newApp(stdin io.Reader, stdout, stderr io.Writer) *cli.App {
 		Commands: []*cli.Command{
 			runCommand(),
 			chatCommand(),
+			acpCommand(),
 			harnessCommand(),
 			resumeCommand(),
 			rewindCommand(),

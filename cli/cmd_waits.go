@@ -134,16 +134,8 @@ func answerAction(c *cli.Context, decide string, args int) error {
 // goOn says how the answered run goes on, or continues it here
 // (--resume).
 func goOn(c *cli.Context, db *store.DB, r *store.Run) error {
-	held := r.LeaseOwner != "" && r.LeaseExpiresAt.After(time.Now())
-	switch {
-	case r.SessionID != "" && !c.Bool("resume"):
-		fmt.Fprintf(c.App.ErrWriter, "a gateway or worker on this store continues run %s by itself\n", r.ID)
-		return nil
-	case held:
-		fmt.Fprintf(c.App.ErrWriter, "the process that drives run %s goes on with it\n", r.ID)
-		return nil
-	case !c.Bool("resume"):
-		fmt.Fprintf(c.App.ErrWriter, "'agent resume %s' continues the run (or answer with --resume)\n", r.ID)
+	if note := supervisor.GoesOn(r, c.Bool("resume"), time.Now()); note != "" {
+		fmt.Fprintln(c.App.ErrWriter, note)
 		return nil
 	}
 	db.Close()
@@ -159,20 +151,16 @@ func waitingAction(c *cli.Context) error {
 		return err
 	}
 	defer db.Close()
+	if c.Bool("json") { // as GET /v1/waiting shows them
+		list, err := api.Inbox(c.Context, db)
+		if err != nil {
+			return err
+		}
+		return jsonLines(c.App.Writer, list.Waits)
+	}
 	ws, err := db.OpenWaits(c.Context)
 	if err != nil {
 		return err
-	}
-	if c.Bool("json") { // as GET /v1/waiting shows them
-		views := make([]api.WaitInfo, len(ws))
-		for i, w := range ws {
-			r, err := db.GetRun(c.Context, w.RunID)
-			if err != nil {
-				return err
-			}
-			views[i] = api.NewWaitInfo(r, w)
-		}
-		return jsonLines(c.App.Writer, views)
 	}
 	console.PrintWaits(c.App.Writer, ws, supervisor.HowToAnswer)
 	return nil

@@ -110,6 +110,7 @@ const (
 const (
 	ViaTerminal = "terminal" // asked inline by the process that drives the run
 	ViaCLI      = "cli"      // agent approve, deny, answer or signal
+	ViaEditor   = "editor"   // asked through an editor's session/request_permission (agent acp)
 	ViaGateway  = "gateway"  // wait.answer, the HTTP routes
 	ViaWeb      = "web"      // the web view's inbox
 	ViaLink     = "link"     // a one-decision link

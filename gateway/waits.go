@@ -111,23 +111,7 @@ func (s *Server) decide(ctx context.Context, runID string, d supervisor.Decision
 
 // waiting is the inbox: every open wait of a run that waits.
 func (s *Server) waiting(ctx context.Context) (*api.WaitingList, error) {
-	ws, err := s.db.OpenWaits(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := &api.WaitingList{Waits: make([]api.WaitInfo, 0, len(ws))}
-	runs := map[string]*store.Run{}
-	for _, w := range ws {
-		r, ok := runs[w.RunID]
-		if !ok {
-			if r, err = s.db.GetRun(ctx, w.RunID); err != nil {
-				return nil, err
-			}
-			runs[w.RunID] = r
-		}
-		out.Waits = append(out.Waits, api.NewWaitInfo(r, w))
-	}
-	return out, nil
+	return api.Inbox(ctx, s.db)
 }
 
 func (s *Server) httpWaiting(w http.ResponseWriter, r *http.Request) {

@@ -144,9 +144,11 @@ func (db *DB) ReclaimableRuns(ctx context.Context) ([]Run, error) {
 	return out, nil
 }
 
-// abandoned reports whether a leased run's holder is gone: its lease
+// Abandoned reports whether a leased run's holder is gone: its lease
 // expired (expires_at < now, as in acquireLease) or its process is
 // provably dead.
+func (db *DB) Abandoned(r Run) bool { return db.abandoned(r, db.now()) }
+
 func (db *DB) abandoned(r Run, now time.Time) bool {
 	return r.LeaseExpiresAt.Before(now) || db.OwnerDead(r.LeaseOwner)
 }

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -284,10 +285,32 @@ func HowToAnswer(runID string, w event.RunWaitingData) string {
 	return fmt.Sprintf("it goes on by itself in a gateway or worker, or with agent resume %s, after %s", runID, w.Until)
 }
 
+// GoesOn says who goes on with run r once it was answered: a gateway or
+// worker (a session's run, unless resume asks for it here), the process
+// that drives it (its lease is held), or agent resume. "" means resume
+// asks for it here and nobody else will: the caller resumes it.
+func GoesOn(r *store.Run, resume bool, now time.Time) string {
+	held := r.LeaseOwner != "" && r.LeaseExpiresAt.After(now)
+	switch {
+	case r.SessionID != "" && !resume:
+		return fmt.Sprintf("a gateway or worker on this store continues run %s by itself", r.ID)
+	case held:
+		return fmt.Sprintf("the process that drives run %s goes on with it", r.ID)
+	case !resume:
+		return fmt.Sprintf("'agent resume %s' continues the run (or answer with --resume)", r.ID)
+	}
+	return ""
+}
+
 // Asker asks a person inline, in the process that drives the run (a
-// terminal), while the other channels stay open: the first answer wins.
-// It returns the decision, or ctx's error once another channel answered.
+// terminal, an editor), while the other channels stay open: the first
+// answer wins. It returns the decision (Via "" is ViaTerminal), ctx's
+// error once another channel answered, or ErrPark when nobody is left to
+// ask here (an editor that closed): the run then parks, waiting.
 type Asker func(ctx context.Context, w event.RunWaitingData) (Decision, error)
+
+// ErrPark is an Asker that can no longer ask: the run parks on its wait.
+var ErrPark = errors.New("nobody is left to ask here; the run waits for another channel's answer")
 
 // storeWaiter waits in this process: for the Asker, for an answer through
 // another channel (the store), or for the deadline, whichever comes first.
@@ -302,10 +325,15 @@ func (sw storeWaiter) Wait(ctx context.Context, w event.RunWaitingData) (event.W
 	askCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	asked := make(chan Decision, 1)
+	parked := make(chan struct{})
 	if sw.ask != nil {
 		go func() {
-			if d, err := sw.ask(askCtx, w); err == nil {
+			d, err := sw.ask(askCtx, w)
+			switch {
+			case err == nil:
 				asked <- d
+			case errors.Is(err, ErrPark):
+				close(parked)
 			}
 		}()
 	}
@@ -318,8 +346,10 @@ func (sw storeWaiter) Wait(ctx context.Context, w event.RunWaitingData) (event.W
 		case <-ctx.Done():
 			return event.WaitResolvedData{}, context.Cause(ctx)
 		case d := <-asked:
-			d.WaitID, d.Via = w.WaitID, event.ViaTerminal
+			d.WaitID, d.Via = w.WaitID, cmp.Or(d.Via, event.ViaTerminal)
 			return firstAnswer(Answer(ctx, sw.db, sw.runID, d))
+		case <-parked:
+			return event.WaitResolvedData{}, runner.ErrParked
 		case <-deadline.C:
 			return firstAnswer(sw.db.ResolveWait(ctx, sw.runID, w.WaitID, timedOut(w)))
 		case <-tick.C:

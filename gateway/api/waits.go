@@ -63,6 +63,28 @@ func NewWaitInfo(r *store.Run, w store.Wait) WaitInfo {
 	return info
 }
 
+// Inbox is every open wait of a run that waits, as GET /v1/waiting and
+// `agent waiting --json` show them.
+func Inbox(ctx context.Context, db *store.DB) (*WaitingList, error) {
+	ws, err := db.OpenWaits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &WaitingList{Waits: make([]WaitInfo, 0, len(ws))}
+	runs := map[string]*store.Run{}
+	for _, w := range ws {
+		r, ok := runs[w.RunID]
+		if !ok {
+			if r, err = db.GetRun(ctx, w.RunID); err != nil {
+				return nil, err
+			}
+			runs[w.RunID] = r
+		}
+		out.Waits = append(out.Waits, NewWaitInfo(r, w))
+	}
+	return out, nil
+}
+
 // Answer answers wait waitID of run runID with d (wait.answer).
 func (s *Stream) Answer(ctx context.Context, runID, waitID string, d supervisor.Decision) error {
 	p := WaitAnswerParams{RunID: runID, WaitID: waitID, Decision: d.Decide, Always: d.Always, Who: d.Who, Name: d.Name, Data: d.Data}

@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"agent/acp"
+	"agent/config"
+	"agent/supervisor"
+)
+
+func acpCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "acp",
+		Usage: "serve the Agent Client Protocol on stdio: an editor (Zed, JetBrains, Neovim) drives durable runs",
+		Description: "An editor starts it and speaks ACP on its stdin and stdout. Each ACP session is a local session in the store\n" +
+			"(agent sessions list; agent chat --session ID goes on in it), each prompt a durable run of it; session/load\n" +
+			"replays it. Zed's settings.json: \"agent_servers\": {\"agent\": {\"command\": \"agent\", \"args\": [\"acp\"]}}",
+		Flags: append(modelFlags(),
+			&cli.StringSliceFlag{Name: "allow-tools", Usage: "offer only these tools, comma separated"},
+			&cli.StringSliceFlag{Name: "deny-tools", Usage: "never offer these tools, comma separated"},
+			mcpConfigFlag(),
+			&cli.BoolFlag{Name: "allow-client-mcp", Usage: "run the MCP servers the editor passes (unsandboxed, as config.toml's); refused otherwise"}),
+		Action: func(c *cli.Context) error {
+			if c.Args().Len() > 0 {
+				return usageErrorf("agent acp takes no arguments: an editor starts it and speaks ACP on stdio")
+			}
+			settings, err := config.Load()
+			if err != nil {
+				return err
+			}
+			opts, err := flagOptions(c, supervisor.DefaultOptions(settings))
+			if err != nil {
+				return err
+			}
+			db, sup, err := openSupervisor(settings)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			cfg := acp.Config{DB: db, Supervisor: sup, Options: opts, Home: settings.Home, AllowClientMCP: c.Bool("allow-client-mcp"), Version: version}
+			return acp.Serve(c.Context, cfg, c.App.Reader, c.App.Writer)
+		},
+	}
+}
