@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -422,4 +423,122 @@ func errorText(err error) string {
 		return re.Message + " " + string(b)
 	}
 	return err.Error()
+}
+
+// TestACPHarnessPlan: in the harness mode a prompt is a harness run; the
+// editor sees its plan as a plan update, each phase's entry going from
+// pending through in_progress to completed, and the phases' tool calls.
+func TestACPHarnessPlan(t *testing.T) {
+	t.Parallel()
+	planArgs := json.RawMessage(`{"objective":"Two notes","phases":[
+		{"id":"first","title":"Write one.md","instructions":"Write one.md.","evidence":{"type":"artifact","artifacts":["one.md"]}},
+		{"id":"second","title":"Write two.md","instructions":"Write two.md.","depends_on":["first"],"evidence":{"type":"artifact","artifacts":["two.md"]}}]}`)
+	turns := []llmtest.Turn{{When: e2etest.PlannerMarker, ToolCalls: []llmtest.Call{{Name: "submit_plan", Arguments: planArgs}}}}
+	turns = append(turns, e2etest.ForPhase("first", e2etest.WriteTurn("one.md", "1\n"), llmtest.Turn{Text: "one.md written."})...)
+	turns = append(turns, e2etest.ForPhase("second", e2etest.WriteTurn("two.md", "2\n"), llmtest.Turn{Text: "two.md written."})...)
+	e := e2etest.NewHarness(t, turns...)
+	ctx := testContext(t)
+	c := startACP(t, e)
+	c.initialize(ctx)
+	s, err := c.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: e.Workspace, McpServers: []sdk.McpServer{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Modes == nil || s.Modes.CurrentModeId != "run" || len(s.Modes.AvailableModes) != 2 {
+		t.Fatalf("modes %+v: want run (current) and harness", s.Modes)
+	}
+	if _, err := c.conn.SetSessionMode(ctx, sdk.SetSessionModeRequest{SessionId: s.SessionId, ModeId: "harness"}); err != nil {
+		t.Fatalf("session/set_mode: %v", err)
+	}
+	resp, err := c.prompt(ctx, s.SessionId, "write two notes")
+	if err != nil || resp.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("harness prompt: %v, %v", resp.StopReason, err)
+	}
+	ups, _ := c.since(0)
+	var plans []string
+	for _, u := range ups {
+		if u["sessionUpdate"] != "plan" {
+			continue
+		}
+		var st []string
+		for _, en := range u["entries"].([]any) {
+			en := en.(map[string]any)
+			st = append(st, fmt.Sprintf("%s=%s", en["content"], en["status"]))
+		}
+		plans = append(plans, strings.Join(st, ","))
+	}
+	want := []string{
+		"Write one.md=pending,Write two.md=pending",
+		"Write one.md=in_progress,Write two.md=pending",
+		"Write one.md=completed,Write two.md=pending",
+		"Write one.md=completed,Write two.md=in_progress",
+		"Write one.md=completed,Write two.md=completed",
+	}
+	if strings.Join(plans, "\n") != strings.Join(want, "\n") {
+		t.Errorf("plan updates:\n%s\nwant:\n%s", strings.Join(plans, "\n"), strings.Join(want, "\n"))
+	}
+	if got := kinds(ups); strings.Count(got, "tool_call:in_progress") != 3 {
+		t.Errorf("updates %q: want the planner's submit_plan and both phases' writes", got)
+	}
+	runs := sessionRuns(t, e, s.SessionId)
+	if len(runs) != 1 || runs[0].Kind != store.KindHarness || runs[0].Status != event.StatusCompleted {
+		t.Errorf("runs %+v: want one completed harness run", runs)
+	}
+}
+
+// TestACPKilledMidAnswer: agent acp is killed (kill -9) while the model
+// answers. The run is left running by a dead process; a new agent acp
+// loads the session (the prompt replayed, and a note that the run goes
+// on), and the next prompt first resumes that run to its end, then
+// answers the new prompt with it in context.
+func TestACPKilledMidAnswer(t *testing.T) {
+	t.Parallel()
+	gate := make(chan struct{})
+	e := e2etest.New(t,
+		llmtest.Turn{Text: "never sent", Gate: gate},
+		llmtest.Turn{Text: "The first answer, resumed."},
+		llmtest.Turn{Text: "And the second."},
+	)
+	defer close(gate)
+	ctx := testContext(t)
+	c := startACP(t, e)
+	c.initialize(ctx)
+	id := c.newSession(ctx, e)
+	go func() { _, _ = c.prompt(ctx, id, "answer me") }()
+	e2etest.WaitFor(t, "the model to be asked", func() bool { return e.Srv.RequestCount() == 1 })
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-c.done
+	_ = c.cmd.Wait()
+	runs := sessionRuns(t, e, id)
+	if len(runs) != 1 || runs[0].Status != event.StatusRunning {
+		t.Fatalf("runs after the kill: %+v; want one left running", runs)
+	}
+
+	c2 := startACP(t, e)
+	c2.initialize(ctx)
+	if _, err := c2.conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: id, Cwd: e.Workspace, McpServers: []sdk.McpServer{}}); err != nil {
+		t.Fatalf("session/load: %v", err)
+	}
+	ups, n := c2.since(0)
+	if got := kinds(ups); got != "user_message_chunk agent_thought_chunk" || !strings.Contains(text(ups, "agent_thought_chunk"), "left unfinished, running") {
+		t.Fatalf("replayed %q: %v", got, ups)
+	}
+	resp, err := c2.prompt(ctx, id, "and then?")
+	if err != nil || resp.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("prompt after load: %v, %v", resp.StopReason, err)
+	}
+	ups, _ = c2.since(n)
+	if got := text(ups, "agent_message_chunk"); got != "The first answer, resumed.And the second." {
+		t.Errorf("answers %q", got)
+	}
+	runs = sessionRuns(t, e, id)
+	if len(runs) != 2 || runs[0].Status != event.StatusCompleted || runs[1].Status != event.StatusCompleted {
+		t.Errorf("runs %+v: want the resumed one and the new one completed", runs)
+	}
+	reqs := e.Srv.Requests()
+	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "The first answer, resumed.") {
+		t.Errorf("the new run lacks the resumed one's answer in its context: %s", last)
+	}
 }
