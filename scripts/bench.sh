@@ -61,6 +61,7 @@ bench startup-vs-floor env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkS
 bench sandboxed-command go test -run '^$' -bench 'BenchmarkSandboxedCommand$' -benchtime "${BENCH_SANDBOX_RUNS:-300}x" -count 1 ./sandbox/
 bench sandboxed-bash-calls env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkBashCalls$' -benchtime "${BENCH_BASH_RUNS:-10}x" -count 1 ./e2e/sandbox/
 bench run-one-tool-traced env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneToolTraced' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
+bench acp-prompt env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkACPPrompt' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/acp/
 bench run-one-mcp-tool env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkRunOneMCPTool' -benchtime "${BENCH_RUNS:-50}x" -count 1 ./e2e/cli/
 bench mcp-start-and-call go test -run '^$' -bench 'BenchmarkMCP' -count 1 ./mcp
 bench compaction-60-turns env AGENT_BIN="$bin" go test -run '^$' -bench 'BenchmarkCompaction60Turns' -benchtime 3x -count 1 ./e2e/cli/

@@ -542,3 +542,33 @@ func TestACPKilledMidAnswer(t *testing.T) {
 		t.Errorf("the new run lacks the resumed one's answer in its context: %s", last)
 	}
 }
+
+// TestACPClientMCP: with --allow-client-mcp, the MCP servers the editor
+// passes in session/new are the session's runs' own: the model calls
+// their tools as mcp__NAME__TOOL.
+func TestACPClientMCP(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{e2etest.ToolCall("mcp__editor__echo", `{"text":"from the editor's server"}`)}},
+		llmtest.Turn{Text: "It echoed."},
+	)
+	ctx := testContext(t)
+	c := startACP(t, e, "--allow-client-mcp")
+	c.initialize(ctx)
+	s, err := c.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: e.Workspace, McpServers: []sdk.McpServer{
+		{Stdio: &sdk.McpServerStdio{Name: "editor", Command: "mcptest-server", Args: []string{}, Env: []sdk.EnvVariable{}}}}})
+	if err != nil {
+		t.Fatalf("session/new with an MCP server: %v", err)
+	}
+	resp, err := c.prompt(ctx, s.SessionId, "echo something")
+	if err != nil || resp.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("prompt: %v, %v", resp.StopReason, err)
+	}
+	ups, _ := c.since(0)
+	if got := kinds(ups); !strings.HasPrefix(got, "tool_call:in_progress tool_call_update:completed") {
+		t.Fatalf("updates %q: %v", got, ups)
+	}
+	if out := ups[1]["content"].([]any)[0].(map[string]any)["content"].(map[string]any)["text"]; !strings.Contains(fmt.Sprint(out), "from the editor's server") {
+		t.Errorf("the MCP tool's output %q", out)
+	}
+}

@@ -26,7 +26,7 @@ import (
 
 // client is one agent acp process and the editor that drives it.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	cmd  *exec.Cmd
 	conn *sdk.ClientSideConnection
 	in   io.WriteCloser // the agent's stdin
@@ -43,9 +43,15 @@ type client struct {
 // startACP starts `agent acp ARGS` in e's workspace.
 func startACP(t *testing.T, e *e2etest.Env, args ...string) *client {
 	t.Helper()
-	c := &client{t: t, methods: map[string]string{}, done: make(chan struct{})}
-	c.cmd = e.Command(append([]string{"acp"}, args...)...)
-	c.cmd.Stderr = e2etest.LogFile(t, "acp-stderr")
+	cmd := e.Command(append([]string{"acp"}, args...)...)
+	cmd.Stderr = e2etest.LogFile(t, "acp-stderr")
+	return connect(t, cmd)
+}
+
+// connect starts cmd, an agent acp, and connects to it as an editor.
+func connect(t testing.TB, cmd *exec.Cmd) *client {
+	t.Helper()
+	c := &client{t: t, cmd: cmd, methods: map[string]string{}, done: make(chan struct{})}
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -287,7 +293,7 @@ var (
 	resolved   = map[string]*jsonschema.Resolved{}
 )
 
-func schemaCheck(t *testing.T, def string, instance []byte) {
+func schemaCheck(t testing.TB, def string, instance []byte) {
 	t.Helper()
 	schemaOnce.Do(func() {
 		b, err := os.ReadFile("testdata/schema.json")
