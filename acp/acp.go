@@ -145,6 +145,9 @@ func (a *agent) LoadSession(ctx context.Context, p sdk.LoadSessionRequest) (sdk.
 		return sdk.LoadSessionResponse{}, sdk.NewInvalidParams(map[string]any{"error": fmt.Sprintf(
 			"session %s lives in a gateway; go on in it there: agent chat --gateway --session %s", st.ID, st.ID)})
 	}
+	if open, err := a.session(p.SessionId); err == nil && open.busy() {
+		return sdk.LoadSessionResponse{}, sdk.NewInvalidRequest(map[string]any{"error": "a prompt of this session is under way here: cancel it first (session/cancel)"})
+	}
 	s, err := a.open(st.ID, p.Cwd, p.McpServers)
 	if err != nil {
 		return sdk.LoadSessionResponse{}, err
@@ -204,6 +207,13 @@ func (a *agent) session(id sdk.SessionId) (*session, error) {
 		return s, nil
 	}
 	return nil, sdk.NewInvalidParams(map[string]any{"error": fmt.Sprintf("session %s is not open here: session/new or session/load it first", id)})
+}
+
+// busy reports whether a prompt of the session is under way.
+func (s *session) busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancel != nil
 }
 
 func (s *session) modes() *sdk.SessionModeState {
@@ -287,8 +297,12 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	return a.response(r.ID, end, err)
 }
 
-// unfinished is the session's last run if it waits or a dead process
-// left it running: the run a prompt goes on with first.
+// unfinished is the session's last run if the next prompt goes on with
+// it first: it waits for an approval (asked here) or for nothing any
+// more, a dead process left it running, or the editor closed while it
+// ran. One the person interrupted (session/cancel) is not: it is the next
+// run's context. One that waits for a time, a signal or an answer ACP
+// cannot ask waits on; the next prompt is a run of its own.
 func (a *agent) unfinished(ctx context.Context, sessionID string) (*store.Run, error) {
 	runs, err := a.cfg.DB.ListSessionRuns(ctx, sessionID)
 	if err != nil || len(runs) == 0 {
@@ -296,13 +310,28 @@ func (a *agent) unfinished(ctx context.Context, sessionID string) (*store.Run, e
 	}
 	r := &runs[len(runs)-1]
 	switch {
-	case r.Status == event.StatusWaiting:
-		return r, nil
 	case r.Status == event.StatusRunning && a.cfg.DB.Abandoned(*r):
 		return r, nil
+	case r.Status == event.StatusInterrupted && r.Detail == closedDetail:
+		return r, nil
+	case r.Status != event.StatusWaiting:
+		return nil, nil
 	}
-	return nil, nil
+	ws, err := a.cfg.DB.Waits(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range ws {
+		if w.Resolution == nil && w.Waiting.Kind != event.WaitApproval {
+			return nil, nil
+		}
+	}
+	return r, nil
 }
+
+// closedDetail is how a run the editor left while it ran was interrupted:
+// the next prompt goes on with it first.
+const closedDetail = "the editor closed the connection; the next prompt of the session goes on with it first"
 
 // goOn resumes the session's unfinished run r here.
 func (a *agent) goOn(ctx context.Context, s *session, r *store.Run) (supervisor.End, error) {
@@ -382,7 +411,7 @@ func (a *agent) stopAll() {
 	for _, s := range a.sessions {
 		s.mu.Lock()
 		if s.cancel != nil && !s.asking {
-			s.cancel(supervisor.Interrupt("the editor closed the connection; the next prompt goes on"))
+			s.cancel(supervisor.Interrupt(closedDetail))
 		}
 		s.mu.Unlock()
 	}

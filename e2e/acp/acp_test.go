@@ -486,60 +486,71 @@ func TestACPHarnessPlan(t *testing.T) {
 	}
 }
 
-// TestACPKilledMidAnswer: agent acp is killed (kill -9) while the model
-// answers. The run is left running by a dead process; a new agent acp
-// loads the session (the prompt replayed, and a note that the run goes
-// on), and the next prompt first resumes that run to its end, then
-// answers the new prompt with it in context.
-func TestACPKilledMidAnswer(t *testing.T) {
+// TestACPGoneMidAnswer: agent acp is killed (kill -9), or the editor
+// closes the connection, while the model answers. The run is left running
+// by a dead process, or recorded interrupted as the editor left; a new
+// agent acp loads the session (the prompt replayed, and a note that the
+// run goes on), and the next prompt first resumes that run to its end,
+// then answers the new prompt with it in context.
+func TestACPGoneMidAnswer(t *testing.T) {
 	t.Parallel()
-	gate := make(chan struct{})
-	e := e2etest.New(t,
-		llmtest.Turn{Text: "never sent", Gate: gate},
-		llmtest.Turn{Text: "The first answer, resumed."},
-		llmtest.Turn{Text: "And the second."},
-	)
-	defer close(gate)
-	ctx := testContext(t)
-	c := startACP(t, e)
-	c.initialize(ctx)
-	id := c.newSession(ctx, e)
-	go func() { _, _ = c.prompt(ctx, id, "answer me") }()
-	e2etest.WaitFor(t, "the model to be asked", func() bool { return e.Srv.RequestCount() == 1 })
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-c.done
-	_ = c.cmd.Wait()
-	runs := sessionRuns(t, e, id)
-	if len(runs) != 1 || runs[0].Status != event.StatusRunning {
-		t.Fatalf("runs after the kill: %+v; want one left running", runs)
-	}
+	for _, tc := range []struct {
+		name   string
+		leave  func(c *client)
+		status string
+	}{
+		{"kill -9", func(c *client) { _ = c.cmd.Process.Signal(syscall.SIGKILL) }, event.StatusRunning},
+		{"editor closed", func(c *client) { _ = c.in.Close() }, event.StatusInterrupted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			gate := make(chan struct{})
+			e := e2etest.New(t,
+				llmtest.Turn{Text: "never sent", Gate: gate},
+				llmtest.Turn{Text: "The first answer, resumed."},
+				llmtest.Turn{Text: "And the second."},
+			)
+			defer close(gate)
+			ctx := testContext(t)
+			c := startACP(t, e)
+			c.initialize(ctx)
+			id := c.newSession(ctx, e)
+			go func() { _, _ = c.prompt(ctx, id, "answer me") }()
+			e2etest.WaitFor(t, "the model to be asked", func() bool { return e.Srv.RequestCount() == 1 })
+			tc.leave(c)
+			<-c.done
+			_ = c.cmd.Wait()
+			runs := sessionRuns(t, e, id)
+			if len(runs) != 1 || runs[0].Status != tc.status {
+				t.Fatalf("runs after the editor left: %+v; want one %s", runs, tc.status)
+			}
 
-	c2 := startACP(t, e)
-	c2.initialize(ctx)
-	if _, err := c2.conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: id, Cwd: e.Workspace, McpServers: []sdk.McpServer{}}); err != nil {
-		t.Fatalf("session/load: %v", err)
-	}
-	ups, n := c2.since(0)
-	if got := kinds(ups); got != "user_message_chunk agent_thought_chunk" || !strings.Contains(text(ups, "agent_thought_chunk"), "left unfinished, running") {
-		t.Fatalf("replayed %q: %v", got, ups)
-	}
-	resp, err := c2.prompt(ctx, id, "and then?")
-	if err != nil || resp.StopReason != sdk.StopReasonEndTurn {
-		t.Fatalf("prompt after load: %v, %v", resp.StopReason, err)
-	}
-	ups, _ = c2.since(n)
-	if got := text(ups, "agent_message_chunk"); got != "The first answer, resumed.And the second." {
-		t.Errorf("answers %q", got)
-	}
-	runs = sessionRuns(t, e, id)
-	if len(runs) != 2 || runs[0].Status != event.StatusCompleted || runs[1].Status != event.StatusCompleted {
-		t.Errorf("runs %+v: want the resumed one and the new one completed", runs)
-	}
-	reqs := e.Srv.Requests()
-	if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "The first answer, resumed.") {
-		t.Errorf("the new run lacks the resumed one's answer in its context: %s", last)
+			c2 := startACP(t, e)
+			c2.initialize(ctx)
+			if _, err := c2.conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: id, Cwd: e.Workspace, McpServers: []sdk.McpServer{}}); err != nil {
+				t.Fatalf("session/load: %v", err)
+			}
+			ups, n := c2.since(0)
+			if got := kinds(ups); !strings.HasPrefix(got, "user_message_chunk") || !strings.Contains(text(ups, "agent_thought_chunk"), "left unfinished, "+tc.status) {
+				t.Fatalf("replayed %q: %v", got, ups)
+			}
+			resp, err := c2.prompt(ctx, id, "and then?")
+			if err != nil || resp.StopReason != sdk.StopReasonEndTurn {
+				t.Fatalf("prompt after load: %v, %v", resp.StopReason, err)
+			}
+			ups, _ = c2.since(n)
+			if got := text(ups, "agent_message_chunk"); got != "The first answer, resumed.And the second." {
+				t.Errorf("answers %q", got)
+			}
+			runs = sessionRuns(t, e, id)
+			if len(runs) != 2 || runs[0].Status != event.StatusCompleted || runs[1].Status != event.StatusCompleted {
+				t.Errorf("runs %+v: want the resumed one and the new one completed", runs)
+			}
+			reqs := e.Srv.Requests()
+			if last := string(reqs[len(reqs)-1].Body); !strings.Contains(last, "The first answer, resumed.") {
+				t.Errorf("the new run lacks the resumed one's answer in its context: %s", last)
+			}
+		})
 	}
 }
 
