@@ -22,6 +22,9 @@ func TestUpdatesCoverEveryEventType(t *testing.T) {
 		event.LearningRecorded, event.ApproachFailed, event.VerificationCompleted, event.CheckpointCreated,
 		event.RewindCompleted, event.ContextCompacted, event.EffectFailed, event.EffectUnknown,
 		event.Retry, event.Heartbeat, event.Warning,
+		// What a hook decided reaches the editor as what the run then
+		// does: a call denied, a prompt changed, a run stopped.
+		event.HookCompleted,
 	})
 }
 

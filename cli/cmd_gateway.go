@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -132,15 +131,8 @@ func gatewayAction(c *cli.Context) error {
 	if err := srv.Start(c.Context); err != nil {
 		return err
 	}
-	addr := srv.Addr()
-	if c.Bool("json") {
-		_ = json.NewEncoder(c.App.Writer).Encode(map[string]any{
-			"listen": addr, "url": "http://" + addr, "ws": "ws://" + addr + "/ws",
-			"version": version, "pid": os.Getpid(), "token_from": tokenFrom, "scheduler": cfg.Scheduler.Enabled, "workers": cfg.Workers,
-		})
-	} else {
-		console.PrintListening(c.App.ErrWriter, addr, tokenFrom, cfg.Scheduler.Enabled, cfg.Workers, store.Redact(settings.Database))
-	}
+	console.PrintListening(c.App.Writer, c.App.ErrWriter, c.Bool("json"), console.Listening{Addr: srv.Addr(), Version: version, TokenFrom: tokenFrom,
+		Scheduling: cfg.Scheduler.Enabled, Workers: cfg.Workers, Store: store.Redact(settings.Database)})
 	err = srv.StopOnSignal(sigs)
 	if errors.Is(err, context.Canceled) {
 		return &exitError{code: 130, msg: "stopped without waiting for runs to finish; they are recorded interrupted"}

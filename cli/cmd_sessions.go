@@ -57,13 +57,8 @@ func sessionsListAction(c *cli.Context) error {
 		return console.PrintSessionsJSON(c.App.Writer, sessions)
 	}
 	if len(sessions) == 0 {
-		if !c.Bool("all") {
-			if jobs, err := db.ListSessions(c.Context, 1, true); err == nil && len(jobs) > 0 {
-				fmt.Fprintln(c.App.ErrWriter, "no sessions but those scheduled jobs created; list them with: agent sessions list --all")
-				return nil
-			}
-		}
-		fmt.Fprintln(c.App.ErrWriter, "no sessions yet; start 'agent gateway', then: agent run --gateway \"PROMPT\"")
+		jobs, err := db.ListSessions(c.Context, 1, true)
+		console.PrintNoSessions(c.App.ErrWriter, !c.Bool("all") && err == nil && len(jobs) > 0)
 		return nil
 	}
 	return console.PrintSessions(c.App.Writer, sessions)

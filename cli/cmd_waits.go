@@ -128,12 +128,7 @@ func answerAction(c *cli.Context, decide string, args int) error {
 	} else {
 		fmt.Fprintf(c.App.Writer, "%s: %s\n", strings.TrimSpace(console.ResolvedLine(*w.Resolution)), console.WaitLine(w.Waiting))
 	}
-	return goOn(c, db, r)
-}
-
-// goOn says how the answered run goes on, or continues it here
-// (--resume).
-func goOn(c *cli.Context, db *store.DB, r *store.Run) error {
+	// How the answered run goes on, or here (--resume).
 	if note := supervisor.GoesOn(r, c.Bool("resume"), time.Now()); note != "" {
 		fmt.Fprintln(c.App.ErrWriter, note)
 		return nil

@@ -1,8 +1,10 @@
 package console
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"agent/mcp"
@@ -67,17 +69,31 @@ func PrintSandbox(w io.Writer, sup sandbox.Support) {
 	}
 }
 
+// Listening is where a gateway listens, as it says once it does.
+type Listening struct {
+	Addr, Version, TokenFrom string
+	Scheduling, Workers      bool
+	Store                    string // redacted: the store workers claim its runs from
+}
+
 // PrintListening says where a gateway listens, where its token comes
 // from, whether it fires scheduled jobs and, when workers drive its runs,
-// from which store.
-func PrintListening(w io.Writer, addr, tokenFrom string, scheduling, workers bool, store string) {
+// from which store: on errw, or as one JSON object on out.
+func PrintListening(out, errw io.Writer, asJSON bool, l Listening) {
+	if asJSON {
+		_ = json.NewEncoder(out).Encode(map[string]any{
+			"listen": l.Addr, "url": "http://" + l.Addr, "ws": "ws://" + l.Addr + "/ws",
+			"version": l.Version, "pid": os.Getpid(), "token_from": l.TokenFrom, "scheduler": l.Scheduling, "workers": l.Workers,
+		})
+		return
+	}
 	state := "off (--scheduler turns it on)"
-	if scheduling {
+	if l.Scheduling {
 		state = "on"
 	}
-	fmt.Fprintf(w, "agent gateway listening on http://%s (token: %s), scheduler %s\n", addr, tokenFrom, state)
-	if workers {
-		fmt.Fprintf(w, "store %s: runs are queued for 'agent worker' processes\n", store)
+	fmt.Fprintf(errw, "agent gateway listening on http://%s (token: %s), scheduler %s\n", l.Addr, l.TokenFrom, state)
+	if l.Workers {
+		fmt.Fprintf(errw, "store %s: runs are queued for 'agent worker' processes\n", l.Store)
 	}
 }
 

@@ -281,6 +281,16 @@ func eventSummary(e event.Event) string {
 	return OneLine(string(e.Data), 100)
 }
 
+// PrintNoSessions is `agent sessions list` with none to list: how to
+// start one, or, if scheduled jobs made some, how to list those.
+func PrintNoSessions(w io.Writer, jobsMadeSome bool) {
+	if jobsMadeSome {
+		fmt.Fprintln(w, "no sessions but those scheduled jobs created; list them with: agent sessions list --all")
+		return
+	}
+	fmt.Fprintln(w, "no sessions yet; start one with agent chat, from an editor (agent acp), or through a gateway: agent run --gateway \"PROMPT\"")
+}
+
 // PrintSessions is the table of `agent sessions list`.
 func PrintSessions(w io.Writer, sessions []store.Session) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
