@@ -238,9 +238,10 @@ func (a *agent) SetSessionMode(ctx context.Context, p sdk.SetSessionModeRequest)
 }
 
 // Prompt makes the prompt the session's next run and drives it here to
-// its end. A run the session left unfinished (waiting for an answer, or
-// left running by a process that died) goes on first, its approvals
-// asked here again; one the person interrupted does not, and is the next
+// its end. A run the session left unfinished (unfinished) goes on first,
+// its approvals asked here again; if it does not complete, the prompt
+// answers as it ended and the new prompt is not run (the editor sends it
+// again). One the person interrupted does not go on, and is the next
 // run's context, as in agent chat.
 func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptResponse, error) {
 	s, err := a.session(p.SessionId)

@@ -60,17 +60,17 @@ func TestBenchScriptRunsEveryBenchmark(t *testing.T) {
 				t.Errorf("exit %d, want %d\n%s", code, tt.code, out)
 			}
 			calls, _ := os.ReadFile(log)
-			for _, want := range []string{"BenchmarkRunOneTool$", "BenchmarkRunOneToolTraced", "BenchmarkRunOneMCPTool", "BenchmarkMCP", "BenchmarkCompaction60Turns", "BenchmarkHarnessPhaseOverhead", "BenchmarkSubagentStart", "BenchmarkGatewayIdleRSS", "BenchmarkClusterWorkers", "BenchmarkClusterTakeover", "BenchmarkClusterHarness",
+			for _, want := range []string{"BenchmarkRunOneTool$", "BenchmarkRunOneToolTraced", "BenchmarkRunOneMCPTool", "BenchmarkACPPrompt", "BenchmarkMCP", "BenchmarkCompaction60Turns", "BenchmarkHarnessPhaseOverhead", "BenchmarkSubagentStart", "BenchmarkGatewayIdleRSS", "BenchmarkClusterWorkers", "BenchmarkClusterTakeover", "BenchmarkClusterHarness",
 				"BenchmarkFanout", "BenchmarkEngine10kJobs", "-bench . -benchtime 200x ./store/ ./llm/",
 				"BenchmarkStartup$", "BenchmarkSandboxedCommand$", "BenchmarkBashCalls$"} {
 				if !strings.Contains(string(calls), want) {
 					t.Errorf("%s was not run; go was called with:\n%s\noutput:\n%s", want, calls, out)
 				}
 			}
-			if tt.code != 0 && !strings.Contains(string(out), "bench: 1 of 17 failed") {
+			if tt.code != 0 && !strings.Contains(string(out), "bench: 1 of 18 failed") {
 				t.Errorf("no summary naming the failure:\n%s", out)
 			}
-			if tt.code == 0 && !strings.Contains(string(out), "bench: all 17 passed") {
+			if tt.code == 0 && !strings.Contains(string(out), "bench: all 18 passed") {
 				t.Errorf("no summary:\n%s", out)
 			}
 		})
