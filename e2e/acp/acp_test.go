@@ -197,6 +197,36 @@ func TestACPPermission(t *testing.T) {
 	}
 }
 
+// TestACPAllowAlways: "allow always" allows the rule for the rest of the
+// run: the run's second bash call is not asked again.
+func TestACPAllowAlways(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{e2etest.ToolCall("bash", `{"command":"echo a > a.txt"}`)}},
+		llmtest.Turn{ToolCalls: []llmtest.Call{e2etest.ToolCall("bash", `{"command":"echo b > b.txt"}`)}},
+		llmtest.Turn{Text: "Both."},
+	)
+	ctx := testContext(t)
+	c := startACP(t, e, "--ask", "bash", "--sandbox", "off")
+	c.initialize(ctx)
+	id := c.newSession(ctx, e)
+	c.setPermit(allow(sdk.PermissionOptionKindAllowAlways))
+	if resp, err := c.prompt(ctx, id, "make a.txt and b.txt"); err != nil || resp.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("prompt: %v, %v", resp.StopReason, err)
+	}
+	c.mu.Lock()
+	asked := len(c.asked)
+	c.mu.Unlock()
+	if asked != 1 {
+		t.Errorf("%d permissions asked, want 1: always covers the second call", asked)
+	}
+	for _, f := range []string{"a.txt", "b.txt"} {
+		if _, err := os.Stat(filepath.Join(e.Workspace, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
 // TestACPCancel: session/cancel while the model answers interrupts the
 // run, resumably; the prompt ends cancelled, and the next prompt goes on
 // in the session with the interrupted one in its context.
