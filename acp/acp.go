@@ -14,8 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
+	"syscall"
 
 	sdk "github.com/coder/acp-go-sdk"
 	"github.com/google/uuid"
@@ -51,33 +54,54 @@ const (
 	ModeHarness = "harness"
 )
 
-// Serve speaks ACP on in and out until the client goes away or ctx ends.
-// Runs still under way are then interrupted, resumably; one that asked
-// the client for a permission parks, waiting in the store for any other
-// channel's answer (agent approve, a gateway, the next prompt here).
+// Serve speaks ACP on in and out until the client goes away, ctx ends or
+// SIGTERM or SIGINT arrives (a second one kills at once). Runs still under
+// way are then interrupted, resumably (the next prompt goes on with them
+// first); one that asks the client a permission parks, waiting in the
+// store for any other channel's answer (agent approve, a gateway, the
+// next prompt here).
 func Serve(ctx context.Context, cfg Config, in io.Reader, out io.Writer) error {
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	a := &agent{cfg: cfg, ctx: ctx, sessions: map[string]*session{}}
-	a.conn = sdk.NewAgentSideConnection(a, out, in)
+	sig, unwatch := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer unwatch()
+	// The runs' context outlives ctx: they are stopped with a cause.
+	a := &agent{cfg: cfg, ctx: context.WithoutCancel(ctx), sessions: map[string]*session{}, leaving: make(chan struct{})}
+	open := make(chan struct{})
+	a.conn = sdk.NewAgentSideConnection(a, out, gatedReader{in, open})
+	close(open) // the connection is set: requests may come
 	select {
 	case <-a.conn.Done():
-	case <-ctx.Done():
+	case <-sig.Done():
+		unwatch()
 	}
 	a.stopAll()
 	a.runs.Wait()
 	return nil
 }
 
+// gatedReader holds reads until open is closed: the SDK starts reading in
+// its constructor, and a request handled before the connection it returns
+// is set could not answer through it.
+type gatedReader struct {
+	r    io.Reader
+	open chan struct{}
+}
+
+func (g gatedReader) Read(p []byte) (int, error) {
+	<-g.open
+	return g.r.Read(p)
+}
+
 // agent is the ACP agent: the sessions this connection made or loaded.
 type agent struct {
-	cfg  Config
-	ctx  context.Context // the connection's: ends when the client goes away
-	conn *sdk.AgentSideConnection
-	runs sync.WaitGroup // prompts under way
+	cfg     Config
+	ctx     context.Context // the prompts' runs'
+	conn    *sdk.AgentSideConnection
+	runs    sync.WaitGroup // prompts under way
+	leaving chan struct{}  // closed once the client is gone or agent acp stops
 
 	mu       sync.Mutex
 	sessions map[string]*session
+	closed   bool // leaving: no new prompt
 }
 
 // session is one ACP session as this connection drives it.
@@ -267,7 +291,19 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	if busy {
 		return sdk.PromptResponse{}, sdk.NewInvalidRequest(map[string]any{"error": "a prompt of this session is under way: cancel it first (session/cancel)"})
 	}
-	a.runs.Add(1)
+	a.mu.Lock()
+	closed := a.closed
+	if !closed {
+		a.runs.Add(1)
+	}
+	a.mu.Unlock()
+	if closed {
+		cancel(nil)
+		s.mu.Lock()
+		s.cancel = nil
+		s.mu.Unlock()
+		return sdk.PromptResponse{}, sdk.NewInternalError(map[string]any{"error": "agent acp is stopping"})
+	}
 	defer func() {
 		s.mu.Lock()
 		s.cancel = nil
@@ -404,11 +440,13 @@ func (a *agent) Cancel(ctx context.Context, p sdk.CancelNotification) error {
 	return nil
 }
 
-// stopAll interrupts every prompt under way once the client went away,
-// but those that ask it a permission: they park (permission.go).
+// stopAll takes no new prompt and interrupts every one under way once
+// the client went away, but those that ask it a permission: they park
+// (permission.go).
 func (a *agent) stopAll() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.closed = true
 	for _, s := range a.sessions {
 		s.mu.Lock()
 		if s.cancel != nil && !s.asking {
@@ -416,6 +454,9 @@ func (a *agent) stopAll() {
 		}
 		s.mu.Unlock()
 	}
+	// Only then are the askers told, so that one that parks is not
+	// taken for one that runs.
+	close(a.leaving)
 }
 
 // The methods agent acp does not offer.

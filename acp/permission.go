@@ -22,15 +22,11 @@ const (
 // asker asks the client through session/request_permission when a run
 // of session s waits for an approval, while the other channels stay open
 // (agent approve, a gateway): the first answer wins. A client that goes
-// away while asked leaves the run parked, waiting in the store.
+// away while asked (or agent acp stopping) leaves the run parked, waiting
+// in the store. Another wait is not asked: it waits here for another
+// channel or its deadline, and parks as the client goes.
 func (a *agent) asker(s *session) supervisor.Asker {
 	return func(ctx context.Context, w event.RunWaitingData) (supervisor.Decision, error) {
-		if w.Kind != event.WaitApproval {
-			// A question, a time or a signal: ACP has no way to ask them;
-			// agent answer or agent signal resolve them, or the deadline.
-			<-ctx.Done()
-			return supervisor.Decision{}, context.Cause(ctx)
-		}
 		s.mu.Lock()
 		s.asking = true
 		s.mu.Unlock()
@@ -39,6 +35,16 @@ func (a *agent) asker(s *session) supervisor.Asker {
 			s.asking = false
 			s.mu.Unlock()
 		}()
+		if w.Kind != event.WaitApproval {
+			// A question, a time or a signal: ACP has no way to ask them;
+			// agent answer or agent signal resolve them, or the deadline.
+			select {
+			case <-a.leaving:
+				return supervisor.Decision{}, supervisor.ErrPark
+			case <-ctx.Done():
+				return supervisor.Decision{}, context.Cause(ctx)
+			}
+		}
 		var args toolArgs
 		_ = json.Unmarshal(w.Args, &args)
 		u := a.updater(s, false)
@@ -49,25 +55,44 @@ func (a *agent) asker(s *session) supervisor.Asker {
 		if path := u.abs(args.Path); path != "" {
 			call.Locations = []sdk.ToolCallLocation{{Path: path}}
 		}
-		resp, err := a.conn.RequestPermission(ctx, sdk.RequestPermissionRequest{
-			SessionId: sdk.SessionId(s.id), ToolCall: call,
-			Options: []sdk.PermissionOption{
-				{OptionId: optionAllow, Name: "Allow once", Kind: sdk.PermissionOptionKindAllowOnce},
-				{OptionId: optionAlways, Name: fmt.Sprintf("Allow always (%s, for the rest of this run)", w.Rule), Kind: sdk.PermissionOptionKindAllowAlways},
-				{OptionId: optionReject, Name: "Reject", Kind: sdk.PermissionOptionKindRejectOnce},
-			},
-		})
-		switch {
-		case ctx.Err() != nil:
+		type answer struct {
+			resp sdk.RequestPermissionResponse
+			err  error
+		}
+		answered := make(chan answer, 1)
+		go func() {
+			resp, err := a.conn.RequestPermission(ctx, sdk.RequestPermissionRequest{
+				SessionId: sdk.SessionId(s.id), ToolCall: call,
+				Options: []sdk.PermissionOption{
+					{OptionId: optionAllow, Name: "Allow once", Kind: sdk.PermissionOptionKindAllowOnce},
+					{OptionId: optionAlways, Name: fmt.Sprintf("Allow always (%s, for the rest of this run)", w.Rule), Kind: sdk.PermissionOptionKindAllowAlways},
+					{OptionId: optionReject, Name: "Reject", Kind: sdk.PermissionOptionKindRejectOnce},
+				},
+			})
+			answered <- answer{resp, err}
+		}()
+		var resp sdk.RequestPermissionResponse
+		select {
+		case <-a.leaving:
+			return supervisor.Decision{}, supervisor.ErrPark // the client went away: the run waits in the store
+		case <-ctx.Done():
 			return supervisor.Decision{}, context.Cause(ctx) // another channel answered, or the prompt was cancelled
-		case err != nil:
+		case got := <-answered:
 			select {
 			case <-a.conn.Done():
-				return supervisor.Decision{}, supervisor.ErrPark // the client went away: the run waits in the store
+				// The client went away while asked: park once agent acp
+				// knows it (stopAll), so the run is not taken for one
+				// that runs.
+				<-a.leaving
+				return supervisor.Decision{}, supervisor.ErrPark
 			default:
 			}
-			return supervisor.Decision{}, err
-		case resp.Outcome.Selected == nil:
+			if got.err != nil {
+				return supervisor.Decision{}, got.err // the other channels stay open
+			}
+			resp = got.resp
+		}
+		if resp.Outcome.Selected == nil {
 			// The client cancelled the prompt turn; session/cancel
 			// interrupts the run.
 			<-ctx.Done()

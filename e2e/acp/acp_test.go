@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
 
@@ -368,7 +369,12 @@ func TestACPClientGoneWaits(t *testing.T) {
 	id := c.newSession(ctx, e)
 	c.setPermit(func(sdk.RequestPermissionRequest) sdk.RequestPermissionResponse {
 		_ = c.in.Close() // the editor goes away
-		<-c.done
+		select {
+		case <-c.done:
+		case <-time.After(e2etest.Patience):
+			_ = c.cmd.Process.Signal(syscall.SIGQUIT)
+			t.Errorf("agent acp did not stop once the editor left")
+		}
 		return sdk.RequestPermissionResponse{Outcome: sdk.NewRequestPermissionOutcomeCancelled()}
 	})
 	// The answer, if the editor were still there to read it, says the
@@ -516,9 +522,10 @@ func TestACPHarnessPlan(t *testing.T) {
 	}
 }
 
-// TestACPGoneMidAnswer: agent acp is killed (kill -9), or the editor
-// closes the connection, while the model answers. The run is left running
-// by a dead process, or recorded interrupted as the editor left; a new
+// TestACPGoneMidAnswer: agent acp is killed (kill -9), the editor closes
+// the connection, or agent acp is stopped (SIGTERM), while the model
+// answers. The run is left running by a dead process, or recorded
+// interrupted as agent acp stopped; a new
 // agent acp loads the session (the prompt replayed, and a note that the
 // run goes on), and the next prompt first resumes that run to its end,
 // then answers the new prompt with it in context.
@@ -531,6 +538,7 @@ func TestACPGoneMidAnswer(t *testing.T) {
 	}{
 		{"kill -9", func(c *client) { _ = c.cmd.Process.Signal(syscall.SIGKILL) }, event.StatusRunning},
 		{"editor closed", func(c *client) { _ = c.in.Close() }, event.StatusInterrupted},
+		{"SIGTERM", func(c *client) { _ = c.cmd.Process.Signal(syscall.SIGTERM) }, event.StatusInterrupted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
