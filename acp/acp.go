@@ -130,9 +130,8 @@ func (a *agent) Initialize(ctx context.Context, p sdk.InitializeRequest) (sdk.In
 	return sdk.InitializeResponse{
 		ProtocolVersion: sdk.ProtocolVersionNumber,
 		AgentCapabilities: sdk.AgentCapabilities{
-			LoadSession: true,
-			// Images are not a part of a run's prompt yet (§18).
-			PromptCapabilities: sdk.PromptCapabilities{EmbeddedContext: true},
+			LoadSession:        true,
+			PromptCapabilities: sdk.PromptCapabilities{Image: true, EmbeddedContext: true},
 		},
 		AgentInfo:   &sdk.Implementation{Name: "agent", Version: a.cfg.Version},
 		AuthMethods: []sdk.AuthMethod{},
@@ -272,7 +271,7 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 	if err != nil {
 		return sdk.PromptResponse{}, err
 	}
-	text, err := promptText(p.Prompt)
+	text, images, err := promptOf(p.Prompt)
 	if err != nil {
 		return sdk.PromptResponse{}, err
 	}
@@ -311,6 +310,10 @@ func (a *agent) Prompt(_ context.Context, p sdk.PromptRequest) (sdk.PromptRespon
 		a.runs.Done()
 	}()
 
+	if len(images) > 0 && o.Harness {
+		return sdk.PromptResponse{}, sdk.NewInvalidParams(map[string]any{"error": "images go with a single run's prompt: a harness plans from text; switch to the run mode"})
+	}
+	o.Images = images
 	if r, err := a.unfinished(ctx, s.id); err != nil {
 		return sdk.PromptResponse{}, err
 	} else if r != nil {

@@ -2,6 +2,7 @@ package acp
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"agent/event"
 	"agent/plan"
 	"agent/tools"
+	"agent/vision"
 )
 
 // updater turns a session's run events into session/update
@@ -285,11 +287,13 @@ func toolTitle(name string, a toolArgs) string {
 	return name
 }
 
-// promptText is a prompt's content as a run's prompt: its text, and the
-// resources it links or embeds, named. Images and audio are refused:
-// a run's prompt is text (§18's images are not here yet).
-func promptText(blocks []sdk.ContentBlock) (string, error) {
+// promptOf is a prompt's content as a run's prompt: its text, the
+// resources it links or embeds, named, and its images (PNG, JPEG, GIF or
+// WebP), which go with the prompt as --image's do. Audio and binary
+// resources are refused.
+func promptOf(blocks []sdk.ContentBlock) (string, []event.Image, error) {
 	var parts []string
+	var images []event.Image
 	for _, b := range blocks {
 		switch {
 		case b.Text != nil:
@@ -299,15 +303,26 @@ func promptText(blocks []sdk.ContentBlock) (string, error) {
 		case b.Resource != nil && b.Resource.Resource.TextResourceContents != nil:
 			r := b.Resource.Resource.TextResourceContents
 			parts = append(parts, fmt.Sprintf("<file uri=%q>\n%s\n</file>", r.Uri, r.Text))
+		case b.Image != nil:
+			name := fmt.Sprintf("image %d", len(images)+1)
+			data, err := base64.StdEncoding.DecodeString(b.Image.Data)
+			if err != nil {
+				return "", nil, sdk.NewInvalidParams(map[string]any{"error": fmt.Sprintf("%s: its data is not base64: %v", name, err)})
+			}
+			img, err := vision.Read(name, data)
+			if err != nil {
+				return "", nil, sdk.NewInvalidParams(map[string]any{"error": err.Error()})
+			}
+			images = append(images, img)
 		default:
-			return "", sdk.NewInvalidParams(map[string]any{"error": "only text and resources can be a prompt here: agent acp does not take images, audio or binary resources"})
+			return "", nil, sdk.NewInvalidParams(map[string]any{"error": "only text, resources and images can be a prompt here: agent acp does not take audio or binary resources"})
 		}
 	}
 	text := strings.TrimSpace(strings.Join(parts, "\n"))
 	if text == "" {
-		return "", sdk.NewInvalidParams(map[string]any{"error": "empty prompt"})
+		return "", nil, sdk.NewInvalidParams(map[string]any{"error": "the prompt has no text: say what to do"})
 	}
-	return text, nil
+	return text, images, nil
 }
 
 // replay sends the session's recorded events to the client as updates,

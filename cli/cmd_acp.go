@@ -14,8 +14,7 @@ func acpCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "acp",
 		Usage: "serve the Agent Client Protocol on stdio: an editor (Zed, JetBrains, Neovim) drives durable runs",
-		Description: "Each ACP session is a local session in the store (agent chat --session ID goes on in it), each prompt a durable run\n" +
-			"of it. Zed's settings.json: \"agent_servers\": {\"agent\": {\"command\": \"agent\", \"args\": [\"acp\"]}}",
+		Description: "Each prompt is a durable run of a local session. Zed: \"agent_servers\": {\"agent\": {\"command\": \"agent\", \"args\": [\"acp\"]}}",
 		Flags: append(slices.DeleteFunc(modelFlags(), func(f cli.Flag) bool { return f.Names()[0] == "json" }), // stdout is the protocol's
 			&cli.StringSliceFlag{Name: "allow-tools", Usage: "offer only these tools, comma separated"},
 			&cli.StringSliceFlag{Name: "deny-tools", Usage: "never offer these tools, comma separated"},

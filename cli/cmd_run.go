@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -443,29 +442,16 @@ func newDisplay(c *cli.Context, harness bool) console.Display {
 	return console.NewDisplay(c.App.Writer, c.App.ErrWriter, harness, c.Bool("json"))
 }
 
-// readPrompt joins the arguments, or reads stdin for "-" or no arguments
-// when stdin is not a terminal.
+// readPrompt is the command's prompt (console.ReadPrompt), refused empty.
 func readPrompt(c *cli.Context) (string, error) {
-	args := c.Args().Slice()
-	var prompt string
-	switch {
-	case len(args) == 1 && args[0] == "-", len(args) == 0 && !console.IsTerminal(c.App.Reader):
-		b, err := io.ReadAll(io.LimitReader(c.App.Reader, 1<<20))
-		if err != nil {
-			return "", fmt.Errorf("read the prompt from stdin: %w", err)
-		}
-		prompt = string(b)
-	default:
-		prompt = strings.Join(args, " ")
+	prompt, err := console.ReadPrompt(c.Args().Slice(), c.App.Reader)
+	if err != nil || prompt != "" {
+		return prompt, err
 	}
-	prompt = strings.TrimSpace(prompt)
-	if prompt == "" {
-		// The command's own argument: run takes a PROMPT, harness a REQUEST.
-		usage := config.Pick(c.Command.ArgsUsage, "PROMPT")
-		noun, _, _ := strings.Cut(usage, " ")
-		return "", usageErrorf("empty %s; usage: %s [flags] %s", strings.ToLower(noun), commandPath(c), usage)
-	}
-	return prompt, nil
+	// The command's own argument: run takes a PROMPT, harness a REQUEST.
+	usage := config.Pick(c.Command.ArgsUsage, "PROMPT")
+	noun, _, _ := strings.Cut(usage, " ")
+	return "", usageErrorf("empty %s; usage: %s [flags] %s", strings.ToLower(noun), commandPath(c), usage)
 }
 
 func splitList(vals []string) []string {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -121,14 +122,11 @@ func answerAction(c *cli.Context, decide string, args int) error {
 	case err != nil:
 		return err
 	}
-	if c.Bool("json") {
-		if err := json.NewEncoder(c.App.Writer).Encode(api.NewWaitInfo(r, w)); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintf(c.App.Writer, "%s: %s\n", strings.TrimSpace(console.ResolvedLine(*w.Resolution)), console.WaitLine(w.Waiting))
+	if err := output(c, api.NewWaitInfo(r, w), func(out io.Writer) {
+		fmt.Fprintf(out, "%s: %s\n", strings.TrimSpace(console.ResolvedLine(*w.Resolution)), console.WaitLine(w.Waiting))
+	}); err != nil {
+		return err
 	}
-	// How the answered run goes on, or here (--resume).
 	if note := supervisor.GoesOn(r, c.Bool("resume"), time.Now()); note != "" {
 		fmt.Fprintln(c.App.ErrWriter, note)
 		return nil

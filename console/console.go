@@ -591,3 +591,16 @@ func ResolvedLine(d event.WaitResolvedData) string {
 	}
 	return mark + line
 }
+
+// ReadPrompt is a command's prompt: its arguments joined, or stdin for
+// "-", or for no arguments when stdin is not a terminal; "" if empty.
+func ReadPrompt(args []string, in io.Reader) (string, error) {
+	if len(args) == 1 && args[0] == "-" || len(args) == 0 && !IsTerminal(in) {
+		b, err := io.ReadAll(io.LimitReader(in, 1<<20))
+		if err != nil {
+			return "", fmt.Errorf("read the prompt from stdin: %w", err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return strings.TrimSpace(strings.Join(args, " ")), nil
+}

@@ -2,9 +2,13 @@ package acp
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
@@ -431,11 +435,16 @@ func TestACPRefusals(t *testing.T) {
 			_, err := c.conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: "nope", Cwd: e.Workspace, McpServers: []sdk.McpServer{}})
 			return err
 		}, "no session nope"},
-		{"image", func() error {
+		{"an image that is none", func() error {
 			id := c.newSession(ctx, e)
-			_, err := c.conn.Prompt(ctx, sdk.PromptRequest{SessionId: id, Prompt: []sdk.ContentBlock{sdk.ImageBlock("aGk=", "image/png")}})
+			_, err := c.conn.Prompt(ctx, sdk.PromptRequest{SessionId: id, Prompt: []sdk.ContentBlock{sdk.TextBlock("look"), sdk.ImageBlock("aGk=", "image/png")}})
 			return err
-		}, "does not take images"},
+		}, "image 1: not a PNG, JPEG, GIF or WebP image"},
+		{"audio", func() error {
+			id := c.newSession(ctx, e)
+			_, err := c.conn.Prompt(ctx, sdk.PromptRequest{SessionId: id, Prompt: []sdk.ContentBlock{sdk.TextBlock("hear"), sdk.AudioBlock("aGk=", "audio/wav")}})
+			return err
+		}, "does not take audio"},
 	} {
 		err := tc.call()
 		if err == nil || !strings.Contains(errorText(err), tc.want) {
@@ -619,5 +628,45 @@ func TestACPClientMCP(t *testing.T) {
 	}
 	if out := ups[1]["content"].([]any)[0].(map[string]any)["content"].(map[string]any)["text"]; !strings.Contains(fmt.Sprint(out), "from the editor's server") {
 		t.Errorf("the MCP tool's output %q", out)
+	}
+}
+
+// TestACPImage: an image in the prompt (initialize says the agent takes
+// them) goes with the run's prompt to a model that sees images, bytes and
+// all, as --image's do.
+func TestACPImage(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t, llmtest.Turn{Text: "A red square."})
+	if err := os.MkdirAll(e.Home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.Home, "config.toml"), []byte("vision = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	img := image.NewRGBA(image.Rect(0, 0, 4, 4))
+	for x := range 4 {
+		for y := range 4 {
+			img.Set(x, y, color.RGBA{R: 255, A: 255})
+		}
+	}
+	var png64 strings.Builder
+	enc := base64.NewEncoder(base64.StdEncoding, &png64)
+	if err := png.Encode(enc, img); err != nil {
+		t.Fatal(err)
+	}
+	enc.Close()
+	ctx := testContext(t)
+	c := startACP(t, e)
+	if init := c.initialize(ctx); !init.AgentCapabilities.PromptCapabilities.Image {
+		t.Fatalf("initialize: promptCapabilities %+v, want image", init.AgentCapabilities.PromptCapabilities)
+	}
+	id := c.newSession(ctx, e)
+	resp, err := c.conn.Prompt(ctx, sdk.PromptRequest{SessionId: id, Prompt: []sdk.ContentBlock{sdk.TextBlock("what is this?"), sdk.ImageBlock(png64.String(), "image/png")}})
+	if err != nil || resp.StopReason != sdk.StopReasonEndTurn {
+		t.Fatalf("prompt with an image: %v, %v", resp.StopReason, err)
+	}
+	body := string(e.Srv.Requests()[0].Body)
+	if !strings.Contains(body, "image_url") || !strings.Contains(body, png64.String()[:40]) {
+		t.Errorf("the model was not given the image: %s", body)
 	}
 }
