@@ -12,8 +12,8 @@ import (
 
 func acpCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "acp",
-		Usage: "serve the Agent Client Protocol on stdio: an editor (Zed, JetBrains, Neovim) drives durable runs",
+		Name:        "acp",
+		Usage:       "serve the Agent Client Protocol on stdio: an editor (Zed, JetBrains, Neovim) drives durable runs",
 		Description: "Each prompt is a durable run of a local session. Zed: \"agent_servers\": {\"agent\": {\"command\": \"agent\", \"args\": [\"acp\"]}}",
 		Flags: append(slices.DeleteFunc(modelFlags(), func(f cli.Flag) bool { return f.Names()[0] == "json" }), // stdout is the protocol's
 			&cli.StringSliceFlag{Name: "allow-tools", Usage: "offer only these tools, comma separated"},
