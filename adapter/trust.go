@@ -44,6 +44,7 @@ var childEvents = map[string]bool{
 	event.LearningRecorded: true, event.ApproachFailed: true, event.CheckpointCreated: true,
 	event.IterationStarted: true, event.IterationCompleted: true, event.Retry: true, event.Warning: true,
 	event.ContextCompacted: true, event.RunWaiting: true, event.WaitResolved: true, event.HookCompleted: true,
+	event.ToolProgress: true,
 }
 
 // resultStatuses are the statuses a runner.result may carry.
@@ -63,6 +64,10 @@ func (a *attempt) check(e event.Event) (event.Event, bool) {
 		return e, a.open(e)
 	case event.ToolCompleted:
 		return e, a.close(e)
+	case event.ToolProgress:
+		// Only of the open call: a chatty child cannot say it of others.
+		var d event.ToolProgressData
+		return e, e.Decode(&d) == nil && a.calls[d.CallID] != nil
 	case event.ReceiptRecorded, event.EffectFailed, event.EffectUnknown:
 		var d struct {
 			Key  string `json:"key"`

@@ -12,6 +12,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -168,6 +169,12 @@ func (p *Printer) render(e event.Event) {
 		if e.Decode(&d) == nil {
 			p.calls[d.CallID] = Summary(d.Name, d.Args)
 			p.waitFor(strings.TrimSpace(d.Name + " " + p.calls[d.CallID]))
+		}
+	case event.ToolProgress:
+		// On the call's line, which keeps its clock: how far it has come.
+		var d event.ToolProgressData
+		if e.Decode(&d) == nil && p.unanswered[d.CallID] {
+			p.wait = strings.TrimSpace(d.Name+" "+p.calls[d.CallID]) + " · " + ProgressText(d)
 		}
 	case event.ToolCompleted:
 		var d event.ToolCompletedData
@@ -340,6 +347,19 @@ func SubagentLabel(labels map[string]string, e event.Event) string {
 		return "↳ " + l
 	}
 	return "↳ " + ShortID(e.Subagent)
+}
+
+// ProgressText is a call's progress for people: "3/5 indexing".
+func ProgressText(d event.ToolProgressData) string {
+	n := func(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+	text := n(d.Progress)
+	if d.Total > 0 {
+		text += "/" + n(d.Total)
+	}
+	if d.Message != "" {
+		text += " " + clip(d.Message, 80)
+	}
+	return text
 }
 
 // unknownEffect says that a side effect's outcome was lost, and what

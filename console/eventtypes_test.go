@@ -26,6 +26,7 @@ func TestBoardCoversEveryEventType(t *testing.T) {
 		event.MessageDelta, event.MessageCompleted, // the phases' text is in their logs and agent runs show
 		event.ArtifactCreated, event.ReceiptRecorded, event.LearningRecorded, event.ApproachFailed, // their verification says what counts
 		event.EffectFailed,                                                     // the tool's ✗ line says it
+		event.ToolProgress,                                                     // a phase's calls are not drawn one by one
 		event.CheckpointCreated, event.RewindCompleted, event.ContextCompacted, // bookkeeping of a phase's conversation and files
 		event.HookCompleted, // a phase's hooks: what they decide shows as its tool lines; a failed one as a warning
 		event.Heartbeat,

@@ -106,6 +106,10 @@ type RunWaitingData struct {
 	ResumeAfter string `json:"resume_after,omitempty"`
 	// signal
 	Name string `json:"name,omitempty"`
+	// Server, on a question, is the MCP server that asked it while the
+	// call ran (an elicitation): it can be answered only while the run's
+	// process lives.
+	Server string `json:"server,omitempty"`
 	// Detail says, for people, how to answer.
 	Detail string `json:"detail,omitempty"`
 }
@@ -168,6 +172,16 @@ type ToolStartedData struct {
 	CallID string          `json:"call_id"`
 	Name   string          `json:"name"`
 	Args   json.RawMessage `json:"args"`
+}
+
+// ToolProgressData is tool.progress: how far the call has come, out of
+// Total when the tool knows it (0: unknown), and what it is doing.
+type ToolProgressData struct {
+	CallID   string  `json:"call_id"`
+	Name     string  `json:"name"`
+	Progress float64 `json:"progress"`
+	Total    float64 `json:"total,omitempty"`
+	Message  string  `json:"message,omitempty"`
 }
 
 // ToolCompletedData carries the result exactly as the model will see it.

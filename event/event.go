@@ -35,6 +35,9 @@ const (
 
 	ToolStarted   = "tool.started"
 	ToolCompleted = "tool.completed"
+	// ToolProgress is how far a running call has come (an MCP server's
+	// progress notifications), at most one a second per call.
+	ToolProgress = "tool.progress"
 
 	ArtifactCreated       = "artifact.created"
 	ReceiptRecorded       = "receipt.recorded"
@@ -136,7 +139,7 @@ var Types = []string{
 	PlanCreated, PhaseStarted, PhaseCompleted, PhaseFailed,
 	IterationStarted, IterationCompleted,
 	MessageDelta, MessageCompleted,
-	ToolStarted, ToolCompleted,
+	ToolStarted, ToolCompleted, ToolProgress,
 	ArtifactCreated, ReceiptRecorded, LearningRecorded, ApproachFailed, VerificationCompleted,
 	CheckpointCreated, RewindCompleted, ContextCompacted,
 	Retry, Heartbeat, Warning,

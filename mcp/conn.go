@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +29,16 @@ type conn struct {
 	live      *session // nil after the server died
 	restarted bool
 	closed    bool
+
+	// What the server asks of agent (requests.go): its tool list changed
+	// since it was last read; the call it has open.
+	changed atomic.Bool
+	callMu  sync.Mutex
+	inCall  *running
+	calls   int
+	// taskWarned are the tools said once to need MCP tasks.
+	taskWarned map[string]bool
+	resources  bool // the server has resources (resources.go)
 }
 
 // session is one started server process or HTTP session.
@@ -37,6 +48,7 @@ type session struct {
 	box    *sandbox.Sandbox // the sandbox proc runs in; nil when unconfined
 	exited chan struct{}    // closed when proc has exited
 	stderr *tail
+	tasks  *taskSniffer // what a stdio server lists as needing MCP tasks
 }
 
 // stderrTail is the end of what the server wrote to stderr once it has
@@ -62,14 +74,13 @@ func (e *errDown) Error() string { return e.msg }
 func (c *conn) start(ctx context.Context) (*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.srv.StartupTimeout)
 	defer cancel()
-	client := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: c.opts.Version}, nil)
 	if c.srv.HTTP() {
 		hc, err := c.httpClient()
 		if err != nil {
 			return nil, err
 		}
 		t := &sdk.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc, MaxRetries: 1, DisableStandaloneSSE: true}
-		cs, err := client.Connect(ctx, t, nil)
+		cs, err := c.client().Connect(ctx, t, nil)
 		if err != nil {
 			return nil, c.startError(ctx, err, nil)
 		}
@@ -221,8 +232,8 @@ func unwrapExec(err error) error {
 const maxFrame = 16 << 20
 
 func (c *conn) connect(ctx context.Context, s *session, in, out *os.File) error {
-	client := sdk.NewClient(&sdk.Implementation{Name: "agent", Version: c.opts.Version}, nil)
-	cs, err := client.Connect(ctx, &sdk.IOTransport{Reader: out, Writer: in, MaxLineLength: maxFrame}, nil)
+	s.tasks = &taskSniffer{Transport: &sdk.IOTransport{Reader: out, Writer: in, MaxLineLength: maxFrame}}
+	cs, err := c.client().Connect(ctx, s.tasks, nil)
 	if err != nil {
 		var syntax *json.SyntaxError
 		switch {

@@ -16,6 +16,13 @@ const Prefix = "mcp__"
 // mcp__SERVER__TOOL or mcp__SERVER.
 func IsName(name string) bool { return strings.HasPrefix(name, Prefix) }
 
+// Open reports whether an --allow-tools or --deny-tools entry may name a
+// tool only the started servers can tell exists: theirs, or the resource
+// tools (offered when a server has resources).
+func Open(entry string) bool {
+	return IsName(entry) || entry == ResourcesName || entry == ReadResourceName
+}
+
 // ServerOf returns the server part of mcp__SERVER__TOOL or mcp__SERVER.
 func ServerOf(name string) string {
 	rest := strings.TrimPrefix(name, Prefix)

@@ -116,6 +116,7 @@ func (s *Servers) Unknown(allow, deny []string) *UnknownToolError {
 type Servers struct {
 	conns []*conn
 	tools map[*conn][]*sdk.Tool
+	gone  map[string]string // a tool's model name → its server, for tools a server stopped offering
 }
 
 // Limits on what one server can offer: a hostile server cannot flood the
@@ -131,7 +132,7 @@ const (
 // started and returns a *StartError; an optional one is warned about and
 // left out.
 func Start(ctx context.Context, servers []Server, opts Options) (*Servers, error) {
-	s := &Servers{tools: map[*conn][]*sdk.Tool{}}
+	s := &Servers{tools: map[*conn][]*sdk.Tool{}, gone: map[string]string{}}
 	type started struct {
 		c     *conn
 		tools []*sdk.Tool
@@ -172,25 +173,147 @@ func (c *conn) open(ctx context.Context) ([]*sdk.Tool, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Whatever the server said of its tools before this listing, the
+	// listing has.
+	c.changed.Store(false)
+	list, err := c.list(ctx, s, true)
+	if err != nil {
+		return nil, c.startError(ctx, err, s)
+	}
+	c.live, c.resources = s, s.hasResources()
+	return list, nil
+}
+
+// list lists the session's tools within the startup timeout, as the
+// model is offered them; first says it is the run's first listing, whose
+// warnings are not said again.
+func (c *conn) list(ctx context.Context, s *session, first bool) ([]*sdk.Tool, error) {
 	lctx, cancel := context.WithTimeout(ctx, c.srv.StartupTimeout)
 	defer cancel()
 	var list []*sdk.Tool
 	for t, err := range s.cs.Tools(lctx, nil) {
 		if err != nil {
-			return nil, c.startError(lctx, fmt.Errorf("list its tools: %w", err), s)
+			if lctx.Err() == context.DeadlineExceeded {
+				err = fmt.Errorf("no answer within %s (startup_timeout_s)", c.srv.StartupTimeout)
+			}
+			return nil, fmt.Errorf("list its tools: %w", err)
 		}
 		list = append(list, t)
 		if len(list) > maxTools*4 {
 			break
 		}
 	}
-	list = c.filter(list)
+	list = c.filter(c.withoutTaskTools(s, list), first)
 	if err := c.checkKeyArgs(list); err != nil {
-		s.stop()
 		return nil, err
 	}
-	c.live = s
 	return list, nil
+}
+
+// withoutTaskTools leaves out, with a warning naming them, the tools the
+// server lists as needing MCP tasks (execution.taskSupport "required"):
+// agent does not speak tasks, so calling them could only fail.
+func (c *conn) withoutTaskTools(s *session, list []*sdk.Tool) []*sdk.Tool {
+	var out []*sdk.Tool
+	var left []string
+	for _, t := range list {
+		if !s.tasks.needsTasks(t.Name) {
+			out = append(out, t)
+			continue
+		}
+		if !c.taskWarned[t.Name] {
+			left = append(left, t.Name)
+		}
+	}
+	if len(left) > 0 {
+		if c.taskWarned == nil {
+			c.taskWarned = map[string]bool{}
+		}
+		for _, n := range left {
+			c.taskWarned[n] = true
+		}
+		c.opts.warn("MCP server %q: %s need MCP tasks, which agent does not support; not offered", c.srv.Name, strings.Join(left, ", "))
+	}
+	return out
+}
+
+// Refresh lists again the tools of each server that said they changed
+// (notifications/tools/list_changed), between two model requests, and
+// reports whether what the model is offered changed. Each change is a
+// warning naming the tools that came and went, so the run's journal says
+// why the offer changed; a server that cannot list them again keeps its
+// list, with a warning.
+func (s *Servers) Refresh(ctx context.Context) bool {
+	if s == nil {
+		return false
+	}
+	changed := false
+	for _, c := range s.conns {
+		if !c.changed.Swap(false) {
+			continue
+		}
+		live, err := c.session(ctx)
+		var list []*sdk.Tool
+		if err == nil {
+			list, err = c.list(ctx, live, false)
+		}
+		if err != nil {
+			c.opts.warn("MCP server %q said its tools changed, but they could not be listed again (%v); its tools stay as they were", c.srv.Name, err)
+			continue
+		}
+		added, removed := toolDiff(s.tools[c], list)
+		if len(added)+len(removed) == 0 {
+			continue
+		}
+		s.tools[c], changed = list, true
+		for _, n := range removed {
+			s.gone[ToolName(c.srv.Name, n)] = c.srv.Name
+		}
+		for _, n := range added {
+			delete(s.gone, ToolName(c.srv.Name, n))
+		}
+		msg := fmt.Sprintf("MCP server %q changed its tools:", c.srv.Name)
+		if len(added) > 0 {
+			msg += " now also offers " + strings.Join(added, ", ") + ";"
+		}
+		if len(removed) > 0 {
+			msg += " no longer offers " + strings.Join(removed, ", ") + ";"
+		}
+		c.opts.warn("%s the next model request offers the new list", msg)
+	}
+	return changed
+}
+
+// toolDiff is the names in now and not in was, and the other way round.
+func toolDiff(was, now []*sdk.Tool) (added, removed []string) {
+	names := func(list []*sdk.Tool) map[string]bool {
+		m := map[string]bool{}
+		for _, t := range list {
+			m[t.Name] = true
+		}
+		return m
+	}
+	before, after := names(was), names(now)
+	for _, t := range now {
+		if !before[t.Name] {
+			added = append(added, t.Name)
+		}
+	}
+	for _, t := range was {
+		if !after[t.Name] {
+			removed = append(removed, t.Name)
+		}
+	}
+	return added, removed
+}
+
+// Gone says why the model's tool name, once offered, is not any more: its
+// server's tool list changed; "" for any other name.
+func (s *Servers) Gone(name string) string {
+	if s == nil || s.gone[name] == "" {
+		return ""
+	}
+	return fmt.Sprintf("MCP server %q no longer offers %s: its tool list changed during the run", s.gone[name], name)
 }
 
 // checkKeyArgs refuses an effect without key_args on a tool that takes
@@ -217,20 +340,25 @@ func takesArguments(t *sdk.Tool) bool {
 }
 
 // filter keeps the tools enabled_tools and disabled_tools leave, within
-// the limits, and warns about names that match nothing.
-func (c *conn) filter(list []*sdk.Tool) []*sdk.Tool {
+// the limits, and warns (the first time: first) about names that match
+// nothing.
+func (c *conn) filter(list []*sdk.Tool, first bool) []*sdk.Tool {
+	warn := c.opts.warn
+	if !first {
+		warn = func(string, ...any) {}
+	}
 	has := map[string]bool{}
 	for _, t := range list {
 		has[t.Name] = true
 	}
 	for _, n := range c.srv.EnabledTools {
 		if !has[n] {
-			c.opts.warn("MCP server %q has no tool %q (enabled_tools in %s)", c.srv.Name, n, c.srv.Source)
+			warn("MCP server %q has no tool %q (enabled_tools in %s)", c.srv.Name, n, c.srv.Source)
 		}
 	}
 	for n := range c.srv.Effects {
 		if !has[n] {
-			c.opts.warn("MCP server %q has no tool %q (effects in %s)", c.srv.Name, n, c.srv.Source)
+			warn("MCP server %q has no tool %q (effects in %s)", c.srv.Name, n, c.srv.Source)
 		}
 	}
 	var out []*sdk.Tool
@@ -242,14 +370,14 @@ func (c *conn) filter(list []*sdk.Tool) []*sdk.Tool {
 			slices.Contains(c.srv.DisabledTools, t.Name):
 			continue
 		case seen[name]:
-			c.opts.warn("MCP server %q lists tool %q twice; the second is left out", c.srv.Name, t.Name)
+			warn("MCP server %q lists tool %q twice; the second is left out", c.srv.Name, t.Name)
 			continue
 		case len(out) == maxTools:
-			c.opts.warn("MCP server %q offers more than %d tools; the rest are left out (use enabled_tools)", c.srv.Name, maxTools)
+			warn("MCP server %q offers more than %d tools; the rest are left out (use enabled_tools)", c.srv.Name, maxTools)
 			return out
 		}
 		if schema, err := json.Marshal(t.InputSchema); err != nil || len(schema) > maxSchema {
-			c.opts.warn("MCP server %q: tool %q has an input schema over %d KiB or unreadable; it is left out", c.srv.Name, t.Name, maxSchema>>10)
+			warn("MCP server %q: tool %q has an input schema over %d KiB or unreadable; it is left out", c.srv.Name, t.Name, maxSchema>>10)
 			continue
 		}
 		seen[name] = true
@@ -359,17 +487,26 @@ func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, meta
 	if err != nil {
 		return nil, &callError{err: err}
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.srv.ToolTimeout)
-	defer cancel()
+	ctx, clock, stop := startClock(ctx, c.srv.ToolTimeout)
+	defer stop()
+	r := c.begin(ctx, clock)
+	defer c.end(r)
+	if meta == nil {
+		meta = sdk.Meta{}
+	}
+	meta["progressToken"] = r.token
 	res, err := s.cs.CallTool(ctx, &sdk.CallToolParams{Meta: meta, Name: tool, Arguments: args})
 	var wire *jsonrpc.Error
 	switch {
 	case err == nil:
 		return res, nil
+	case samplingAsked(err):
+		c.opts.warn("MCP server %q asked for sampling (a completion from the run's model); refused: agent does not support sampling", c.srv.Name)
+		return nil, &callError{sent: true, err: fmt.Errorf("MCP server %q could not finish the call: it asked for sampling, and %s", c.srv.Name, SamplingRefused)}
 	case errors.As(err, &wire):
 		// The server answered with an error: it did not run the tool.
 		return nil, &callError{err: fmt.Errorf("MCP server %q refused the call: %s", c.srv.Name, wire.Message)}
-	case ctx.Err() == context.DeadlineExceeded && context.Cause(ctx) == context.DeadlineExceeded:
+	case errors.Is(context.Cause(ctx), errToolTimeout):
 		return nil, &callError{sent: true, err: fmt.Errorf("MCP server %q did not answer within %s (tool_timeout_s)", c.srv.Name, c.srv.ToolTimeout)}
 	case ctx.Err() != nil:
 		return nil, &callError{sent: true, err: fmt.Errorf("the call to MCP server %q was interrupted: %w", c.srv.Name, context.Cause(ctx))}

@@ -40,11 +40,14 @@ type Env struct {
 	Environ   []string
 	UserAgent string
 	// Waiter waits for a person or a time in this process; nil parks the
-	// run on each wait (docs/PROTOCOL.md#waits).
+	// run on each wait (docs/PROTOCOL.md#waits). Hold waits in this
+	// process for an answer through the other channels, for a question
+	// that cannot park (Config.Hold); nil declines such questions.
 	Waiter Waiter
 	// Tasks runs the sub-runs of task calls where the store is kept
 	// (docs/PROTOCOL.md#subagents); nil offers no task tool.
 	Tasks Delegator
+	Hold  Waiter
 }
 
 // SpecError is a spec that cannot run: unreadable, tools that do not
@@ -149,6 +152,15 @@ func Execute(ctx context.Context, spec adapter.PhaseSpec, env Env) (event.Runner
 	if slices.Contains(set.Names(), tools.TaskName) {
 		cfg.Tasks = env.Tasks
 	}
+	if servers != nil {
+		cfg.Refresh = func(ctx context.Context) (*tools.Set, error) {
+			if !servers.Refresh(ctx) {
+				return nil, nil
+			}
+			set, _, err := toolSet(ws, spec, env, servers, box, catalog)
+			return set, err
+		}
+	}
 	if planner != nil {
 		cfg.RequireTool = tools.SubmitPlanName
 	}
@@ -251,6 +263,10 @@ func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.
 	if catalog != nil && len(catalog.Skills()) > 0 {
 		extra = append(extra, catalog.Tool())
 	}
+	if rt := servers.ResourceTools(); len(rt) > 0 {
+		extra = append(extra, rt...)
+		allow = withTools(allow, mcp.ResourcesName, mcp.ReadResourceName)
+	}
 	deny := tools.WithoutUnconfigured(allow, spec.Deny, env.Getenv)
 	// A sub-run never has the task tool, nor a loop nobody runs sub-runs
 	// for (docs/PROTOCOL.md#subagents).
@@ -258,14 +274,15 @@ func toolSet(ws *tools.Workspace, spec adapter.PhaseSpec, env Env, servers *mcp.
 	if env.Tasks == nil || spec.MaxSubagents <= 0 || spec.ParentRunID != "" {
 		deny = append(deny[:len(deny):len(deny)], tools.TaskName)
 	}
-	set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny, Match: mcp.Matches, Open: MayBeAbsent, Sandbox: box}, extra...)
+	set, err := tools.NewSet(ws, tools.Options{Allow: allow, Deny: deny, Match: mcp.Matches, Open: MayBeAbsent, Gone: servers.Gone, Sandbox: box}, extra...)
 	return set, nil, err
 }
 
 // MayBeAbsent reports the allow and deny entries that may name no tool of
 // a run without being a mistake: an MCP server's tools (checked once it
-// has started) and the skill tool (offered only where there are skills).
-func MayBeAbsent(entry string) bool { return mcp.IsName(entry) || entry == skills.ToolName }
+// has started) and its resource tools (offered when one has resources),
+// and the skill tool (offered only where there are skills).
+func MayBeAbsent(entry string) bool { return mcp.Open(entry) || entry == skills.ToolName }
 
 // startServers starts the configured MCP servers the spec's tools use. A
 // required server that does not start ends the run before it begins, with
@@ -295,7 +312,8 @@ func waitConfig(cfg *Config, spec adapter.PhaseSpec, env Env) error {
 	if err != nil {
 		return err
 	}
-	cfg.Approvals, cfg.AskOnTimeout, cfg.Waiter = rules, spec.AskOnTimeout, env.Waiter
+	cfg.Approvals, cfg.AskOnTimeout, cfg.Waiter, cfg.Hold = rules, spec.AskOnTimeout, env.Waiter, env.Hold
+	cfg.AskHuman = spec.AskHuman
 	cfg.AskTimeout = time.Duration(spec.AskTimeoutMS) * time.Millisecond
 	cfg.MaxWait = time.Duration(spec.MaxWaitMS) * time.Millisecond
 	cfg.Waits = map[string]adapter.Wait{}

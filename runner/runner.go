@@ -147,6 +147,17 @@ type Config struct {
 	// offered (docs/PROTOCOL.md#subagents).
 	Tasks        Delegator
 	MaxSubagents int
+
+	// AskHuman: a person can answer the run's questions (ask_human's, and
+	// an MCP server's while a call runs). Hold waits in this process for
+	// an answer through the other channels when Waiter is nil: a question
+	// asked while a call runs cannot park (calls.go); nil declines it.
+	AskHuman bool
+	Hold     Waiter
+
+	// Refresh, if set, is asked before each model request for the tools
+	// to offer when they changed (an MCP server's tool list), or nil.
+	Refresh func(ctx context.Context) (*tools.Set, error)
 }
 
 // MaxSchemaFixes is how many times a final answer its output schema
@@ -270,6 +281,8 @@ type loop struct {
 	format    *llm.ResponseFormat
 	fixBase   int
 	schemaErr error
+
+	process string // this process's nonce, in the ids of questions asked while a call runs (calls.go)
 }
 
 // looping reports whether the run is a series of fresh-context iterations:
@@ -318,7 +331,7 @@ func Run(ctx context.Context, cfg Config, prompt string, state State) (Result, e
 		cfg.Waits = map[string]adapter.Wait{}
 	}
 	l := &loop{cfg: cfg, prompt: prompt, system: system, state: state, checkpointed: map[string]bool{}, always: alwaysAllowed(cfg.Waits),
-		hooked: hookRecords(cfg.Hooked), stopActive: stopHookActive(cfg.Hooked)}
+		hooked: hookRecords(cfg.Hooked), stopActive: stopHookActive(cfg.Hooked), process: processNonce()}
 	if cfg.Schema != nil && cfg.ResponseFormat {
 		if ok, strict := cfg.Schema.ResponseFormat(); ok {
 			l.format = &llm.ResponseFormat{Name: "output", Schema: cfg.Schema.JSON(), Strict: strict}
@@ -663,6 +676,9 @@ func (l *loop) ask(ctx context.Context) (*llm.Response, error) {
 			return nil, err
 		}
 	}
+	if err := l.refreshTools(ctx); err != nil {
+		return nil, err
+	}
 	var resp *llm.Response
 	var took time.Duration
 	for attempt := 0; ; attempt++ {
@@ -919,7 +935,26 @@ func (l *loop) runCall(ctx context.Context, call llm.ToolCall, repeats int) (too
 	if refusal != "" {
 		return tools.Result{IsError: true, Output: refusal}, nil
 	}
+	c, end := l.running(ctx, call)
+	defer end()
+	ctx = tools.WithCall(ctx, c)
 	return l.cfg.Tools.Run(ctx, call.Name, call.Arguments), nil
+}
+
+// refreshTools takes the tools Config.Refresh says changed; a set that
+// cannot be made keeps the one the run has, with a warning.
+func (l *loop) refreshTools(ctx context.Context) error {
+	if l.cfg.Refresh == nil {
+		return nil
+	}
+	set, err := l.cfg.Refresh(ctx)
+	switch {
+	case err != nil:
+		return l.emit(ctx, event.New(event.Warning, event.WarningData{Message: "the changed tool list could not be offered: " + err.Error()}))
+	case set != nil:
+		l.cfg.Tools = set
+	}
+	return nil
 }
 
 // checkpoint saves each file call will change that this run has not

@@ -154,6 +154,11 @@ func (l *loop) waitTool(ctx context.Context, call llm.ToolCall, req tools.WaitRe
 // first recorded, deadline included; run.waiting is recorded again, so
 // that the run is waiting again whatever stopped it in between.
 func (l *loop) await(ctx context.Context, w event.RunWaitingData) (event.WaitResolvedData, event.RunWaitingData, error) {
+	return l.awaitWith(ctx, w, l.cfg.Waiter)
+}
+
+// awaitWith is await with waiter, nil to park.
+func (l *loop) awaitWith(ctx context.Context, w event.RunWaitingData, waiter Waiter) (event.WaitResolvedData, event.RunWaitingData, error) {
 	if known, ok := l.cfg.Waits[w.WaitID]; ok {
 		w = known.Waiting
 		if known.Resolution != nil {
@@ -173,10 +178,10 @@ func (l *loop) await(ctx context.Context, w event.RunWaitingData) (event.WaitRes
 	if err := l.notifyHooks(ctx, w); err != nil {
 		return event.WaitResolvedData{}, w, err
 	}
-	if l.cfg.Waiter == nil {
+	if waiter == nil {
 		return event.WaitResolvedData{}, w, ErrParked
 	}
-	res, err := l.cfg.Waiter.Wait(ctx, w)
+	res, err := waiter.Wait(ctx, w)
 	if err != nil {
 		return res, w, err
 	}

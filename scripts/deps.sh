@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the tests use beyond Go and gcc, when it is missing:
 # - tmux: the terminal tests drive the console in a real pseudo-terminal;
-# - the reference MCP filesystem server (npm @modelcontextprotocol/server-filesystem,
-#   pinned) under .cache/mcp-servers: a third-party MCP server the MCP tests use;
+# - the reference MCP servers (npm @modelcontextprotocol/server-filesystem and
+#   server-everything, pinned) under .cache/mcp-servers: third-party MCP servers
+#   the MCP tests use (server-everything: list changes, progress, elicitation,
+#   sampling, tasks and resources);
 # - postgresql (the Debian package's server programs in /usr/lib/postgresql/*/bin):
 #   the store's PostgreSQL tests start throwaway servers of their own (store/pgtest);
 # - chromium: the web view's tests drive the page in a headless browser (e2e/web);
@@ -15,19 +17,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-mcp_fs_version=2026.8.31
 mcp_dir=.cache/mcp-servers
-if [ ! -x "$mcp_dir/node_modules/.bin/mcp-server-filesystem" ]; then
-  if command -v npm >/dev/null; then
-    echo "deps.sh: installing the reference MCP filesystem server $mcp_fs_version with npm (a few seconds)" >&2
-    mkdir -p "$mcp_dir"
-    npm install --prefix "$mcp_dir" --no-audit --no-fund --loglevel=error \
-      "@modelcontextprotocol/server-filesystem@$mcp_fs_version" >&2 ||
-      echo "deps.sh: npm could not install the MCP filesystem server; its test skips" >&2
-  else
-    echo "deps.sh: npm is missing; the test with the reference MCP server skips" >&2
+for server in filesystem@2026.8.31 everything@2026.8.31; do
+  if [ ! -x "$mcp_dir/node_modules/.bin/mcp-server-${server%@*}" ]; then
+    if command -v npm >/dev/null; then
+      echo "deps.sh: installing the reference MCP server $server with npm (a few seconds)" >&2
+      mkdir -p "$mcp_dir"
+      npm install --prefix "$mcp_dir" --no-audit --no-fund --loglevel=error \
+        "@modelcontextprotocol/server-$server" >&2 ||
+        echo "deps.sh: npm could not install the MCP server $server; the tests with it skip" >&2
+    else
+      echo "deps.sh: npm is missing; the tests with the reference MCP servers skip" >&2
+    fi
   fi
-fi
+done
 
 # missing lists the packages whose programs are not here.
 missing() {

@@ -18,5 +18,6 @@ func TestProjectorCoversEveryEventType(t *testing.T) {
 		event.Heartbeat,
 		event.Warning,
 		event.HookCompleted, // read back from the journal by type (HookRecords, AttemptState)
+		event.ToolProgress,  // how far a call had come: journaled and shown; its result is what counts
 	})
 }

@@ -189,6 +189,9 @@ func (s *Supervisor) drive(ctx context.Context, r *store.Run, d Drive, sink Sink
 		if err := s.resolveOwnWaits(persist, r.ID, sink); err != nil {
 			return failed(ctx, err)
 		}
+		if err := s.settleGoneQuestions(persist, r.ID, sink); err != nil {
+			return failed(ctx, err)
+		}
 	}
 	switch {
 	case r.Kind == store.KindHarness:
@@ -209,6 +212,7 @@ func (s *Supervisor) driveHere(ctx context.Context, r *store.Run, d Drive, sink 
 		Sink: sink, Outbox: &storeOutbox{db: s.db, runID: r.ID, owner: s.cfg.Owner, sink: sink}, APIKey: s.apiKey, Home: s.cfg.Home,
 		Getenv: s.Getenv, Environ: s.cfg.Env, UserAgent: "agent/" + s.cfg.Version, Waiter: s.waiter(r.ID, d),
 		Tasks: &subagents{s: s, parent: r, opts: d.Options, sink: sink, ask: s.waiter(r.ID, d)},
+		Hold:  s.hold(r.ID),
 	})
 	if err != nil {
 		return failed(ctx, err)

@@ -375,6 +375,44 @@ func (s *Supervisor) waiter(runID string, d Drive) runner.Waiter {
 	return storeWaiter{db: s.db, runID: runID, ask: d.Ask, poll: 200 * time.Millisecond}
 }
 
+// hold waits in this process for an answer through the other channels
+// (the store), for a question that cannot park: one an MCP server asks
+// while a call runs (runner.Config.Hold).
+func (s *Supervisor) hold(runID string) runner.Waiter {
+	return storeWaiter{db: s.db, runID: runID, poll: 200 * time.Millisecond}
+}
+
+// settleGoneQuestions resolves the run's open questions that an MCP
+// server asked while a call ran in a process that is gone: nobody can
+// answer them now (the server went with that process), so they time out,
+// saying why; the call they belonged to is reported interrupted, or run
+// again if read-only, and then asks anew.
+func (s *Supervisor) settleGoneQuestions(ctx context.Context, runID string, sink Sink) error {
+	ws, err := s.db.Waits(ctx, runID)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if w.Waiting.Server == "" || w.Journaled {
+			continue
+		}
+		got := w.Resolution
+		if got == nil {
+			res := event.WaitResolvedData{Outcome: event.WaitTimedOut, Via: event.ViaTimeout,
+				Reason: fmt.Sprintf("MCP server %q asked it while a call ran in a process that has ended; it cannot be answered now", w.Waiting.Server)}
+			first, err := firstAnswer(s.db.ResolveWait(ctx, runID, w.Waiting.WaitID, res))
+			if err != nil {
+				return err
+			}
+			got = &first
+		}
+		if err := sink.Emit(ctx, event.New(event.WaitResolved, *got)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // describeWait says what a wait is for, e.g. `approval of bash {"command":"git push"}`.
 func describeWait(w event.RunWaitingData) string {
 	switch w.Kind {

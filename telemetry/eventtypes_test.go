@@ -16,8 +16,9 @@ func TestTraceCoversEveryEventType(t *testing.T) {
 		event.ArtifactCreated, event.ReceiptRecorded, event.LearningRecorded, event.ApproachFailed,
 		event.VerificationCompleted, event.CheckpointCreated, event.RewindCompleted, event.ContextCompacted,
 		event.EffectFailed, event.EffectUnknown,
-		event.Retry,   // a retried call is one model-call span: its time includes the retries
-		event.Warning, // diagnostics for people
+		event.Retry,        // a retried call is one model-call span: its time includes the retries
+		event.Warning,      // diagnostics for people
+		event.ToolProgress, // within the tool call's span
 		// A parked run's drive ends without a terminal event: its trace
 		// is sent as it stands; the wait's time is between drives.
 		event.RunWaiting, event.WaitResolved,

@@ -79,6 +79,9 @@ type Options struct {
 	// being an error: the caller checks them (an MCP server that did not
 	// start).
 	Open func(entry string) bool
+	// Gone, if set, says why a tool this set does not have was offered
+	// before and is not now (an MCP server's tool list changed), or "".
+	Gone func(name string) string
 }
 
 // DefaultBashTimeout is the bash timeout when Options.BashTimeout is zero.
@@ -89,6 +92,7 @@ const DefaultBashTimeout = 120 * time.Second
 type Set struct {
 	ws        *Workspace
 	maxOutput int
+	gone      func(name string) string
 	all       map[string]entry // every known tool, enabled or not
 	enabled   []entry          // in definition order
 }
@@ -124,7 +128,7 @@ func NewSet(ws *Workspace, opts Options, extra ...Tool) (*Set, error) {
 	if opts.BashTimeout <= 0 {
 		opts.BashTimeout = DefaultBashTimeout
 	}
-	s := &Set{ws: ws, maxOutput: opts.MaxOutput, all: map[string]entry{}}
+	s := &Set{ws: ws, maxOutput: opts.MaxOutput, all: map[string]entry{}, gone: opts.Gone}
 
 	var ordered []entry
 	for _, t := range append(builtins(opts), extra...) {
@@ -267,6 +271,11 @@ func (s *Set) Run(ctx context.Context, name string, args string) (res Result) {
 		avail := strings.Join(s.Names(), ", ")
 		if _, known := s.all[name]; known {
 			return errorf("tool %q is disabled in this run; available: %s", name, avail)
+		}
+		if s.gone != nil {
+			if why := s.gone(name); why != "" {
+				return errorf("%s; available: %s", why, avail)
+			}
 		}
 		return errorf("unknown tool %q; available: %s", name, avail)
 	}

@@ -89,6 +89,13 @@ function findings(v) {
   return notes ? `${v.status}: ${oneLine(notes, 200)}` : v.status;
 }
 
+// progressText is a call's progress as its line shows it: "3/5 message".
+function progressText(d) {
+  const n = (x) => String(Math.round(x * 100) / 100);
+  const part = d.total ? `${n(d.progress)}/${n(d.total)}` : n(d.progress);
+  return d.message ? `${part} ${oneLine(d.message, 80)}` : part;
+}
+
 function oneLine(s, n) {
   s = String(s ?? '').replace(/\s+/g, ' ').trim();
   return s.length > n ? s.slice(0, n - 1) + '…' : s;
@@ -438,8 +445,20 @@ class RunView {
     this.body.append(el);
   }
 
+  // toolProgress shows how far a running call has come on its line.
+  toolProgress(d) {
+    const t = this.tools.get(d.call_id);
+    if (!t || t.el.dataset.state !== 'running') return;
+    if (!t.progress) {
+      t.progress = h('span', { class: 'muted progress' });
+      t.el.querySelector('summary').append(t.progress);
+    }
+    t.progress.textContent = progressText(d);
+  }
+
   toolCompleted(d) {
     const t = this.tools.get(d.call_id);
+    if (t?.progress) t.progress.remove();
     this.running.delete(d.call_id);
     if (!t) return;
     t.el.dataset.state = d.ok ? 'ok' : 'error';
@@ -530,6 +549,9 @@ class View {
         break;
       case 'tool.started':
         r.toolStarted(d, f);
+        break;
+      case 'tool.progress':
+        r.toolProgress(d);
         break;
       case 'tool.completed':
         r.toolCompleted(d);

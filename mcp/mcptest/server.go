@@ -9,7 +9,12 @@
 // big (n bytes of text), ping (a side effect with no arguments),
 // read_text_file and read_media_file (a file, as the reference filesystem
 // server returns it: content and the same again as structured content)
-// and file_json (a file as base64 in structured content only).
+// and file_json (a file as base64 in structured content only); what a
+// server asks of its client: swap_tools (removes echo and adds shout:
+// notifications/tools/list_changed), steps (n progress notifications, ms
+// apart), ask (an elicitation of one field, answer, as the 2026 protocol's
+// input request) and sample (a sampling request the same way). Resources:
+// notes://readme (text) and notes://logo (a blob).
 package mcptest
 
 import (
@@ -260,7 +265,101 @@ func NewServer(logPath string) *sdk.Server {
 			return text(string(out)), nil
 		})
 	addFileTools(s, l, obj(`"path":{"type":"string"}`, "path"))
+	addAsking(s, l, obj)
 	return s
+}
+
+// addAsking adds the tools that ask something of the client, and the
+// resources.
+func addAsking(s *sdk.Server, l *logger, obj func(props string, required ...string) json.RawMessage) {
+	// The SDK sends a list change a moment after it, on a timer: swap_tools
+	// answers once it has been sent, as servers that send it at once do.
+	sent := make(chan struct{}, 1)
+	s.AddSendingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			res, err := next(ctx, method, req)
+			if method == "notifications/tools/list_changed" {
+				select {
+				case sent <- struct{}{}:
+				default:
+				}
+			}
+			return res, err
+		}
+	})
+	s.AddTool(&sdk.Tool{Name: "swap_tools", Description: "Replace echo with shout.", InputSchema: obj(``)},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			l.log(req)
+			defer func() {
+				select {
+				case <-sent:
+				case <-ctx.Done():
+				}
+			}()
+			s.RemoveTools("echo")
+			s.AddTool(&sdk.Tool{Name: "shout", Description: "Echo the text back, louder.", InputSchema: obj(`"text":{"type":"string"}`, "text")},
+				func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+					l.log(req)
+					return text("SHOUT: " + strings.ToUpper(args[struct{ Text string }](req).Text)), nil
+				})
+			return text("echo is gone; shout is here"), nil
+		})
+	s.AddTool(&sdk.Tool{Name: "steps", Description: "Take n steps, ms milliseconds each, saying how far it has come.",
+		InputSchema: obj(`"n":{"type":"integer"},"ms":{"type":"integer"}`, "n", "ms")},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			l.log(req)
+			a := args[struct{ N, MS int }](req)
+			for i := 1; i <= a.N; i++ {
+				select {
+				case <-time.After(time.Duration(a.MS) * time.Millisecond):
+				case <-ctx.Done():
+					return text("stopped"), nil
+				}
+				if tok := req.Params.GetProgressToken(); tok != nil {
+					_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{
+						ProgressToken: tok, Progress: float64(i), Total: float64(a.N), Message: fmt.Sprintf("step %d", i)})
+				}
+			}
+			return text(fmt.Sprintf("took %d steps", a.N)), nil
+		})
+	s.AddTool(&sdk.Tool{Name: "ask", Description: "Ask the person a question.", InputSchema: obj(`"question":{"type":"string"}`, "question")},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			q := args[struct{ Question string }](req).Question
+			resp, ok := req.Params.InputResponses["q"].(*sdk.ElicitResult)
+			if !ok {
+				return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"q": &sdk.ElicitParams{Message: q,
+					RequestedSchema: map[string]any{"type": "object", "required": []any{"answer"},
+						"properties": map[string]any{"answer": map[string]any{"type": "string", "description": "Your answer"}}}}}}, nil
+			}
+			l.log(req)
+			if resp.Action != "accept" {
+				return text("the person chose " + resp.Action), nil
+			}
+			return text(fmt.Sprintf("the person answered: %v", resp.Content["answer"])), nil
+		})
+	s.AddTool(&sdk.Tool{Name: "sample", Description: "Ask the client's model for a completion.", InputSchema: obj(``)},
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			l.log(req)
+			if _, ok := req.Params.InputResponses["s"]; !ok {
+				// Deprecated in the 2026 protocol, and still what servers send.
+				//lint:ignore SA1019 a server that asks for sampling is what this tool is
+				msg := []*sdk.SamplingMessageV2{{Role: "user", Content: []sdk.Content{&sdk.TextContent{Text: "hello"}}}}
+				//lint:ignore SA1019 the same
+				params := &sdk.CreateMessageWithToolsParams{MaxTokens: 10, Messages: msg}
+				return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"s": params}}, nil
+			}
+			return text("the client's model answered"), nil
+		})
+	s.AddResource(&sdk.Resource{URI: "notes://readme", Name: "readme", MIMEType: "text/plain", Description: "What the notes are."},
+		func(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: "notes://readme", MIMEType: "text/plain",
+				Text: "The notes say: the launch code is 0000."}}}, nil
+		})
+	s.AddResource(&sdk.Resource{URI: "notes://logo", Name: "logo", MIMEType: "image/png"},
+		func(context.Context, *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+			return &sdk.ReadResourceResult{Contents: []*sdk.ResourceContents{{URI: "notes://logo", MIMEType: "image/png",
+				Blob: []byte("\x89PNG\r\n\x1a\nnot really a logo")}}}, nil
+		})
 }
 
 // addFileTools adds read_text_file and read_media_file, answering as the
