@@ -171,10 +171,14 @@ func (p *Printer) render(e event.Event) {
 			p.waitFor(strings.TrimSpace(d.Name + " " + p.calls[d.CallID]))
 		}
 	case event.ToolProgress:
-		// On the call's line, which keeps its clock: how far it has come.
+		// On the call's line, which keeps its clock: how far it has come,
+		// before what the call is about, which a narrow terminal cuts.
 		var d event.ToolProgressData
 		if e.Decode(&d) == nil && p.unanswered[d.CallID] {
-			p.wait = strings.TrimSpace(d.Name+" "+p.calls[d.CallID]) + " · " + ProgressText(d)
+			p.wait = d.Name + " " + ProgressText(d)
+			if about, room := p.calls[d.CallID], progressLine-len([]rune(p.wait)); about != "" && room > 10 {
+				p.wait += " · " + clip(about, room)
+			}
 		}
 	case event.ToolCompleted:
 		var d event.ToolCompletedData
@@ -348,6 +352,10 @@ func SubagentLabel(labels map[string]string, e event.Event) string {
 	}
 	return "↳ " + ShortID(e.Subagent)
 }
+
+// progressLine is how long a call's line with its progress grows at most:
+// the spinner adds its frame and clock, within a terminal's 80 columns.
+const progressLine = 66
 
 // ProgressText is a call's progress for people: "3/5 indexing".
 func ProgressText(d event.ToolProgressData) string {

@@ -12,7 +12,7 @@
 // and file_json (a file as base64 in structured content only); what a
 // server asks of its client: swap_tools (removes echo and adds shout:
 // notifications/tools/list_changed), steps (n progress notifications, ms
-// apart), ask (an elicitation of one field, answer, as the 2026 protocol's
+// apart, then it waits for a gate file if named), ask (an elicitation of one field, answer, as the 2026 protocol's
 // input request) and sample (a sampling request the same way). Resources:
 // notes://readme (text) and notes://logo (a blob).
 package mcptest
@@ -304,11 +304,22 @@ func addAsking(s *sdk.Server, l *logger, obj func(props string, required ...stri
 				})
 			return text("echo is gone; shout is here"), nil
 		})
-	s.AddTool(&sdk.Tool{Name: "steps", Description: "Take n steps, ms milliseconds each, saying how far it has come.",
-		InputSchema: obj(`"n":{"type":"integer"},"ms":{"type":"integer"}`, "n", "ms")},
+	s.AddTool(&sdk.Tool{Name: "steps", Description: "Take n steps, ms milliseconds each, saying how far it has come; then wait for the file gate, if named.",
+		InputSchema: obj(`"n":{"type":"integer"},"ms":{"type":"integer"},"gate":{"type":"string"}`, "n", "ms")},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			l.log(req)
-			a := args[struct{ N, MS int }](req)
+			a := args[struct {
+				N, MS int
+				Gate  string
+			}](req)
+			defer func() {
+				for a.Gate != "" && ctx.Err() == nil {
+					if _, err := os.Stat(a.Gate); err == nil {
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}()
 			for i := 1; i <= a.N; i++ {
 				select {
 				case <-time.After(time.Duration(a.MS) * time.Millisecond):
