@@ -56,6 +56,7 @@ var fakeChildren = map[string]func(f *fake) int{
 	"cancel":      fakeCancel,
 	"intent":      fakeIntent,
 	"sync":        fakeSync,
+	"hold":        fakeHold,
 	"chatty":      fakeChatty,
 	"forger":      fakeForger,
 	"late-intent": fakeLateIntent,
@@ -472,6 +473,31 @@ func fakeChatty(f *fake) int {
 
 // fakeSync sends a tool.started, then asks the parent to sync before it
 // "runs" the tool, and says what the ack was.
+// fakeHold asks the parent to hold for a wait outside a call, then within
+// one, and says what each ack carried.
+func fakeHold(f *fake) int {
+	f.spec()
+	intents := &Intents{}
+	go WatchControls(f.in, intents.Ack, intents.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	hold := func(id string) {
+		f.emit(event.Hold, event.HoldData{ID: id, WaitID: "w-" + id})
+		c, err := intents.Wait(ctx, id)
+		answer := ""
+		if c.Resolution != nil {
+			answer = c.Resolution.Answer
+		}
+		f.say(fmt.Sprintf("%s proceed=%v answer=%q reason=%q err=%v", id, c.Proceed, answer, c.Reason, err))
+	}
+	hold("outside")
+	f.start(ctx, intents, "c1", "mcp__docs__ask")
+	hold("inside")
+	f.emit(event.ToolCompleted, event.ToolCompletedData{CallID: "c1", OK: true})
+	f.result(event.StatusCompleted, "held", "")
+	return 0
+}
+
 func fakeSync(f *fake) int {
 	f.spec()
 	intents := &Intents{}

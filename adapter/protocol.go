@@ -106,6 +106,10 @@ type PhaseSpec struct {
 	// answered or not, so that a wait asked again is the same wait.
 	WaitOptions
 	Waits []Wait `json:"waits,omitempty"`
+	// Hold: the parent answers hold lines (Config.OnHold), so a question
+	// that cannot park is waited for in its process; without it the child
+	// declines such questions at once.
+	Hold bool `json:"hold,omitempty"`
 }
 
 // WaitOptions are a run's approval rules and their deadline, and the wait
@@ -172,6 +176,8 @@ type Control struct {
 	Token string `json:"token,omitempty"`
 	// Task, on the ack of a task.request, is how its sub-run ended.
 	Task *event.TaskResultData `json:"task,omitempty"`
+	// Resolution, on the ack of a hold, is the wait's answer.
+	Resolution *event.WaitResolvedData `json:"resolution,omitempty"`
 }
 
 // Control message types.

@@ -64,6 +64,10 @@ type Config struct {
 	// run at once, and the child goes on beating meanwhile. Its context ends
 	// when the attempt stops. Nil refuses task calls.
 	OnTask func(ctx context.Context, req event.TaskRequestData) (event.TaskResultData, error)
+	// OnHold waits for the answer to the child's wait waitID (a hold
+	// line, docs/PROTOCOL.md#runner-protocol), on a goroutine of its own,
+	// until ctx ends with the attempt; nil refuses holds.
+	OnHold func(ctx context.Context, waitID string) (event.WaitResolvedData, error)
 }
 
 // BlobReader reads a blob by its sha256, checking the content matches;
@@ -197,11 +201,16 @@ type attempt struct {
 	last    string
 	allowed map[string]goAhead
 
-	// tasks are the task calls' sub-runs running (OnTask), stopped by
-	// stopTasks once the attempt stops.
+	// tasks are the task calls' sub-runs running (OnTask) and the holds
+	// waiting for their answers (OnHold), stopped by stopTasks once the
+	// attempt stops.
 	tasks     sync.WaitGroup
 	taskCtx   context.Context
 	stopTasks context.CancelCauseFunc
+	// held are the answers holds were given, by wait id: the child's
+	// wait.resolved of such a wait is taken as that answer (trust.go).
+	heldMu sync.Mutex
+	held   map[string]event.WaitResolvedData
 
 	ctl   *controlWriter
 	procs *processTree
@@ -353,6 +362,8 @@ func (a *attempt) handle(d decoded) {
 		a.sync(e)
 	case event.TaskRequest:
 		a.task(e)
+	case event.Hold:
+		a.hold(e)
 	default:
 		if e, ok := a.check(e); ok {
 			a.forward(e)
@@ -502,6 +513,56 @@ func (a *attempt) task(e event.Event) {
 		}
 		a.sendControl(c)
 	}()
+}
+
+// hold answers a child's hold once its wait has an answer, waiting on a
+// goroutine of its own (OnHold) while the attempt reads the child's
+// events. Only an open call may ask (its token), and only when the
+// parent holds; otherwise the ack refuses.
+func (a *attempt) hold(e event.Event) {
+	var d event.HoldData
+	if err := e.Decode(&d); err != nil || d.ID == "" || d.WaitID == "" {
+		a.warn(fmt.Sprintf("runner sent a malformed %s: %s", event.Hold, clipLine(string(e.Data))))
+		return
+	}
+	why := ""
+	switch {
+	case a.stopping:
+		why = "the attempt is stopping"
+	case !a.openToken(e.Token):
+		why = "no open tool call of this runner asked for it"
+		a.warn(fmt.Sprintf("ignored a %s from the runner for wait %s: %s", event.Hold, d.WaitID, why))
+	case a.cfg.OnHold == nil:
+		why = "this parent does not wait for answers while a call runs"
+	}
+	if why != "" {
+		a.sendControl(Control{Type: ControlAck, ID: d.ID, Reason: why})
+		return
+	}
+	a.tasks.Add(1)
+	go func() {
+		defer a.tasks.Done()
+		res, err := a.cfg.OnHold(a.taskCtx, d.WaitID)
+		if err != nil {
+			a.sendControl(Control{Type: ControlAck, ID: d.ID, Reason: err.Error()})
+			return
+		}
+		a.heldMu.Lock()
+		if a.held == nil {
+			a.held = map[string]event.WaitResolvedData{}
+		}
+		a.held[d.WaitID] = res
+		a.heldMu.Unlock()
+		a.sendControl(Control{Type: ControlAck, ID: d.ID, Proceed: true, Resolution: &res})
+	}()
+}
+
+// heldAnswer is the answer a hold for waitID was given, if one was.
+func (a *attempt) heldAnswer(waitID string) (event.WaitResolvedData, bool) {
+	a.heldMu.Lock()
+	defer a.heldMu.Unlock()
+	res, ok := a.held[waitID]
+	return res, ok
 }
 
 func (a *attempt) sendControl(c Control) {

@@ -210,6 +210,41 @@ func TestRun(t *testing.T) {
 			},
 		},
 		{
+			// A hold is answered on the child's stdin once OnHold has the
+			// answer, and only for the open call: one outside a call is
+			// refused with a warning. The hold lines are not forwarded.
+			name: "hold", behaviour: "hold",
+			config: func(c *Config) {
+				c.OnHold = func(_ context.Context, waitID string) (event.WaitResolvedData, error) {
+					return event.WaitResolvedData{WaitID: waitID, Outcome: event.WaitAnswered, Answer: "yes for " + waitID}, nil
+				}
+			},
+			check: func(t *testing.T, o outcome) {
+				wantStatus(t, o, event.StatusCompleted, 0)
+				var said []string
+				for _, e := range o.events {
+					var m event.MessageData
+					var w event.WarningData
+					switch {
+					case e.Type == event.Hold:
+						t.Error("a hold line was forwarded")
+					case e.Type == event.MessageCompleted && e.Decode(&m) == nil:
+						said = append(said, m.Text)
+					case e.Type == event.Warning && e.Decode(&w) == nil:
+						said = append(said, "warning: "+w.Message)
+					}
+				}
+				want := []string{
+					"warning: ignored a hold from the runner for wait w-outside: no open tool call of this runner asked for it",
+					`outside proceed=false answer="" reason="no open tool call of this runner asked for it" err=<nil>`,
+					`inside proceed=true answer="yes for w-inside" reason="" err=<nil>`,
+				}
+				if strings.Join(said, "\n") != strings.Join(want, "\n") {
+					t.Errorf("the child said:\n%s\nwant:\n%s", strings.Join(said, "\n"), strings.Join(want, "\n"))
+				}
+			},
+		},
+		{
 			name: "OnEvent error stops the child", behaviour: "chatty",
 			onEvent: func(event.Event, context.CancelFunc) error { return errBoom },
 			check: func(t *testing.T, o outcome) {

@@ -67,7 +67,9 @@ func (a *attempt) check(e event.Event) (event.Event, bool) {
 	case event.ToolProgress:
 		// Only of the open call: a chatty child cannot say it of others.
 		var d event.ToolProgressData
-		return e, e.Decode(&d) == nil && a.calls[d.CallID] != nil
+		if e.Decode(&d) != nil || a.calls[d.CallID] == nil || e.Token != a.calls[d.CallID].token {
+			return e, false
+		}
 	case event.ReceiptRecorded, event.EffectFailed, event.EffectUnknown:
 		var d struct {
 			Key  string `json:"key"`
@@ -93,9 +95,14 @@ func (a *attempt) check(e event.Event) (event.Event, bool) {
 		delete(a.allowed, d.Key) // one outcome per go-ahead
 	case event.WaitResolved:
 		// Only the parent's store answers a wait: a child records an
-		// answer the spec gave it, as the spec says it.
+		// answer the spec or a hold gave it, as the parent says it.
 		var d event.WaitResolvedData
 		_ = e.Decode(&d)
+		if res, ok := a.heldAnswer(d.WaitID); ok && d.WaitID != "" {
+			// A hold's: the answer this parent gave it.
+			e.Data = event.New(e.Type, res).Data
+			return e, true
+		}
 		for _, w := range a.spec.Waits {
 			if w.Waiting.WaitID == d.WaitID && w.Resolution != nil && d.WaitID != "" {
 				e.Data = event.New(e.Type, *w.Resolution).Data
@@ -182,6 +189,17 @@ func (a *attempt) close(e event.Event) bool {
 		a.last = ""
 	}
 	return true
+}
+
+// openToken reports whether token is an open call's: the child's line
+// that carries it is that call's own.
+func (a *attempt) openToken(token string) bool {
+	for _, c := range a.calls {
+		if token != "" && c.token == token {
+			return true
+		}
+	}
+	return false
 }
 
 // askedBy says why a request a child makes for one of its tool calls

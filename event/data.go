@@ -411,6 +411,13 @@ type SyncData struct {
 	ID string `json:"id"`
 }
 
+// HoldData is hold: the ack's id, and the wait (recorded by the child's
+// run.waiting before it) whose answer the parent sends.
+type HoldData struct {
+	ID     string `json:"id"`
+	WaitID string `json:"wait_id"`
+}
+
 // ContextCompactedData is the data of context.compacted (docs/PROTOCOL.md#run-events):
 // a span of the conversation was replaced by a summary so the next
 // request fits the model's context window. The span is messages

@@ -78,6 +78,10 @@ const (
 	// TaskRequest asks the parent to run a task call's sub-run (the task
 	// tool): only the parent keeps the store; its ack carries the result.
 	TaskRequest = "task.request"
+	// Hold asks the parent to wait, in its process, for the answer to a
+	// question the child recorded that cannot park (an MCP server's, asked
+	// while a call runs), and to send it on the child's stdin.
+	Hold = "hold"
 )
 
 // Event is one line of the stream. Seq is assigned by the process that
@@ -149,7 +153,7 @@ var Types = []string{
 }
 
 // ProtocolTypes are the runner protocol's own lines, never run events.
-var ProtocolTypes = []string{EffectIntent, RunnerResult, Sync, TaskRequest}
+var ProtocolTypes = []string{EffectIntent, RunnerResult, Sync, TaskRequest, Hold}
 
 // IsTerminal reports whether t ends a run.
 func IsTerminal(t string) bool {

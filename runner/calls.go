@@ -63,8 +63,8 @@ func (h *callHooks) progress(progress, total float64, message string) {
 
 // ask asks a person q while the call runs, as a question wait of the run
 // (docs/PROTOCOL.md#waits): inline on a terminal and through every other
-// channel (the Waiter), or through the other channels alone (Hold), for
-// at most MaxCallQuestion. It cannot park: the call's server lives only
+// channel (the Waiter), or through the other channels alone (Hold: this
+// process's store, or a child's parent), for at most MaxCallQuestion. It cannot park: the call's server lives only
 // as long as this process. So when nobody can answer (the run does not
 // ask a person, or this process cannot wait for an answer) it declines
 // at once, and says so in a warning.
@@ -79,7 +79,7 @@ func (h *callHooks) ask(ctx context.Context, q tools.Question) (tools.Answer, er
 	case !l.cfg.AskHuman:
 		why = "nobody can answer in this run (it does not ask a person: --ask-human, or a terminal)"
 	case waiter == nil:
-		why = "this process cannot wait for an answer while the call runs (a run in an agent runner child)"
+		why = "nothing waits for an answer while the call runs here (a harness phase, whose waits park)"
 	}
 	if why != "" {
 		msg := fmt.Sprintf("MCP server %q asked a question while %s ran; declined: %s", q.Server, h.call.Name, why)

@@ -70,8 +70,12 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, cfg ServeConfig) er
 	if spec.Mode != adapter.ModePlan {
 		outbox = &childOutbox{sink: sink, intents: intents}
 	}
-	res, err := Execute(ctx, spec, Env{Sink: sink, Outbox: outbox, APIKey: cfg.APIKey, Home: cfg.Home, UserAgent: cfg.UserAgent,
-		Tasks: &childTasks{sink: sink, intents: intents}})
+	env := Env{Sink: sink, Outbox: outbox, APIKey: cfg.APIKey, Home: cfg.Home, UserAgent: cfg.UserAgent,
+		Tasks: &childTasks{sink: sink, intents: intents}}
+	if spec.Hold {
+		env.Hold = &childHold{sink: sink, intents: intents}
+	}
+	res, err := Execute(ctx, spec, env)
 	if err != nil {
 		return err
 	}
@@ -150,7 +154,7 @@ func callOf(e event.Event) string {
 		CallID string `json:"call_id"`
 	}
 	switch e.Type {
-	case event.ToolStarted, event.ToolCompleted, event.EffectIntent, event.TaskRequest:
+	case event.ToolStarted, event.ToolCompleted, event.ToolProgress, event.EffectIntent, event.TaskRequest:
 		if e.Decode(&d) == nil {
 			return d.CallID
 		}
@@ -305,6 +309,15 @@ type childTasks struct {
 	intents *adapter.Intents
 }
 
+// childHold waits for a question that cannot park through the parent,
+// which waits in its own process (adapter.Config.OnHold): the child's
+// run.waiting is on record before the hold line, which asks for its
+// answer; the ack carries it.
+type childHold struct {
+	sink    *childSink
+	intents *adapter.Intents
+}
+
 func (t *childTasks) Delegate(ctx context.Context, req event.TaskRequestData) (event.TaskResultData, error) {
 	req.ID = uuid.NewString()
 	if err := t.sink.Emit(ctx, event.New(event.TaskRequest, req)); err != nil {
@@ -318,4 +331,19 @@ func (t *childTasks) Delegate(ctx context.Context, req event.TaskRequestData) (e
 		return event.TaskResultData{}, fmt.Errorf("the parent did not run the task: %s", ack.Reason)
 	}
 	return *ack.Task, nil
+}
+
+func (h *childHold) Wait(ctx context.Context, w event.RunWaitingData) (event.WaitResolvedData, error) {
+	id := uuid.NewString()
+	if err := h.sink.Emit(ctx, event.New(event.Hold, event.HoldData{ID: id, WaitID: w.WaitID})); err != nil {
+		return event.WaitResolvedData{}, err
+	}
+	ack, err := h.intents.Wait(ctx, id)
+	switch {
+	case err != nil:
+		return event.WaitResolvedData{}, fmt.Errorf("the parent did not answer the hold: %w", err)
+	case !ack.Proceed || ack.Resolution == nil:
+		return event.WaitResolvedData{}, fmt.Errorf("the parent refused to wait for the answer: %s", ack.Reason)
+	}
+	return *ack.Resolution, nil
 }

@@ -228,6 +228,7 @@ func (s *Supervisor) driveChild(ctx context.Context, r *store.Run, d Drive, sink
 	if err != nil {
 		return failed(ctx, err)
 	}
+	spec.Hold = true
 	cfg := adapter.Config{
 		Exe: s.cfg.Exe, Env: s.cfg.Env, Grace: s.cfg.KillGrace, HeartbeatTimeout: s.cfg.HeartbeatTimeout,
 		Timeout: backstop(time.Duration(d.Options.Timeout)),
@@ -236,6 +237,9 @@ func (s *Supervisor) driveChild(ctx context.Context, r *store.Run, d Drive, sink
 			return s.intent(persist, store.IntentReceipt(r.ID, "", 0, in))
 		},
 		OnTask: (&subagents{s: s, parent: r, opts: d.Options, sink: sink}).Delegate,
+		OnHold: func(ctx context.Context, waitID string) (event.WaitResolvedData, error) {
+			return s.holdFor(ctx, r.ID, waitID)
+		},
 	}
 	if s.cfg.LogDir != "" {
 		cfg.LogPath = filepath.Join(s.cfg.LogDir, r.ID+".log")

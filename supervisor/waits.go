@@ -382,6 +382,25 @@ func (s *Supervisor) hold(runID string) runner.Waiter {
 	return storeWaiter{db: s.db, runID: runID, poll: 200 * time.Millisecond}
 }
 
+// holdFor is hold for a child's wait waitID: only a question an MCP
+// server asked while a call runs may be held for (the others park).
+func (s *Supervisor) holdFor(ctx context.Context, runID, waitID string) (event.WaitResolvedData, error) {
+	ws, err := s.db.Waits(ctx, runID)
+	if err != nil {
+		return event.WaitResolvedData{}, err
+	}
+	for _, w := range ws {
+		if w.Waiting.WaitID != waitID {
+			continue
+		}
+		if w.Waiting.Kind != event.WaitQuestion || w.Waiting.Server == "" {
+			return event.WaitResolvedData{}, fmt.Errorf("wait %s is no question of an MCP server: it parks", waitID)
+		}
+		return s.hold(runID).Wait(ctx, w.Waiting)
+	}
+	return event.WaitResolvedData{}, fmt.Errorf("no wait %s in run %s", waitID, runID)
+}
+
 // settleGoneQuestions resolves the run's open questions that an MCP
 // server asked while a call ran in a process that is gone: nobody can
 // answer them now (the server went with that process), so they time out,

@@ -10,7 +10,9 @@ import (
 
 	"agent/e2e/internal/e2etest"
 	"agent/event"
+	"agent/gateway/api"
 	"agent/llm/llmtest"
+	"agent/supervisor"
 )
 
 // What a server asks of agent besides answering calls: its tool list
@@ -293,5 +295,54 @@ func TestMCPElicitationKilledAndResumed(t *testing.T) {
 	}
 	if waiting := e.Run("waiting"); !strings.Contains(waiting.Stdout, "no run is waiting") {
 		t.Errorf("agent waiting:\n%s", waiting.Stdout)
+	}
+}
+
+// Through a gateway: the run's call runs in an agent runner child, its
+// progress reaches the session's clients as tool.progress, and a question
+// its server asks is a wait the clients see; the child holds the call
+// while the gateway waits for the answer (wait.answer), which reaches the
+// server.
+func TestMCPGatewayProgressAndQuestion(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{e2etest.ToolCall("mcp__everything__trigger-long-running-operation", `{"duration":2,"steps":4}`)}},
+		llmtest.Turn{ToolCalls: []llmtest.Call{e2etest.ToolCall("mcp__everything__trigger-elicitation-request", `{}`)}},
+		llmtest.Turn{Text: "done"},
+	)
+	withEverything(t, e)
+	srv, _ := e.InProcessGateway(nil)
+	c := e2etest.GwDial(t, srv.Addr())
+	sid := e2etest.GwCall[api.SessionInfo](t, c, api.MethodSessionCreate, nil).SessionID
+	run := e2etest.GwCall[api.RunStartResult](t, c, api.MethodRunStart, api.RunStartParams{SessionID: sid, Input: "sign me up",
+		Options: api.RunOptions{AllowTools: []string{"mcp__everything"}}})
+	progress := e2etest.GwFrame(t, c, run.RunID, event.ToolProgress, 0)
+	var p event.ToolProgressData
+	if err := json.Unmarshal(progress.Data, &p); err != nil || p.Total != 4 || p.Name != "mcp__everything__trigger-long-running-operation" {
+		t.Errorf("tool.progress: %s", progress.Data)
+	}
+	waiting, w := e2etest.GwWaiting(t, c, run.RunID, progress.Seq)
+	if w.Kind != event.WaitQuestion || w.Server != "everything" || !strings.Contains(w.Question, "Please provide inputs") {
+		t.Fatalf("run.waiting: %+v", w)
+	}
+	info, code := e2etest.GwAnswer(t, c, api.WaitAnswerParams{RunID: run.RunID, WaitID: w.WaitID, Decision: supervisor.DecideAnswer,
+		Text: `{"name":"Grace Hopper","check":true}`})
+	if code != "" || info.Resolution == nil || info.Resolution.Outcome != event.WaitAnswered {
+		t.Fatalf("wait.answer: %s %+v", code, info)
+	}
+	evs := e2etest.GwWait(t, c, run.RunID)
+	if end := e2etest.LastFrame(evs); end.Event != event.RunCompleted {
+		t.Fatalf("the run ended %s", end.Event)
+	}
+	var outputs []string
+	for _, f := range e2etest.OfFrames(evs, event.ToolCompleted) {
+		var d event.ToolCompletedData
+		_ = json.Unmarshal(f.Data, &d)
+		if f.Seq > waiting.Seq {
+			outputs = append(outputs, d.Output)
+		}
+	}
+	if len(outputs) != 1 || !strings.Contains(outputs[0], "- Name: Grace Hopper") || !strings.Contains(outputs[0], "- Agreed to terms: true") {
+		t.Errorf("the elicitation's result: %v", outputs)
 	}
 }
