@@ -303,7 +303,7 @@ var events = []string{
 	event.RunStarted, event.RunCompleted, event.RunFailed, event.RunCancelled, event.RunInterrupted,
 	event.PlanCreated, event.PhaseStarted, event.PhaseCompleted, event.PhaseFailed,
 	event.IterationStarted, event.IterationCompleted, event.MessageDelta, event.MessageCompleted,
-	event.ToolStarted, event.ToolCompleted, event.ArtifactCreated, event.ReceiptRecorded,
+	event.ToolStarted, event.ToolCompleted, event.ToolProgress, event.ArtifactCreated, event.ReceiptRecorded,
 	event.LearningRecorded, event.ApproachFailed, event.VerificationCompleted,
 	event.CheckpointCreated, event.RewindCompleted, event.Retry, event.Warning, event.EffectFailed, event.EffectUnknown,
 	event.RunWaiting, event.WaitResolved,
