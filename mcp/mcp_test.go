@@ -34,7 +34,7 @@ const patience = time.Minute
 
 // testServer is the test binary as a stdio MCP server logging to a file
 // in dir.
-func testServer(t *testing.T, name string, env map[string]string) (Server, string) {
+func testServer(t testing.TB, name string, env map[string]string) (Server, string) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -64,7 +64,7 @@ func (w *warnings) String() string {
 	return strings.Join(w.msgs, "\n")
 }
 
-func startSet(t *testing.T, servers []Server, outbox tools.Outbox) (*tools.Set, *Servers, *warnings) {
+func startSet(t testing.TB, servers []Server, outbox tools.Outbox) (*tools.Set, *Servers, *warnings) {
 	t.Helper()
 	w := &warnings{}
 	s, err := Start(context.Background(), servers, Options{Warn: w.add, Dir: t.TempDir()})

@@ -3,11 +3,14 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"agent/mcp/mcptest"
 	"agent/tools"
 )
 
@@ -215,5 +218,39 @@ func TestFormParsesAnswers(t *testing.T) {
 	if !strings.HasPrefix(q, "Who are you? (asked while mcp__id__who runs)\nFields:\n  name (string, required)\n  age (integer, 1–150)\n  agree (boolean)") ||
 		!strings.Contains(q, "Answer with the value of name, or a JSON object of the fields") {
 		t.Errorf("question:\n%s", q)
+	}
+}
+
+// What the list-change check adds to each model request when no server
+// said its tools changed.
+func BenchmarkRefreshUnchanged(b *testing.B) {
+	srv, _ := testServer(b, "tracker", nil)
+	_, s, _ := startSet(b, []Server{srv}, nil)
+	ctx := context.Background()
+	for b.Loop() {
+		if s.Refresh(ctx) {
+			b.Fatal("changed")
+		}
+	}
+}
+
+// A call whose server reports its progress n times: what the
+// notifications cost the call (the loop records at most one a second).
+func BenchmarkCallProgress(b *testing.B) {
+	srv, _ := testServer(b, "tracker", map[string]string{mcptest.EnvLog: ""}) // no call log to grow
+	set, _, _ := startSet(b, []Server{srv}, nil)
+	for _, n := range []int{0, 100} {
+		b.Run(fmt.Sprintf("notifications=%d", n), func(b *testing.B) {
+			var got atomic.Int64
+			ctx := tools.WithCall(context.Background(), &tools.Call{ID: "c", Name: "x",
+				Progress: func(float64, float64, string) { got.Add(1) }})
+			args := fmt.Sprintf(`{"n":%d,"ms":0}`, n)
+			for b.Loop() {
+				if res := set.Run(ctx, "mcp__tracker__steps", args); res.IsError {
+					b.Fatal(res.Output)
+				}
+			}
+			b.ReportMetric(float64(got.Load())/float64(b.N), "reported/call")
+		})
 	}
 }

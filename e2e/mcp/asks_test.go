@@ -3,8 +3,6 @@ package mcp
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,25 +18,10 @@ import (
 // (README.md#mcp-tool-servers), with the reference server that exercises
 // them all and with the repository's own.
 
-// everythingServer is the path of the reference MCP server that exercises
-// every feature of the protocol, which scripts/deps.sh installs; the
-// test is skipped without it.
-func everythingServer(t *testing.T) string {
-	t.Helper()
-	server, err := filepath.Abs(filepath.Join(e2etest.Root(), ".cache/mcp-servers/node_modules/.bin/mcp-server-everything"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(server); err != nil {
-		t.Skip("the reference MCP server-everything is not installed; scripts/deps.sh installs it with npm")
-	}
-	return server
-}
-
 // withEverything configures server-everything as [mcp_servers.everything].
 func withEverything(t *testing.T, e *e2etest.Env) {
 	t.Helper()
-	server := everythingServer(t)
+	server := referenceServer(t, "everything")
 	e.WriteConfig(fmt.Sprintf("[mcp_servers.everything]\ncommand = %q\nargs = [\"stdio\"]\ntool_timeout_s = 30\n", server))
 }
 

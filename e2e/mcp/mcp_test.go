@@ -18,17 +18,17 @@ import (
 	"agent/mcp/mcptest"
 )
 
-// referenceFilesystemServer is the path of the reference MCP filesystem
-// server from npm, which scripts/deps.sh installs; the test is skipped
+// referenceServer is the path of a reference MCP server from npm
+// (mcp-server-NAME), which scripts/deps.sh installs; the test is skipped
 // without it.
-func referenceFilesystemServer(t *testing.T) string {
+func referenceServer(t *testing.T, name string) string {
 	t.Helper()
-	server, err := filepath.Abs(filepath.Join(e2etest.Root(), ".cache/mcp-servers/node_modules/.bin/mcp-server-filesystem"))
+	server, err := filepath.Abs(filepath.Join(e2etest.Root(), ".cache/mcp-servers/node_modules/.bin/mcp-server-"+name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(server); err != nil {
-		t.Skip("the reference MCP filesystem server is not installed; scripts/deps.sh installs it with npm")
+		t.Skipf("the reference MCP server %s is not installed; scripts/deps.sh installs it with npm", name)
 	}
 	return server
 }
@@ -454,7 +454,7 @@ func TestMCPGatewayRun(t *testing.T) {
 // scripts/deps.sh): a third-party server, as users run them.
 func TestMCPReferenceFilesystemServer(t *testing.T) {
 	t.Parallel()
-	server := referenceFilesystemServer(t)
+	server := referenceServer(t, "filesystem")
 	e := e2etest.New(t)
 	note := filepath.Join(e.Workspace, "note.txt")
 	if err := os.WriteFile(note, []byte("the answer is 42\n"), 0o644); err != nil {

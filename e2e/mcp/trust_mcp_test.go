@@ -119,7 +119,7 @@ func TestMCPBinaryResultsDoNotReachTheModel(t *testing.T) {
 // scripts/deps.sh), where the 30 kB of base64 were seen.
 func TestMCPReferenceServerMediaFile(t *testing.T) {
 	t.Parallel()
-	server := referenceFilesystemServer(t)
+	server := referenceServer(t, "filesystem")
 	e := e2etest.New(t)
 	note := filepath.Join(e.Workspace, "note.txt")
 	if err := os.WriteFile(note, []byte("the answer is 42\n"), 0o644); err != nil {
