@@ -329,3 +329,40 @@ func TestMCPGatewayProgressAndQuestion(t *testing.T) {
 		t.Errorf("the elicitation's result: %v", outputs)
 	}
 }
+
+// Approval rules name tools a server offers only after its list changed:
+// the new tool's call waits for its approval like any other, and a
+// denial reaches the model without the server being called.
+func TestMCPApprovalRulesApplyToNewTools(t *testing.T) {
+	t.Parallel()
+	e := e2etest.New(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{e2etest.ToolCall("mcp__tracker__swap_tools", `{}`)}},
+		llmtest.Turn{ToolCalls: []llmtest.Call{e2etest.ToolCall("mcp__tracker__shout", `{"text":"hi"}`)}},
+		llmtest.Turn{Text: "Not shouting, then."},
+	)
+	logPath := e.WithMCP(t, "")
+	res := e.Run("run", "--json", "--allow-tools", "mcp__tracker", "--ask", "mcp__tracker__shout", "shout")
+	if res.Code != 6 {
+		t.Fatalf("exit %d, want 6 (waiting): %s", res.Code, res.Stderr)
+	}
+	evs := e2etest.DecodeEvents(t, res.Stdout)
+	var w event.RunWaitingData
+	_ = e2etest.OfType(evs, event.RunWaiting)[0].Decode(&w)
+	if w.Kind != event.WaitApproval || w.Tool != "mcp__tracker__shout" || w.Rule != "mcp__tracker__shout" {
+		t.Fatalf("run.waiting: %+v", w)
+	}
+	runID := e2etest.DecodeRunID(t, res.Stdout)
+	if res := e.Run("deny", runID, "--reason", "no shouting"); res.Code != 0 {
+		t.Fatalf("deny: exit %d: %s", res.Code, res.Stderr)
+	}
+	res = e.Run("resume", runID, "--json")
+	if res.Code != 0 {
+		t.Fatalf("resume: exit %d: %s", res.Code, res.Stderr)
+	}
+	if out := toolOutputsInOrder(e2etest.DecodeEvents(t, res.Stdout)); len(out) != 1 || !strings.Contains(out[0], "denied (cli): no shouting") {
+		t.Errorf("tool outputs after the denial: %v", out)
+	}
+	if calls := mcpCalls(t, logPath, "shout"); len(calls) != 0 {
+		t.Errorf("the server was called: %+v", calls)
+	}
+}
