@@ -1,10 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -75,23 +77,25 @@ func (c *conn) start(ctx context.Context) (*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.srv.StartupTimeout)
 	defer cancel()
 	if c.srv.HTTP() {
-		hc, err := c.httpClient()
+		tasks := newTaskSniffer(nil)
+		hc, err := c.httpClient(tasks)
 		if err != nil {
 			return nil, err
 		}
-		t := &sdk.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc, MaxRetries: 1, DisableStandaloneSSE: true}
+		t := &sdk.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc, MaxRetries: 1}
 		cs, err := c.client().Connect(ctx, t, nil)
 		if err != nil {
 			return nil, c.startError(ctx, err, nil)
 		}
-		return &session{cs: cs}, nil
+		return &session{cs: cs, tasks: tasks}, nil
 	}
 	return c.spawn(ctx)
 }
 
 // httpClient sends the server's headers and bearer token with every
-// request; references to the environment are expanded now.
-func (c *conn) httpClient() (*http.Client, error) {
+// request, references to the environment expanded now, and shows tasks
+// the answers to tools/list.
+func (c *conn) httpClient(tasks *taskSniffer) (*http.Client, error) {
 	headers := http.Header{}
 	for k, v := range c.srv.Headers {
 		val, err := expand(v, c.opts.getenv)
@@ -107,12 +111,13 @@ func (c *conn) httpClient() (*http.Client, error) {
 		}
 		headers.Set("Authorization", "Bearer "+tok)
 	}
-	return &http.Client{Transport: &withHeaders{base: http.DefaultTransport, headers: headers}}, nil
+	return &http.Client{Transport: &withHeaders{base: http.DefaultTransport, headers: headers, tasks: tasks}}, nil
 }
 
 type withHeaders struct {
 	base    http.RoundTripper
 	headers http.Header
+	tasks   *taskSniffer
 }
 
 func (t *withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -120,7 +125,21 @@ func (t *withHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range t.headers {
 		r.Header[k] = v
 	}
-	return t.base.RoundTrip(r)
+	listing := false
+	if r.Body != nil && r.Method == http.MethodPost {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxFrame))
+		_ = r.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		listing = bytes.Contains(body, []byte(`"tools/list"`))
+	}
+	resp, err := t.base.RoundTrip(r)
+	if err == nil && listing {
+		resp.Body = &listingBody{ReadCloser: resp.Body, t: t.tasks, sse: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
+	}
+	return resp, err
 }
 
 // startError says why a server did not start, with the tail of its
@@ -232,7 +251,7 @@ func unwrapExec(err error) error {
 const maxFrame = 16 << 20
 
 func (c *conn) connect(ctx context.Context, s *session, in, out *os.File) error {
-	s.tasks = &taskSniffer{Transport: &sdk.IOTransport{Reader: out, Writer: in, MaxLineLength: maxFrame}}
+	s.tasks = newTaskSniffer(&sdk.IOTransport{Reader: out, Writer: in, MaxLineLength: maxFrame})
 	cs, err := c.client().Connect(ctx, s.tasks, nil)
 	if err != nil {
 		var syntax *json.SyntaxError

@@ -1,10 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -203,15 +205,21 @@ func (k *toolClock) resume() {
 	}
 }
 
-// taskSniffer reads the tools/list answers of a stdio server as they
-// come, for the tools whose execution.taskSupport is "required": the
-// 2025-11 spec's task-augmented tools, which agent cannot call (it does
-// not speak MCP tasks) and the SDK's Tool does not carry.
+// taskSniffer reads a server's answers to tools/list as they come, for
+// the tools whose execution.taskSupport is "required": the 2025-11 spec's
+// task-augmented tools, which agent cannot call (it does not speak MCP
+// tasks) and the SDK's Tool does not carry. A stdio server's are read on
+// the connection (Connect), an HTTP server's in the response body
+// (listingBody).
 type taskSniffer struct {
-	sdk.Transport
-	mu      sync.Mutex
-	pending map[jsonrpc.ID]bool
-	needs   map[string]bool
+	sdk.Transport // stdio only
+	mu            sync.Mutex
+	pending       map[jsonrpc.ID]bool
+	needs         map[string]bool
+}
+
+func newTaskSniffer(t sdk.Transport) *taskSniffer {
+	return &taskSniffer{Transport: t, pending: map[jsonrpc.ID]bool{}, needs: map[string]bool{}}
 }
 
 func (t *taskSniffer) Connect(ctx context.Context) (sdk.Connection, error) {
@@ -219,7 +227,6 @@ func (t *taskSniffer) Connect(ctx context.Context) (sdk.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.pending, t.needs = map[jsonrpc.ID]bool{}, map[string]bool{}
 	return &sniffedConn{Connection: conn, t: t}, nil
 }
 
@@ -231,6 +238,28 @@ func (t *taskSniffer) needsTasks(tool string) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.needs[tool]
+}
+
+// note reads the result of a tools/list.
+func (t *taskSniffer) note(result json.RawMessage) {
+	var list struct {
+		Tools []struct {
+			Name      string `json:"name"`
+			Execution struct {
+				TaskSupport string `json:"taskSupport"`
+			} `json:"execution"`
+		} `json:"tools"`
+	}
+	if json.Unmarshal(result, &list) != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tl := range list.Tools {
+		if tl.Execution.TaskSupport == "required" {
+			t.needs[tl.Name] = true
+		}
+	}
 }
 
 type sniffedConn struct {
@@ -254,25 +283,53 @@ func (s *sniffedConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		return msg, err
 	}
 	s.t.mu.Lock()
-	defer s.t.mu.Unlock()
-	if !s.t.pending[resp.ID] {
-		return msg, err
-	}
+	listed := s.t.pending[resp.ID]
 	delete(s.t.pending, resp.ID)
-	var list struct {
-		Tools []struct {
-			Name      string `json:"name"`
-			Execution struct {
-				TaskSupport string `json:"taskSupport"`
-			} `json:"execution"`
-		} `json:"tools"`
-	}
-	if json.Unmarshal(resp.Result, &list) == nil {
-		for _, tl := range list.Tools {
-			if tl.Execution.TaskSupport == "required" {
-				s.t.needs[tl.Name] = true
-			}
-		}
+	s.t.mu.Unlock()
+	if listed {
+		s.t.note(resp.Result)
 	}
 	return msg, err
+}
+
+// listingBody is the body of an HTTP response to tools/list, read as the
+// SDK reads it: the JSON-RPC answer whole, or an event stream whose data
+// lines are messages. What it saw is noted before the SDK has it.
+type listingBody struct {
+	io.ReadCloser
+	t    *taskSniffer
+	sse  bool
+	buf  []byte
+	full bool // past maxFrame: no more is kept
+}
+
+func (b *listingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if !b.full {
+		b.buf = append(b.buf, p[:n]...)
+		b.full = len(b.buf) > maxFrame
+	}
+	for b.sse && !b.full {
+		line, rest, ok := bytes.Cut(b.buf, []byte("\n"))
+		if !ok {
+			break
+		}
+		if data, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); ok {
+			b.noteMessage(data)
+		}
+		b.buf = rest
+	}
+	if !b.sse && !b.full && err == io.EOF {
+		b.noteMessage(b.buf)
+	}
+	return n, err
+}
+
+func (b *listingBody) noteMessage(data []byte) {
+	var msg struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(data, &msg) == nil && len(msg.Result) > 0 {
+		b.t.note(msg.Result)
+	}
 }

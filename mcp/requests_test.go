@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"agent/config"
 	"agent/mcp/mcptest"
 	"agent/tools"
 )
@@ -252,5 +254,37 @@ func BenchmarkCallProgress(b *testing.B) {
 			}
 			b.ReportMetric(float64(got.Load())/float64(b.N), "reported/call")
 		})
+	}
+}
+
+// Over Streamable HTTP too: a list change, progress and a question.
+func TestServerRequestsOverHTTP(t *testing.T) {
+	hs := httptest.NewServer(mcptest.Handler("", ""))
+	t.Cleanup(hs.Close) // after the client's streams are closed (startSet's Cleanup)
+	srv, err := check("docs", config.MCPServer{URL: hs.URL}, "test config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, s, w := startSet(t, []Server{srv}, nil)
+	a := &answers{next: []tools.Answer{{Text: "green"}}}
+	ctx := tools.WithCall(context.Background(), a.call())
+	if res := set.Run(ctx, "mcp__docs__steps", `{"n":2,"ms":50}`); res.Output != "took 2 steps" || len(a.progress) == 0 {
+		t.Errorf("steps: %+v, progress %v", res, a.progress)
+	}
+	if res := set.Run(ctx, "mcp__docs__ask", `{"question":"Which colour?"}`); res.Output != "the person answered: green" {
+		t.Errorf("ask: %+v", res)
+	}
+	if res := set.Run(ctx, "mcp__docs__swap_tools", `{}`); res.IsError {
+		t.Fatalf("swap_tools: %s", res.Output)
+	}
+	deadline := time.Now().Add(patience)
+	for !s.Refresh(context.Background()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Refresh never saw the change; warnings: %s", w)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(w.String(), `MCP server "docs" changed its tools: now also offers shout; no longer offers echo`) {
+		t.Errorf("warnings: %s", w)
 	}
 }

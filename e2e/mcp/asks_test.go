@@ -3,7 +3,11 @@ package mcp
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 
 	"agent/e2e/internal/e2etest"
@@ -365,4 +369,74 @@ func TestMCPApprovalRulesApplyToNewTools(t *testing.T) {
 	if calls := mcpCalls(t, logPath, "shout"); len(calls) != 0 {
 		t.Errorf("the server was called: %+v", calls)
 	}
+}
+
+// server-everything over Streamable HTTP: the task-only tool is left out
+// with a warning there too, and a question its server asks while a call
+// runs reaches the person and the answer the server.
+func TestMCPEverythingServerOverHTTP(t *testing.T) {
+	t.Parallel()
+	server := referenceServer(t, "everything")
+	// A port nobody listens on now; the server says when it listens.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(server, "streamableHttp")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	e2etest.WaitFor(t, "server-everything to listen", func() bool { return strings.Contains(stderr.String(), "listening on port") })
+
+	e := e2etest.New(t,
+		llmtest.Turn{ToolCalls: []llmtest.Call{e2etest.ToolCall("mcp__everything__trigger-elicitation-request", `{}`)}},
+		llmtest.Turn{Text: "done"},
+	)
+	e.WriteConfig(fmt.Sprintf("[mcp_servers.everything]\nurl = \"http://127.0.0.1:%d/mcp\"\n", port))
+	b := e.Start("run", "--json", "--ask-human", "--allow-tools", "mcp__everything", "sign me up")
+	ev := b.WaitEvent(t, event.RunWaiting)
+	if res := e.Run("answer", ev.RunID, `{"name":"Ada Lovelace"}`); res.Code != 0 {
+		t.Fatalf("agent answer: exit %d: %s", res.Code, res.Stderr)
+	}
+	<-b.Done
+	if err := b.Cmd.Wait(); err != nil {
+		t.Fatalf("the run: %v; stderr: %s", err, b.Stderr.String())
+	}
+	b.Mu.Lock()
+	evs := b.Events
+	b.Mu.Unlock()
+	if w := warnings(evs); !strings.Contains(w, `MCP server "everything": simulate-research-query need MCP tasks, which agent does not support; not offered`) {
+		t.Errorf("warnings:\n%s", w)
+	}
+	first := offered(t, e.Srv.Requests()[0].Body)
+	if has(first, "mcp__everything__simulate-research-query") || !has(first, "mcp__everything__trigger-elicitation-request") {
+		t.Errorf("the first request offers %v", first)
+	}
+	if out := toolOutputsInOrder(evs); len(out) != 1 || !strings.Contains(out[0], "- Name: Ada Lovelace") {
+		t.Errorf("tool output: %v", out)
+	}
+}
+
+// syncBuffer is a buffer a process writes and a test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
