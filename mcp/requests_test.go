@@ -63,6 +63,14 @@ type answers struct {
 	next      []tools.Answer
 }
 
+// reported is the progress messages so far: a late notification may
+// still come on the client's goroutine after the call returned.
+func (a *answers) reported() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.progress...)
+}
+
 func (a *answers) call() *tools.Call {
 	return &tools.Call{ID: "c1", Name: "mcp__tracker__x",
 		Progress: func(p, total float64, msg string) {
@@ -90,7 +98,7 @@ func TestProgressReachesTheCall(t *testing.T) {
 	}
 	// The client takes notifications on a goroutine of their own: the
 	// last may come after the result, when the call is over.
-	if got := strings.Join(a.progress, ","); !strings.HasPrefix("step 1,step 2,step 3", got) || !strings.HasPrefix(got, "step 1,step 2") {
+	if got := strings.Join(a.reported(), ","); !strings.HasPrefix("step 1,step 2,step 3", got) || !strings.HasPrefix(got, "step 1,step 2") {
 		t.Errorf("progress reported: %q", got)
 	}
 }
@@ -268,8 +276,8 @@ func TestServerRequestsOverHTTP(t *testing.T) {
 	set, s, w := startSet(t, []Server{srv}, nil)
 	a := &answers{next: []tools.Answer{{Text: "green"}}}
 	ctx := tools.WithCall(context.Background(), a.call())
-	if res := set.Run(ctx, "mcp__docs__steps", `{"n":2,"ms":50}`); res.Output != "took 2 steps" || len(a.progress) == 0 {
-		t.Errorf("steps: %+v, progress %v", res, a.progress)
+	if res := set.Run(ctx, "mcp__docs__steps", `{"n":2,"ms":50}`); res.Output != "took 2 steps" || len(a.reported()) == 0 {
+		t.Errorf("steps: %+v, progress %v", res, a.reported())
 	}
 	if res := set.Run(ctx, "mcp__docs__ask", `{"question":"Which colour?"}`); res.Output != "the person answered: green" {
 		t.Errorf("ask: %+v", res)
