@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"agent/config"
 	"agent/mcp/mcptest"
 	"agent/tools"
@@ -294,5 +296,17 @@ func TestServerRequestsOverHTTP(t *testing.T) {
 	}
 	if !strings.Contains(w.String(), `MCP server "docs" changed its tools: now also offers shout; no longer offers echo`) {
 		t.Errorf("warnings: %s", w)
+	}
+}
+
+func TestToolDiff(t *testing.T) {
+	tool := func(name, desc string) *sdk.Tool {
+		return &sdk.Tool{Name: name, Description: desc, InputSchema: map[string]any{"type": "object"}}
+	}
+	added, removed, altered := toolDiff(
+		[]*sdk.Tool{tool("echo", "Echo."), tool("add", "Add."), tool("keep", "Keep.")},
+		[]*sdk.Tool{tool("keep", "Keep."), tool("add", "Add two numbers."), tool("shout", "Shout.")})
+	if fmt.Sprint(added, removed, altered) != "[shout] [echo] [add]" {
+		t.Errorf("added %v, removed %v, altered %v", added, removed, altered)
 	}
 }

@@ -232,7 +232,7 @@ func (c *conn) withoutTaskTools(s *session, list []*sdk.Tool) []*sdk.Tool {
 		for _, n := range left {
 			c.taskWarned[n] = true
 		}
-		c.opts.warn("MCP server %q: %s need MCP tasks, which agent does not support; not offered", c.srv.Name, strings.Join(left, ", "))
+		c.opts.warn("MCP server %q: tools that need MCP tasks, which agent does not support, are not offered: %s", c.srv.Name, strings.Join(left, ", "))
 	}
 	return out
 }
@@ -261,8 +261,8 @@ func (s *Servers) Refresh(ctx context.Context) bool {
 			c.opts.warn("MCP server %q said its tools changed, but they could not be listed again (%v); its tools stay as they were", c.srv.Name, err)
 			continue
 		}
-		added, removed := toolDiff(s.tools[c], list)
-		if len(added)+len(removed) == 0 {
+		added, removed, altered := toolDiff(s.tools[c], list)
+		if len(added)+len(removed)+len(altered) == 0 {
 			continue
 		}
 		s.tools[c], changed = list, true
@@ -279,32 +279,41 @@ func (s *Servers) Refresh(ctx context.Context) bool {
 		if len(removed) > 0 {
 			msg += " no longer offers " + strings.Join(removed, ", ") + ";"
 		}
+		if len(altered) > 0 {
+			msg += " changed " + strings.Join(altered, ", ") + ";"
+		}
 		c.opts.warn("%s the next model request offers the new list", msg)
 	}
 	return changed
 }
 
-// toolDiff is the names in now and not in was, and the other way round.
-func toolDiff(was, now []*sdk.Tool) (added, removed []string) {
-	names := func(list []*sdk.Tool) map[string]bool {
-		m := map[string]bool{}
+// toolDiff is the names in now and not in was, the other way round, and
+// those in both whose description or input schema differ.
+func toolDiff(was, now []*sdk.Tool) (added, removed, altered []string) {
+	defs := func(list []*sdk.Tool) map[string]string {
+		m := map[string]string{}
 		for _, t := range list {
-			m[t.Name] = true
+			schema, _ := json.Marshal(t.InputSchema)
+			m[t.Name] = t.Description + "\x00" + string(schema)
 		}
 		return m
 	}
-	before, after := names(was), names(now)
+	before, after := defs(was), defs(now)
 	for _, t := range now {
-		if !before[t.Name] {
+		def, ok := before[t.Name]
+		switch {
+		case !ok:
 			added = append(added, t.Name)
+		case def != after[t.Name]:
+			altered = append(altered, t.Name)
 		}
 	}
 	for _, t := range was {
-		if !after[t.Name] {
+		if _, ok := after[t.Name]; !ok {
 			removed = append(removed, t.Name)
 		}
 	}
-	return added, removed
+	return added, removed, altered
 }
 
 // Gone says why the model's tool name, once offered, is not any more: its

@@ -99,7 +99,7 @@ func TestMCPEverythingServer(t *testing.T) {
 			t.Errorf("the first request offers %s", absent)
 		}
 	}
-	if w := warnings(evs); !strings.Contains(w, `MCP server "everything": simulate-research-query need MCP tasks, which agent does not support; not offered`) {
+	if w := warnings(evs); !strings.Contains(w, `MCP server "everything": tools that need MCP tasks, which agent does not support, are not offered: simulate-research-query`) {
 		t.Errorf("no warning names the task-only tool; warnings:\n%s", w)
 	}
 
@@ -411,7 +411,7 @@ func TestMCPEverythingServerOverHTTP(t *testing.T) {
 	b.Mu.Lock()
 	evs := b.Events
 	b.Mu.Unlock()
-	if w := warnings(evs); !strings.Contains(w, `MCP server "everything": simulate-research-query need MCP tasks, which agent does not support; not offered`) {
+	if w := warnings(evs); !strings.Contains(w, `MCP server "everything": tools that need MCP tasks, which agent does not support, are not offered: simulate-research-query`) {
 		t.Errorf("warnings:\n%s", w)
 	}
 	first := offered(t, e.Srv.Requests()[0].Body)
