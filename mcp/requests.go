@@ -48,7 +48,10 @@ type running struct {
 	call  *tools.Call // the loop's side of the call; nil outside a loop
 	ctx   context.Context
 	clock *toolClock
-	asked int // the call's questions so far
+	// A call's questions are asked one at a time (a server on the 2026
+	// protocol may ask several at once); asked counts them.
+	askMu sync.Mutex
+	asked int
 }
 
 // begin notes the call open on this server, for what the server asks
@@ -133,6 +136,8 @@ func (c *conn) elicit(_ context.Context, req *sdk.ElicitRequest) (*sdk.ElicitRes
 		c.opts.warn("MCP server %q asked for input with a form agent cannot read (%v); declined", c.srv.Name, err)
 		return decline, nil
 	}
+	r.askMu.Lock()
+	defer r.askMu.Unlock()
 	r.clock.pause()
 	defer r.clock.resume()
 	problem := ""
