@@ -35,12 +35,16 @@ type conn struct {
 	// What the server asks of agent (requests.go): its tool list changed
 	// since it was last read; the call it has open.
 	changed atomic.Bool
+	called  atomic.Bool // a call was made since Refresh last looked
 	callMu  sync.Mutex
 	inCall  *running
 	calls   int
 	// taskWarned are the tools said once to need MCP tasks.
 	taskWarned map[string]bool
 	resources  bool // the server has resources (resources.go)
+	// listChanges: the server says its tools may change (its
+	// tools.listChanged capability).
+	listChanges bool
 }
 
 // session is one started server process or HTTP session.
@@ -64,6 +68,20 @@ func (s *session) stderrTail() string {
 	case <-time.After(500 * time.Millisecond): // a grandchild keeps it open
 	}
 	return s.stderr.String()
+}
+
+// hasResources reports whether the session's server said, when it
+// started, that it has resources.
+func (s *session) hasResources() bool {
+	init := s.cs.InitializeResult()
+	return init != nil && init.Capabilities != nil && init.Capabilities.Resources != nil
+}
+
+// listsChanges reports whether the session's server said, when it
+// started, that its tools may change.
+func (s *session) listsChanges() bool {
+	init := s.cs.InitializeResult()
+	return init != nil && init.Capabilities != nil && init.Capabilities.Tools != nil && init.Capabilities.Tools.ListChanged
 }
 
 // errDown is a server that died and could not be restarted (again).

@@ -19,17 +19,19 @@ import (
 )
 
 // A server whose tools change says so; Refresh lists them again, warns
-// with what came and went, and a tool that went is named as gone.
+// with what came and went, and a tool that went is named as gone. Here
+// only the notification says it: the call that changed them is
+// forgotten, as a change on the server's own time would be.
 func TestToolListChangedIsRefreshed(t *testing.T) {
 	srv, _ := testServer(t, "tracker", nil)
 	set, s, w := startSet(t, []Server{srv}, nil)
 	if res := set.Run(context.Background(), "mcp__tracker__swap_tools", `{}`); res.IsError {
 		t.Fatalf("swap_tools: %s", res.Output)
 	}
+	s.conns[0].called.Store(false)
 	deadline := time.Now().Add(patience)
 	changed := false
 	for !changed && time.Now().Before(deadline) {
-		// The notification comes on the server's own time.
 		if changed = s.Refresh(context.Background()); !changed {
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -233,16 +235,23 @@ func TestFormParsesAnswers(t *testing.T) {
 	}
 }
 
-// What the list-change check adds to each model request when no server
-// said its tools changed.
+// What the list-change check adds to each model request when nothing
+// changed: after a turn that called no tool of the server, and after one
+// that did (its tools are listed again: the test server says they may
+// change, and offers 18).
 func BenchmarkRefreshUnchanged(b *testing.B) {
 	srv, _ := testServer(b, "tracker", nil)
 	_, s, _ := startSet(b, []Server{srv}, nil)
 	ctx := context.Background()
-	for b.Loop() {
-		if s.Refresh(ctx) {
-			b.Fatal("changed")
-		}
+	for _, called := range []bool{false, true} {
+		b.Run(fmt.Sprintf("called=%v", called), func(b *testing.B) {
+			for b.Loop() {
+				s.conns[0].called.Store(called)
+				if s.Refresh(ctx) {
+					b.Fatal("changed")
+				}
+			}
+		})
 	}
 }
 
@@ -308,5 +317,25 @@ func TestToolDiff(t *testing.T) {
 		[]*sdk.Tool{tool("keep", "Keep."), tool("add", "Add two numbers."), tool("shout", "Shout.")})
 	if fmt.Sprint(added, removed, altered) != "[shout] [echo] [add]" {
 		t.Errorf("added %v, removed %v, altered %v", added, removed, altered)
+	}
+}
+
+// A call that changed the server's tools is seen by the next Refresh at
+// once, whenever the server's notification comes: the SDK hands it over
+// on a goroutine of its own, which the call's result may overtake.
+func TestACallThatChangedToolsIsSeenAtOnce(t *testing.T) {
+	srv, _ := testServer(t, "tracker", nil)
+	set, s, w := startSet(t, []Server{srv}, nil)
+	if res := set.Run(context.Background(), "mcp__tracker__swap_tools", `{}`); res.IsError {
+		t.Fatalf("swap_tools: %s", res.Output)
+	}
+	if !s.Refresh(context.Background()) {
+		t.Fatalf("the Refresh after the call did not see the change; warnings: %s", w)
+	}
+	if res := set.Run(context.Background(), "mcp__tracker__echo", `{"text":"x"}`); !res.IsError {
+		t.Errorf("echo still answers: %+v", res)
+	}
+	if s.Refresh(context.Background()) {
+		t.Error("the Refresh after a call that changed nothing saw a change")
 	}
 }

@@ -62,13 +62,6 @@ func (s *Servers) withResources() []string {
 	return out
 }
 
-// hasResources reports whether the session's server said, when it
-// started, that it has resources.
-func (s *session) hasResources() bool {
-	init := s.cs.InitializeResult()
-	return init != nil && init.Capabilities != nil && init.Capabilities.Resources != nil
-}
-
 type resourceTool struct {
 	s    *Servers
 	read bool

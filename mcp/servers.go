@@ -180,7 +180,7 @@ func (c *conn) open(ctx context.Context) ([]*sdk.Tool, error) {
 	if err != nil {
 		return nil, c.startError(ctx, err, s)
 	}
-	c.live, c.resources = s, s.hasResources()
+	c.live, c.resources, c.listChanges = s, s.hasResources(), s.listsChanges()
 	return list, nil
 }
 
@@ -237,19 +237,23 @@ func (c *conn) withoutTaskTools(s *session, list []*sdk.Tool) []*sdk.Tool {
 	return out
 }
 
-// Refresh lists again the tools of each server that said they changed
-// (notifications/tools/list_changed), between two model requests, and
-// reports whether what the model is offered changed. Each change is a
-// warning naming the tools that came and went, so the run's journal says
-// why the offer changed; a server that cannot list them again keeps its
-// list, with a warning.
+// Refresh lists again, between two model requests, the tools of each
+// server that said they changed (notifications/tools/list_changed), and
+// of each that says its tools may change and was called since: the SDK
+// hands a notification over on a goroutine of its own, which the call's
+// result may overtake, and the next request must offer what a call
+// changed. It reports whether what the model is offered changed. Each
+// change is a warning naming the tools that came, went or changed, so the
+// run's journal says why the offer changed; a server that cannot list
+// them again keeps its list, with a warning.
 func (s *Servers) Refresh(ctx context.Context) bool {
 	if s == nil {
 		return false
 	}
 	changed := false
 	for _, c := range s.conns {
-		if !c.changed.Swap(false) {
+		said, called := c.changed.Swap(false), c.called.Swap(false)
+		if !said && !(called && c.listChanges) {
 			continue
 		}
 		live, err := c.session(ctx)
@@ -496,6 +500,7 @@ func (c *conn) call(ctx context.Context, tool string, args json.RawMessage, meta
 	if err != nil {
 		return nil, &callError{err: err}
 	}
+	c.called.Store(true)
 	ctx, clock, stop := startClock(ctx, c.srv.ToolTimeout)
 	defer stop()
 	r := c.begin(ctx, clock)

@@ -272,30 +272,9 @@ func NewServer(logPath string) *sdk.Server {
 // addAsking adds the tools that ask something of the client, and the
 // resources.
 func addAsking(s *sdk.Server, l *logger, obj func(props string, required ...string) json.RawMessage) {
-	// The SDK sends a list change a moment after it, on a timer: swap_tools
-	// answers once it has been sent, as servers that send it at once do.
-	sent := make(chan struct{}, 1)
-	s.AddSendingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
-		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			res, err := next(ctx, method, req)
-			if method == "notifications/tools/list_changed" {
-				select {
-				case sent <- struct{}{}:
-				default:
-				}
-			}
-			return res, err
-		}
-	})
 	s.AddTool(&sdk.Tool{Name: "swap_tools", Description: "Replace echo with shout.", InputSchema: obj(``)},
-		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			l.log(req)
-			defer func() {
-				select {
-				case <-sent:
-				case <-ctx.Done():
-				}
-			}()
 			s.RemoveTools("echo")
 			s.AddTool(&sdk.Tool{Name: "shout", Description: "Echo the text back, louder.", InputSchema: obj(`"text":{"type":"string"}`, "text")},
 				func(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
