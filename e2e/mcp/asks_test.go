@@ -110,9 +110,10 @@ func TestMCPEverythingServer(t *testing.T) {
 		calls = append(calls, d.CallID)
 	}
 	progress := e2etest.OfType(evs, event.ToolProgress)
-	if len(progress) < 2 || len(progress) > 4 {
-		// Six notifications half a second apart: at most one a second.
-		t.Errorf("%d tool.progress events for 6 notifications over 3 s, want 2 to 4", len(progress))
+	if len(progress) < 1 || len(progress) > 4 {
+		// Six notifications half a second apart: at most one a second
+		// (fewer if a loaded machine delivers them in a burst).
+		t.Errorf("%d tool.progress events for 6 notifications over 3 s, want 1 to 4", len(progress))
 	}
 	for _, ev := range progress {
 		var d event.ToolProgressData
