@@ -584,6 +584,9 @@ func WaitLine(d event.RunWaitingData) string {
 		what = strings.TrimSpace(fmt.Sprintf("approval: %s %s", d.Tool, Summary(d.Tool, d.Args))) + " (rule " + d.Rule + ")"
 	case event.WaitQuestion:
 		what = "an answer: " + d.Question
+		if d.Server != "" {
+			what = fmt.Sprintf("an answer to MCP server %q: %s", d.Server, d.Question)
+		}
 		if len(d.Options) > 0 {
 			what += " [" + strings.Join(d.Options, " / ") + "]"
 		}

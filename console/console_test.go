@@ -344,3 +344,23 @@ func TestPrinterShowsSubagentsUnderTheirTask(t *testing.T) {
 		t.Errorf("diagnostics %q, want none", errw.String())
 	}
 }
+
+// A question an MCP server asked says so; a call's progress shows on its
+// line as a count of the total and the server's word.
+func TestServerQuestionAndProgressText(t *testing.T) {
+	w := event.RunWaitingData{Kind: event.WaitQuestion, Question: "Which colour?", Server: "docs", Until: "2026-11-27T08:00:00Z"}
+	if got := console.WaitLine(w); got != `⏸ waiting for an answer to MCP server "docs": Which colour? until 2026-11-27T08:00:00Z` {
+		t.Errorf("WaitLine = %q", got)
+	}
+	for _, c := range []struct {
+		d    event.ToolProgressData
+		want string
+	}{
+		{event.ToolProgressData{Progress: 3, Total: 5, Message: "indexing"}, "3/5 indexing"},
+		{event.ToolProgressData{Progress: 0.25}, "0.25"},
+	} {
+		if got := console.ProgressText(c.d); got != c.want {
+			t.Errorf("ProgressText(%+v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+}
