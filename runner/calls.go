@@ -70,15 +70,11 @@ func (h *callHooks) progress(progress, total float64, message string) {
 // at once, and says so in a warning.
 func (h *callHooks) ask(ctx context.Context, q tools.Question) (tools.Answer, error) {
 	l := h.l
-	waiter := l.cfg.Waiter
-	if waiter == nil {
-		waiter = l.cfg.Hold
-	}
 	why := ""
 	switch {
 	case !l.cfg.AskHuman:
 		why = "nobody can answer in this run (it does not ask a person: --ask-human, or a terminal)"
-	case waiter == nil:
+	case l.cfg.Waiter == nil && l.cfg.Hold == nil:
 		why = "nothing waits for an answer while the call runs here (a harness phase, whose waits park)"
 	}
 	if why != "" {
@@ -94,7 +90,9 @@ func (h *callHooks) ask(ctx context.Context, q tools.Question) (tools.Answer, er
 		CallID: h.call.ID, Tool: h.call.Name, Args: argsJSON(h.call.Arguments),
 		Question: q.Text, Options: q.Options, Server: q.Server,
 	}
-	res, w, err := l.awaitWith(ctx, w, waiter)
+	// Hold too when the one asked here is gone (an editor that left):
+	// the other channels may still answer.
+	res, w, err := l.awaitWith(ctx, w, l.cfg.Waiter, l.cfg.Hold)
 	if err != nil {
 		return tools.Answer{}, err
 	}

@@ -67,6 +67,7 @@ func TestCallProgressAndQuestions(t *testing.T) {
 	}{
 		{"held", runner.Config{AskHuman: true, Hold: answer}, "answer: blue", 1, ""},
 		{"asked inline", runner.Config{AskHuman: true, Waiter: answer}, "answer: blue", 1, ""},
+		{"the one asked left", runner.Config{AskHuman: true, Waiter: parks{}, Hold: answer}, "answer: blue", 1, ""},
 		{"nobody asked", runner.Config{Hold: answer}, "declined: nobody can answer in this run", 0,
 			`MCP server "docs" asked a question while chatty ran; declined: nobody can answer in this run`},
 		{"nothing holds", runner.Config{AskHuman: true}, "declined: nothing waits for an answer while the call runs here", 0,
@@ -110,4 +111,11 @@ func TestCallProgressAndQuestions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// parks is a Waiter whose person is gone: it parks every wait.
+type parks struct{}
+
+func (parks) Wait(context.Context, event.RunWaitingData) (event.WaitResolvedData, error) {
+	return event.WaitResolvedData{}, runner.ErrParked
 }

@@ -157,8 +157,9 @@ func (l *loop) await(ctx context.Context, w event.RunWaitingData) (event.WaitRes
 	return l.awaitWith(ctx, w, l.cfg.Waiter)
 }
 
-// awaitWith is await with waiter, nil to park.
-func (l *loop) awaitWith(ctx context.Context, w event.RunWaitingData, waiter Waiter) (event.WaitResolvedData, event.RunWaitingData, error) {
+// awaitWith is await with waiters, each asked in turn while the one
+// before parks (its person is gone); none, or all parked: ErrParked.
+func (l *loop) awaitWith(ctx context.Context, w event.RunWaitingData, waiters ...Waiter) (event.WaitResolvedData, event.RunWaitingData, error) {
 	if known, ok := l.cfg.Waits[w.WaitID]; ok {
 		w = known.Waiting
 		if known.Resolution != nil {
@@ -178,10 +179,15 @@ func (l *loop) awaitWith(ctx context.Context, w event.RunWaitingData, waiter Wai
 	if err := l.notifyHooks(ctx, w); err != nil {
 		return event.WaitResolvedData{}, w, err
 	}
-	if waiter == nil {
-		return event.WaitResolvedData{}, w, ErrParked
+	res, err := event.WaitResolvedData{}, ErrParked
+	for _, waiter := range waiters {
+		if waiter == nil {
+			continue
+		}
+		if res, err = waiter.Wait(ctx, w); !errors.Is(err, ErrParked) {
+			break
+		}
 	}
-	res, err := waiter.Wait(ctx, w)
 	if err != nil {
 		return res, w, err
 	}
