@@ -54,3 +54,24 @@ func TestStopReasons(t *testing.T) {
 		}
 	}
 }
+
+// A running call's progress is its content in the editor, until its
+// result replaces it; progress of a call the editor was not shown is not.
+func TestToolProgressUpdatesTheCall(t *testing.T) {
+	s := &session{calls: map[string]bool{}, waits: map[string]string{}}
+	u := (&agent{}).updater(s, true)
+	progress := event.New(event.ToolProgress, event.ToolProgressData{CallID: "c1", Name: "mcp__docs__index", Progress: 3, Total: 5, Message: "step 3"})
+	if got := u.updates(progress); len(got) != 0 {
+		t.Errorf("progress of a call not shown: %+v", got)
+	}
+	u.updates(event.New(event.ToolStarted, event.ToolStartedData{CallID: "c1", Name: "mcp__docs__index", Args: []byte(`{}`)}))
+	got := u.updates(progress)
+	if len(got) != 1 || got[0].ToolCallUpdate == nil {
+		t.Fatalf("updates: %+v", got)
+	}
+	c := got[0].ToolCallUpdate
+	if string(c.ToolCallId) != "c1" || len(c.Content) != 1 || c.Content[0].Content == nil || c.Content[0].Content.Content.Text == nil ||
+		c.Content[0].Content.Content.Text.Text != "3/5 step 3" {
+		t.Errorf("tool call update: %+v", c)
+	}
+}

@@ -83,6 +83,15 @@ func (u *updater) updates(e event.Event) []sdk.SessionUpdate {
 			return nil
 		}
 		return []sdk.SessionUpdate{u.toolCompleted(d)}
+	case event.ToolProgress:
+		// How far a running call has come, as its content until its
+		// result replaces it.
+		var d event.ToolProgressData
+		if e.Decode(&d) != nil || !u.s.calls[d.CallID] {
+			return nil
+		}
+		return []sdk.SessionUpdate{sdk.UpdateToolCall(sdk.ToolCallId(d.CallID),
+			sdk.WithUpdateContent([]sdk.ToolCallContent{sdk.ToolContent(sdk.TextBlock(console.ProgressText(d)))}))}
 	case event.RunWaiting:
 		var d event.RunWaitingData
 		if e.Decode(&d) != nil {
