@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,20 +89,24 @@ func TestSubagentsRunInParallel(t *testing.T) {
 		llmtest.Turn{When: subAMark, Text: "A: appended one line"},
 		llmtest.Turn{When: parentMark, Text: "Both subagents are done."},
 	)
+	// The replies wait until both sub-runs have asked (at most Patience,
+	// after which the run goes on and the test fails): they run at once.
+	var atOnce atomic.Bool
 	go func() {
-		for len(requestsWith(e.Srv, subAMark)) == 0 || len(requestsWith(e.Srv, subBMark)) == 0 {
-			select {
-			case <-t.Context().Done():
+		defer close(both)
+		for deadline := time.Now().Add(e2etest.Patience); time.Now().Before(deadline) && t.Context().Err() == nil; time.Sleep(10 * time.Millisecond) {
+			if len(requestsWith(e.Srv, subAMark)) > 0 && len(requestsWith(e.Srv, subBMark)) > 0 {
+				atOnce.Store(true)
 				return
-			default:
 			}
-			time.Sleep(10 * time.Millisecond)
 		}
-		close(both)
 	}()
 	res := e.Run("run", "--json", parentMark+": do two things at once")
 	if res.Code != 0 {
 		t.Fatalf("run: exit %d\n%s", res.Code, res.Stderr)
+	}
+	if !atOnce.Load() {
+		t.Error("the two sub-runs did not run at once: one asked the model only after the other had waited its turn")
 	}
 	evs := e2etest.DecodeEvents(t, res.Stdout)
 	parent := evs[0].RunID
