@@ -655,7 +655,7 @@ func (e *exampleEnv) untilStopped(t *testing.T, cmdline string, withGateway bool
 	t.Helper()
 	cmd := exec.Command("sh", "-c", "exec "+cmdline)
 	cmd.Dir, cmd.Env = e.ws, e.environ(withGateway)
-	var out, errb terminalOutput // written by the command, read by the test
+	var out, errb e2etest.Output // written by the command, read by the test
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,30 +24,12 @@ import (
 // What people see of the CLI: the gateway-client flows' human output, and
 // in a real terminal (tmux) the spinner and the harness board.
 
-// terminalOutput is a buffer a running command writes and a test reads.
-type terminalOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *terminalOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *terminalOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
-
 // startHuman starts agent without --json, its output in buffers.
-func startHuman(e *e2etest.Env, env []string, args ...string) (cmd *exec.Cmd, stdout, stderr *terminalOutput, done chan struct{}) {
+func startHuman(e *e2etest.Env, env []string, args ...string) (cmd *exec.Cmd, stdout, stderr *e2etest.Output, done chan struct{}) {
 	e.T.Helper()
 	cmd = e.Command(args...)
 	cmd.Env = append(cmd.Env, env...)
-	stdout, stderr = &terminalOutput{}, &terminalOutput{}
+	stdout, stderr = &e2etest.Output{}, &e2etest.Output{}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	if err := cmd.Start(); err != nil {
 		e.T.Fatal(err)

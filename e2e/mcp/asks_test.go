@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 
 	"agent/e2e/internal/e2etest"
@@ -387,7 +386,7 @@ func TestMCPEverythingServerOverHTTP(t *testing.T) {
 	l.Close()
 	cmd := exec.Command(server, "streamableHttp")
 	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-	var stderr syncBuffer
+	var stderr e2etest.Output
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -422,22 +421,4 @@ func TestMCPEverythingServerOverHTTP(t *testing.T) {
 	if out := toolOutputsInOrder(evs); len(out) != 1 || !strings.Contains(out[0], "- Name: Ada Lovelace") {
 		t.Errorf("tool output: %v", out)
 	}
-}
-
-// syncBuffer is a buffer a process writes and a test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
