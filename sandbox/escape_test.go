@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"unsafe"
 
@@ -260,44 +258,7 @@ func pushInput() int {
 // kill -9 of the process that started a sandboxed command ends the
 // command too (Pdeathsig), with everything it started.
 func TestKillingAgentEndsTheCommand(t *testing.T) {
-	ws := t.TempDir()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), roleEnv+"="+roleParent, "SANDBOX_TEST_WS="+ws)
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("the parent said nothing: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil {
-		t.Fatalf("the parent said %q", line)
-	}
-	// A pidfd becomes readable when the process exits, and names this
-	// process even if its pid is reused.
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		t.Fatalf("the sandboxed command %d is not running: %v", pid, err)
-	}
-	defer unix.Close(pidfd)
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, int((60 * time.Second).Milliseconds()))
-	for errors.Is(err, unix.EINTR) {
-		n, err = unix.Poll(fds, int((60 * time.Second).Milliseconds()))
-	}
-	if n == 0 {
-		syscall.Kill(pid, syscall.SIGKILL)
-		t.Fatalf("the sandboxed command %d outlived the kill -9 of its parent by a minute", pid)
-	}
+	endsWithItsParent(t, roleParent, "the sandboxed command")
 }
 
 // sandboxedSleeper starts a long sandboxed sleep, prints its pid and

@@ -83,8 +83,16 @@ func TestDeadHelperServerIsReplaced(t *testing.T) {
 // kill -9 of agent ends the helper server, and so every command it
 // started: nothing is left behind.
 func TestKillingAgentEndsTheHelperServer(t *testing.T) {
+	endsWithItsParent(t, roleServerParent, "the helper server")
+}
+
+// endsWithItsParent starts this test binary as role, which prints the pid
+// of a process it started (what) and waits; it kills that parent with
+// kill -9 and fails unless what ends within a minute.
+func endsWithItsParent(t *testing.T, role, what string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), roleEnv+"="+roleServerParent, "SANDBOX_TEST_WS="+t.TempDir())
+	cmd.Env = append(os.Environ(), roleEnv+"="+role, "SANDBOX_TEST_WS="+t.TempDir())
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -102,16 +110,18 @@ func TestKillingAgentEndsTheHelperServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the parent said %q", line)
 	}
+	// A pidfd becomes readable when the process exits, and names this
+	// process even if its pid is reused.
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
-		t.Fatalf("the helper server %d is not running: %v", pid, err)
+		t.Fatalf("%s %d is not running: %v", what, pid, err)
 	}
 	defer unix.Close(pidfd)
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	if !hangsUp(pidfd) {
 		syscall.Kill(pid, syscall.SIGKILL)
-		t.Fatalf("the helper server %d outlived the kill -9 of agent by a minute", pid)
+		t.Fatalf("%s %d outlived the kill -9 of its parent by a minute", what, pid)
 	}
 }
 
