@@ -28,8 +28,10 @@
 #     the gateway's idle and peak RSS (<= 30 MB; OpenClaw idles at about
 #     0.8 GB);
 #   - a cluster on PostgreSQL: runs per second through 1, 2 and 4 `agent
-#     worker`s, and the time from a worker's kill -9 to its run resumed by
-#     another (same host: at the next poll; other host: after the lease);
+#     worker`s with a 200 ms model and an instant one, and the ratios 2w/1w
+#     and 4w/1w (target with the 200 ms model: 4w/1w >= 3), and the time
+#     from a worker's kill -9 to its run resumed by another (same host: at
+#     the next poll; other host: after the lease);
 #   - the scheduler with 10,000 jobs: idle CPU and p99 dispatch lateness
 #     (takes about a minute and a half; skip with BENCH_SCHEDULER=0);
 #   - store and model-client micro-benchmarks.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,59 +24,154 @@ import (
 
 // BenchmarkClusterWorkers measures runs per second through one gateway
 // and 1, 2 and 4 `agent worker` processes on PostgreSQL (pgtest's server,
-// fsync off), against an instant fake model: each op is 40 one-turn runs,
-// queued first, then driven.
+// fsync off). Each op runs the three cases in turn, so that a shared
+// machine's load falls on all of them alike, and each case drives one-turn
+// runs, each in a session of its own, queued before the workers start; the
+// clock runs from the workers' start to the last run's end.
+//   - model=200ms: the model takes 200 ms per reply, the users' case. Each
+//     worker has --concurrency 1: it is bounded by one run per 200 ms
+//     (5 runs/s) and 4 workers by 20 runs/s, so the bound measured is the
+//     workers, not the machine. A run costs about 40 ms of CPU in all (the
+//     worker and its runner child about half, PostgreSQL most of the rest),
+//     so 4 workers with --concurrency 2 (40 runs/s) would need most of this
+//     2-core machine and measure the machine instead. 60 runs keep the
+//     4-worker case 3 s long, so the workers' start is a few per cent of it.
+//     The ratio 4w/1w is what scaling is judged by (target: at least 3).
+//   - model=instant: no model time, --concurrency 2: what the machine and
+//     the store can do, where more workers only share the same 2 cores.
+//
+// It reports runs/s for each number of workers, the ratios 2w/1w and 4w/1w,
+// and the workers' CPU per run (their own and their children's), and logs
+// each case with the machine's load and how busy its cores were.
 func BenchmarkClusterWorkers(b *testing.B) {
 	bin := os.Getenv("AGENT_BIN")
 	if bin == "" {
 		bin = "agent"
 	}
-	srv := llmtest.NewServer(b, llmtest.Script{Loop: true, Turns: []llmtest.Turn{{Text: "done"}}})
 	server := pgtest.Start(b)
-	for _, workers := range []int{1, 2, 4} {
-		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
-			const runs = 40
-			var total time.Duration
+	for _, m := range []struct {
+		name                     string
+		delay, concurrency, runs int
+	}{
+		{"200ms", 200, 1, 60},
+		{"instant", 0, 2, 40},
+	} {
+		b.Run("model="+m.name, func(b *testing.B) {
+			srv := llmtest.NewServer(b, llmtest.Script{Loop: true, Turns: []llmtest.Turn{{Text: "done", DelayMS: m.delay}}})
+			counts := []int{1, 2, 4}
+			elapsed := map[int]time.Duration{}
+			var cpu time.Duration
 			for b.Loop() {
-				dsn := pgtest.Database(b, server, "")
-				env := append(os.Environ(), "AGENT_HOME="+b.TempDir(), "OPENAI_BASE_URL="+srv.URL(), "OPENAI_API_KEY=",
-					"AGENT_MODEL=test-model", config.DatabaseEnv+"="+dsn, "AGENT_GATEWAY_TOKEN="+e2etest.GwToken)
-				addr := benchGateway(b, bin, env)
-				var ids []string
-				for i := range runs {
-					ids = append(ids, benchStart(b, addr, fmt.Sprintf("run %d", i)))
+				for _, workers := range counts {
+					c := benchWorkers(b, bin, server, srv.URL(), workers, m.concurrency, m.runs)
+					elapsed[workers] += c.elapsed
+					cpu += c.cpu
+					b.Logf("%d worker(s), --concurrency %d: %d runs in %v, %.1f runs/s, workers' CPU %v; cores %.0f%% busy, load %s",
+						workers, m.concurrency, m.runs, c.elapsed.Round(time.Millisecond), float64(m.runs)/c.elapsed.Seconds(),
+						c.cpu.Round(time.Millisecond), 100*c.busy, loadAvg())
 				}
-				db, err := store.Open(dsn)
-				if err != nil {
-					b.Fatal(err)
-				}
-				began := time.Now()
-				for range workers {
-					cmd := exec.Command(bin, "worker", "--concurrency", "2", "--poll", "100ms")
-					cmd.Env = env
-					if err := cmd.Start(); err != nil {
-						b.Fatal(err)
-					}
-					b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-				}
-				for _, id := range ids {
-					for {
-						r, err := db.GetRun(context.Background(), id)
-						if err == nil && r.Status != event.StatusRunning && r.Queue != event.StatusWaiting {
-							if r.Status != event.StatusCompleted {
-								b.Fatalf("run %s: %s %s", id, r.Status, r.Detail)
-							}
-							break
-						}
-						time.Sleep(5 * time.Millisecond)
-					}
-				}
-				total += time.Since(began)
-				db.Close()
 			}
-			b.ReportMetric(float64(runs*b.N)/total.Seconds(), "runs/s")
+			rate := func(workers int) float64 { return float64(m.runs*b.N) / elapsed[workers].Seconds() }
+			for _, workers := range counts {
+				b.ReportMetric(rate(workers), fmt.Sprintf("runs/s-%dw", workers))
+			}
+			b.ReportMetric(rate(2)/rate(1), "2w/1w")
+			b.ReportMetric(rate(4)/rate(1), "4w/1w")
+			b.ReportMetric(float64(cpu.Milliseconds())/float64(m.runs*len(counts)*b.N), "cpu-ms/run")
+			b.Logf("model=%s: 2 workers give %.2fx and 4 workers %.2fx the runs/s of one", m.name, rate(2)/rate(1), rate(4)/rate(1))
 		})
 	}
+}
+
+// clusterCase is what one case of BenchmarkClusterWorkers measured.
+type clusterCase struct {
+	elapsed time.Duration // from the workers' start to the last run's end
+	cpu     time.Duration // the workers' CPU time, their children's included
+	busy    float64       // how busy the machine's cores were meanwhile, 0 to 1
+}
+
+// benchWorkers queues runs one-turn runs through a gateway on a database
+// of its own, starts workers workers with concurrency slots each, and
+// measures how long they take to drive them all.
+func benchWorkers(b *testing.B, bin, server, model string, workers, concurrency, runs int) clusterCase {
+	dsn := pgtest.Database(b, server, "")
+	env := append(os.Environ(), "AGENT_HOME="+b.TempDir(), "OPENAI_BASE_URL="+model, "OPENAI_API_KEY=",
+		"AGENT_MODEL=test-model", config.DatabaseEnv+"="+dsn, "AGENT_GATEWAY_TOKEN="+e2etest.GwToken)
+	addr := benchGateway(b, bin, env)
+	var ids []string
+	for i := range runs {
+		ids = append(ids, benchStart(b, addr, fmt.Sprintf("run %d", i)))
+	}
+	db, err := store.Open(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	busy0, total0 := cpuTicks()
+	began := time.Now()
+	var cmds []*exec.Cmd
+	for range workers {
+		cmd := exec.Command(bin, "worker", "--concurrency", strconv.Itoa(concurrency), "--poll", "100ms")
+		cmd.Env = env
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		cmds = append(cmds, cmd)
+	}
+	for _, id := range ids {
+		for {
+			r, err := db.GetRun(context.Background(), id)
+			if err == nil && r.Status != event.StatusRunning && r.Queue != event.StatusWaiting {
+				if r.Status != event.StatusCompleted {
+					b.Fatalf("run %s: %s %s", id, r.Status, r.Detail)
+				}
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	c := clusterCase{elapsed: time.Since(began)}
+	if busy1, total1 := cpuTicks(); total1 > total0 {
+		c.busy = float64(busy1-busy0) / float64(total1-total0)
+	}
+	for _, cmd := range cmds {
+		// A worker told to stop has nothing left to interrupt; its CPU
+		// time includes the children it waited for.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			b.Fatalf("a worker stopped with %v", err)
+		}
+		c.cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	return c
+}
+
+// cpuTicks reads the machine's CPU time from /proc/stat: the ticks its
+// cores were busy, and all of them; zeros where there is none.
+func cpuTicks() (busy, total int64) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	for i, f := range strings.Fields(line)[1:] {
+		n, _ := strconv.ParseInt(f, 10, 64)
+		total += n
+		if i != 3 && i != 4 { // idle, iowait
+			busy += n
+		}
+	}
+	return busy, total
+}
+
+// loadAvg is the machine's load average over the last minute, for the log.
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Fields(string(data))[0]
 }
 
 // benchGateway starts a gateway and returns its address.
