@@ -105,10 +105,14 @@ func (db *DB) QueueAttempt(ctx context.Context, u AttemptUnit, owner string) err
 // ClaimAttempt gives owner the longest waiting attempt whose harness is
 // being driven (its run's lease is live), for ttl; nil when there is none.
 // An attempt of a harness nobody drives waits for the harness to start
-// again, which deletes it.
+// again, which deletes it. As ClaimRun, it looks in a snapshot first and
+// takes the write lock only when there may be one.
 func (db *DB) ClaimAttempt(ctx context.Context, owner string, ttl time.Duration) (*AttemptUnit, error) {
 	if owner == "" {
 		return nil, errors.New("claim attempt: empty owner")
+	}
+	if ok, err := db.mayClaimAttempt(ctx); err != nil || !ok {
+		return nil, err
 	}
 	tx, err := db.rw.BeginTx(ctx, nil)
 	if err != nil {
@@ -116,20 +120,9 @@ func (db *DB) ClaimAttempt(ctx context.Context, owner string, ttl time.Duration)
 	}
 	defer tx.Rollback()
 	now := db.now()
-	lock := ""
-	if tx.pg {
-		lock = " FOR UPDATE OF q SKIP LOCKED"
-	}
-	var k AttemptKey
-	err = tx.QueryRowContext(ctx, `
-		SELECT q.run_id, q.phase_id, q.attempt FROM attempt_queue q JOIN runs r ON r.id = q.run_id
-		WHERE q.state = 'waiting' AND r.status = 'running' AND r.lease_owner IS NOT NULL AND r.lease_expires_at > ?
-		ORDER BY q.queued_at, q.run_id, q.phase_id, q.attempt LIMIT 1`+lock, formatTime(now)).Scan(&k.RunID, &k.PhaseID, &k.Attempt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("claim attempt: %w", err)
+	k, err := waitingAttempt(ctx, tx, now)
+	if err != nil || k == nil {
+		return nil, err
 	}
 	if _, err := tx.ExecContext(ctx, `
 		UPDATE attempt_queue SET state = 'claimed', holder = ?, lease_expires_at = ?, updated_at = ?`+unitWhere,
@@ -144,6 +137,39 @@ func (db *DB) ClaimAttempt(ctx context.Context, owner string, ttl time.Duration)
 		return nil, fmt.Errorf("claim attempt %s: %w", k, err)
 	}
 	return u, nil
+}
+
+// mayClaimAttempt reports whether a snapshot shows an attempt ClaimAttempt
+// would claim.
+func (db *DB) mayClaimAttempt(ctx context.Context) (bool, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("claim attempt: %w", err)
+	}
+	defer tx.Rollback()
+	k, err := waitingAttempt(ctx, tx, db.now())
+	return k != nil, err
+}
+
+// waitingAttempt is the longest waiting attempt whose harness is being
+// driven; nil if none.
+func waitingAttempt(ctx context.Context, tx *txn, now time.Time) (*AttemptKey, error) {
+	lock := ""
+	if tx.pg && tx.write {
+		lock = " FOR UPDATE OF q SKIP LOCKED"
+	}
+	var k AttemptKey
+	err := tx.QueryRowContext(ctx, `
+		SELECT q.run_id, q.phase_id, q.attempt FROM attempt_queue q JOIN runs r ON r.id = q.run_id
+		WHERE q.state = 'waiting' AND r.status = 'running' AND r.lease_owner IS NOT NULL AND r.lease_expires_at > ?
+		ORDER BY q.queued_at, q.run_id, q.phase_id, q.attempt LIMIT 1`+lock, formatTime(now)).Scan(&k.RunID, &k.PhaseID, &k.Attempt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim attempt: %w", err)
+	}
+	return &k, nil
 }
 
 // RenewAttempt extends owner's hold on a claimed attempt to now+ttl. It

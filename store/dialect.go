@@ -32,9 +32,10 @@ type pool struct {
 
 // txn is a transaction of a pool, speaking its dialect.
 type txn struct {
-	tx   *sql.Tx
-	pg   bool
-	file string
+	tx    *sql.Tx
+	pg    bool
+	write bool // of the write pool: it holds the write lock
+	file  string
 }
 
 // BeginTx starts a transaction: a write (BEGIN IMMEDIATE, or the advisory
@@ -57,7 +58,7 @@ func (p *pool) BeginTx(ctx context.Context, opts *sql.TxOptions) (*txn, error) {
 			return nil, err
 		}
 	}
-	return &txn{tx: tx, pg: p.pg, file: p.file}, nil
+	return &txn{tx: tx, pg: p.pg, write: p.write, file: p.file}, nil
 }
 
 // Every error of a query passes through damaged, so a damaged SQLite file

@@ -90,9 +90,19 @@ type Claim struct {
 // a claimed run whose worker is gone (its lease expired, or its process
 // provably dead), then the longest waiting run whose session has no run
 // held by anyone, since a session's runs go one at a time.
+//
+// A worker asks whenever a slot frees and at every poll, and mostly there
+// is nothing for it; on PostgreSQL every write transaction waits for every
+// other (dialect.go), so ClaimRun first looks in a snapshot, without the
+// write lock, and takes the lock only when there may be a run to claim. It
+// chooses the run again under the lock. A run queued after the snapshot
+// is found at the next look: its queueing notifies the workers.
 func (db *DB) ClaimRun(ctx context.Context, owner string, ttl time.Duration, kind string) (*Claim, error) {
 	if owner == "" {
 		return nil, errors.New("claim run: empty owner")
+	}
+	if ok, err := db.mayClaimRun(ctx, owner, kind); err != nil || !ok {
+		return nil, err
 	}
 	tx, err := db.rw.BeginTx(ctx, nil)
 	if err != nil {
@@ -113,6 +123,23 @@ func (db *DB) ClaimRun(ctx context.Context, owner string, ttl time.Duration, kin
 	return claim, nil
 }
 
+// mayClaimRun reports whether a snapshot shows a run ClaimRun would
+// claim: one to take over or one waiting.
+func (db *DB) mayClaimRun(ctx context.Context, owner, kind string) (bool, error) {
+	tx, err := db.ro.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("claim run: %w", err)
+	}
+	defer tx.Rollback()
+	now := db.now()
+	gone, err := db.abandonedRun(ctx, tx, owner, kind, now)
+	if err != nil || gone != nil {
+		return gone != nil, err
+	}
+	id, err := waitingRun(ctx, tx, kind, now)
+	return id != "", err
+}
+
 // kindPattern matches runs of kind in a LIKE, any run for "".
 func kindPattern(kind string) string {
 	if kind == "" {
@@ -123,6 +150,26 @@ func kindPattern(kind string) string {
 
 // takeOver takes the lease of a claimed run whose worker is gone.
 func (db *DB) takeOver(ctx context.Context, tx *txn, owner string, ttl time.Duration, kind string, now time.Time) (*Claim, error) {
+	r, err := db.abandonedRun(ctx, tx, owner, kind, now)
+	if err != nil || r == nil {
+		return nil, err
+	}
+	if err := db.acquireLease(ctx, tx, r.ID, owner, ttl); err != nil {
+		return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
+	}
+	if _, err := noteReclaim(ctx, tx, r.ID, now); err != nil {
+		return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
+	}
+	got, err := getRun(ctx, tx, r.ID)
+	if err != nil {
+		return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
+	}
+	return &Claim{Run: got, Resume: true, TakenOver: true}, nil
+}
+
+// abandonedRun is the claimed run of kind held longest past its lease, or
+// by a process provably dead, by another owner than owner; nil if none.
+func (db *DB) abandonedRun(ctx context.Context, tx *txn, owner, kind string, now time.Time) (*Run, error) {
 	runs, err := queryRuns(ctx, tx, `SELECT `+runColumns+` FROM runs
 		WHERE status = 'running' AND queue = 'claimed' AND lease_owner IS NOT NULL AND lease_owner != ?
 			AND kind LIKE ?
@@ -131,28 +178,27 @@ func (db *DB) takeOver(ctx context.Context, tx *txn, owner string, ttl time.Dura
 		return nil, fmt.Errorf("claim run: %w", err)
 	}
 	for _, r := range runs {
-		if !db.abandoned(r, now) {
-			continue
+		if db.abandoned(r, now) {
+			return &r, nil
 		}
-		if err := db.acquireLease(ctx, tx, r.ID, owner, ttl); err != nil {
-			return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
-		}
-		if _, err := noteReclaim(ctx, tx, r.ID, now); err != nil {
-			return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
-		}
-		got, err := getRun(ctx, tx, r.ID)
-		if err != nil {
-			return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
-		}
-		return &Claim{Run: got, Resume: true, TakenOver: true}, nil
 	}
 	return nil, nil
 }
 
 // claimWaiting takes the lease of the longest waiting run that can start.
 func (db *DB) claimWaiting(ctx context.Context, tx *txn, owner string, ttl time.Duration, kind string, now time.Time) (*Claim, error) {
+	id, err := waitingRun(ctx, tx, kind, now)
+	if err != nil || id == "" {
+		return nil, err
+	}
+	return claimRow(ctx, tx, id, owner, ttl, now)
+}
+
+// waitingRun is the id of the longest waiting run of kind that can start
+// (no run of its session is held); "" if none.
+func waitingRun(ctx context.Context, tx *txn, kind string, now time.Time) (string, error) {
 	lock := ""
-	if tx.pg {
+	if tx.pg && tx.write {
 		// Writers are serialised already; this keeps a future finer lock
 		// from handing one row to two workers.
 		lock = " FOR UPDATE SKIP LOCKED"
@@ -165,12 +211,12 @@ func (db *DB) claimWaiting(ctx context.Context, tx *txn, owner string, ttl time.
 				WHERE o.session_id = r.session_id AND o.id != r.id AND o.lease_owner IS NOT NULL)
 		ORDER BY queued_at, rowid LIMIT 1`+lock, formatTime(now), kindPattern(kind)).Scan(&id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+		return "", nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("claim run: %w", err)
+		return "", fmt.Errorf("claim run: %w", err)
 	}
-	return claimRow(ctx, tx, id, owner, ttl, now)
+	return id, nil
 }
 
 // claimRow gives owner the lease of the waiting run id.

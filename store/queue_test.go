@@ -196,3 +196,57 @@ func TestFenceRefusesARunNobodyHolds(t *testing.T) {
 		t.Errorf("the stale intent was stored: %v", err)
 	}
 }
+
+// patience bounds a wait for something that should happen at once.
+const patience = 30 * time.Second
+
+// A worker that looks for work and finds none takes no write lock: on
+// PostgreSQL every writer waits for every other, and idle workers look at
+// every poll and whenever a slot frees. Here another process holds the
+// write lock while claims find nothing, then a run is queued and claimed.
+func TestIdleClaimTakesNoWriteLock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := openTest(t)
+	other, err := Open(db.location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	createSession(t, db, "s1")
+
+	held, err := other.rw.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	looked := make(chan error, 1)
+	go func() {
+		c, err := db.ClaimRun(ctx, "w/1/x", time.Minute, "")
+		if err == nil && c != nil {
+			err = errors.New("claimed run " + c.Run.ID)
+		}
+		if err == nil {
+			var u *AttemptUnit
+			if u, err = db.ClaimAttempt(ctx, "w/1/x", time.Minute); err == nil && u != nil {
+				err = errors.New("claimed attempt " + u.String())
+			}
+		}
+		looked <- err
+	}()
+	select {
+	case err := <-looked:
+		if err != nil {
+			t.Fatalf("claims with nothing queued: %v", err)
+		}
+	case <-time.After(patience):
+		t.Fatalf("claims with nothing queued waited %s for another process's write lock", patience)
+	}
+	if err := held.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+
+	queueRun(t, db, "s1", "r1")
+	if id, _ := claim(t, db, "w/1/x"); id != "r1" {
+		t.Fatalf("claim after r1 was queued got %q, want r1", id)
+	}
+}

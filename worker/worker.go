@@ -39,6 +39,9 @@ type Config struct {
 	// Sup.DriveAttempt, unless a test stands in for them.
 	drive        func(context.Context, *store.Run, supervisor.Drive) (supervisor.End, error)
 	driveAttempt func(context.Context, *store.AttemptUnit) error
+	// listening, if set, is called each time it listens for queued runs
+	// on a new connection (PostgreSQL): a test signal.
+	listening func()
 }
 
 // reasonStopped is the detail of a run a worker interrupted when it
@@ -101,7 +104,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	listen, stopListen := context.WithCancel(context.Background())
 	defer stopListen()
 	go func() {
-		_ = w.cfg.DB.Listen(listen, []string{store.ChannelRuns}, func(string, string) { wake(w.work) })
+		_ = w.cfg.DB.Listen(listen, []string{store.ChannelRuns}, func(channel, _ string) {
+			wake(w.work)
+			if channel == "" && w.cfg.listening != nil {
+				w.cfg.listening()
+			}
+		})
 	}()
 	go w.watchStops(listen)
 

@@ -14,6 +14,7 @@ import (
 
 	"agent/event"
 	"agent/store"
+	"agent/store/pgtest"
 	"agent/supervisor"
 )
 
@@ -53,8 +54,11 @@ type testWorker struct {
 	// harness, if set, drives harness runs instead.
 	harness func(ctx context.Context, r *store.Run)
 	logs    chan slog.Record
-	done    chan error // Run's return
-	stop    func()     // cancels Run's context and waits for it to return
+	// listening gets a signal each time the worker listens for queued
+	// runs (PostgreSQL only).
+	listening chan struct{}
+	done      chan error // Run's return
+	stop      func()     // cancels Run's context and waits for it to return
 }
 
 // startWorker runs a worker on db with n slots, polling every poll; setup,
@@ -67,7 +71,7 @@ func startWorker(t *testing.T, db *store.DB, n int, poll time.Duration, setup fu
 	}
 	tw := &testWorker{
 		t: t, db: db, owner: sup.Owner(), started: make(chan *driven, 64),
-		logs: make(chan slog.Record, 256), done: make(chan error, 1),
+		logs: make(chan slog.Record, 256), listening: make(chan struct{}, 1), done: make(chan error, 1),
 	}
 	if setup != nil {
 		setup(tw)
@@ -75,6 +79,7 @@ func startWorker(t *testing.T, db *store.DB, n int, poll time.Duration, setup fu
 	w, err := New(Config{
 		DB: db, Sup: sup, Concurrency: n, Poll: poll, RunTimeout: 7 * time.Minute,
 		Logger: slog.New(recorder{tw.logs}), drive: tw.drive, driveAttempt: tw.driveAttempt,
+		listening: func() { wake(tw.listening) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -296,6 +301,27 @@ func TestAttemptsAreClaimedFirst(t *testing.T) {
 	}
 	if u, err := db.GetAttemptUnit(context.Background(), k); err != nil || u.Result == nil {
 		t.Fatalf("the attempt's result was not left for its harness: %+v, %v", u, err)
+	}
+}
+
+// On PostgreSQL a run queued while a worker idles starts at once: queueing
+// it notifies the workers, so none waits for its next poll (an hour here).
+func TestQueuedRunWakesAnIdleWorker(t *testing.T) {
+	t.Parallel()
+	db, err := store.Open(pgtest.Database(t, pgtest.Start(t), ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tw := startWorker(t, db, 1, time.Hour, nil)
+	select {
+	case <-tw.listening:
+	case <-time.After(patience):
+		t.Fatalf("the worker did not listen for queued runs within %s", patience)
+	}
+	queue(t, db, store.KindRun, "r1")
+	if x := tw.next(); x.id != "r1" {
+		t.Fatalf("the worker started %s %s, want the run r1 just queued", x.kind, x.id)
 	}
 }
 
