@@ -321,6 +321,9 @@ func (w *Worker) watchStops(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if children, harnesses := w.busy(); children+harnesses == 0 {
+			continue // nothing to stop: an idle worker leaves the store alone
+		}
 		reqs, err := w.cfg.DB.StopRequests(ctx, w.cfg.Sup.Owner())
 		if err != nil {
 			continue
