@@ -94,6 +94,11 @@ func (db *DB) migratePostgres(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Every process but the first finds the schema up to date: it reads
+	// so without the write lock, which every writer waits for.
+	if v, err := db.postgresVersion(ctx, db.ro); err == nil && v == len(ms) {
+		return nil
+	}
 	tx, err := db.rw.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("read schema version: %w", err)
