@@ -86,9 +86,10 @@ func pgProblem(err error) string {
 
 // migratePostgres applies the PostgreSQL migrations this database has not
 // seen yet. agent_schema records how many have been applied, as SQLite's
-// user_version does. It all happens under the write lock, even creating
-// agent_schema: processes opening a new database at once (a gateway and
-// its workers starting together) would otherwise race to create it.
+// user_version does. Applying them happens under the write lock, even
+// creating agent_schema: processes opening a new database at once (a
+// gateway and its workers starting together) would otherwise race to
+// create it.
 func (db *DB) migratePostgres(ctx context.Context) error {
 	ms, err := postgresMigrations()
 	if err != nil {
