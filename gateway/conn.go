@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -19,10 +20,8 @@ import (
 
 // WebSocket limits.
 const (
-	maxFrame     = api.MaxFrame     // the largest frame a client may send
-	writeTimeout = 30 * time.Second // a client that takes longer to accept a frame is gone
-	pingInterval = 30 * time.Second // a client that does not answer a ping within this is gone
-	replayPage   = 512              // events read from the store at a time during a replay
+	maxFrame   = api.MaxFrame // the largest frame a client may send
+	replayPage = 512          // events read from the store at a time during a replay
 )
 
 // Close statuses the gateway uses.
@@ -51,7 +50,16 @@ type conn struct {
 	jobSub  *subscriber            // job events, when the gateway has a scheduler
 	closing bool                   // shutdown began: attach nothing more
 	streams sync.WaitGroup         // stream goroutines; Add only under mu while !closing
-	wg      sync.WaitGroup         // the keepalive
+	wg      sync.WaitGroup         // pings; Add only under mu while !closing
+
+	// live is set once the client has connected: it is pinged from then on.
+	live atomic.Bool
+	// Frames begun and written: keepalive closes a connection whose
+	// frames make no progress.
+	writesBegun, writesDone atomic.Uint64
+	// Only keepalive touches these.
+	pinged, stallSince time.Time
+	doneSeen           uint64
 }
 
 // serveWS upgrades /ws after the checks every request gets.
@@ -102,11 +110,8 @@ func (c *conn) serve(authed bool) {
 	if !c.handshake(authed) {
 		return
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.keepalive()
-	}()
+	c.pinged = time.Now()
+	c.live.Store(true)
 	c.forwardJobs()
 	for {
 		_, data, err := c.ws.Read(c.ctx)
@@ -136,27 +141,6 @@ func parseFrame(data []byte) (api.Request, *api.Error) {
 		return req, errorf(api.CodeBadRequest, "a frame must be {\"type\":\"req\",\"id\":…,\"method\":…,\"params\":{…}}")
 	}
 	return req, nil
-}
-
-// keepalive pings the client, so one that vanished without closing (a
-// dropped network, a sleeping laptop) does not keep its session locks.
-func (c *conn) keepalive() {
-	t := time.NewTicker(pingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.ctx.Done():
-			return
-		case <-t.C:
-		}
-		ctx, cancel := context.WithTimeout(c.ctx, pingInterval)
-		err := c.ws.Ping(ctx)
-		cancel()
-		if err != nil {
-			c.ws.CloseNow()
-			return
-		}
-	}
 }
 
 // handshake reads the connect frame. Anything else, a protocol this
@@ -239,11 +223,11 @@ func (c *conn) write(v any) error {
 }
 
 // writeRaw sends one text frame. A client that does not take it within
-// writeTimeout is gone: the library closes the connection then.
+// writeTimeout is gone: keepalive closes the connection then.
 func (c *conn) writeRaw(data []byte) error {
-	ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
-	defer cancel()
-	return c.ws.Write(ctx, websocket.MessageText, data)
+	c.writesBegun.Add(1)
+	defer c.writesDone.Add(1)
+	return c.ws.Write(context.Background(), websocket.MessageText, data)
 }
 
 // shutdown closes the connection from the gateway's side, once the
@@ -444,9 +428,15 @@ func (c *conn) handle(req api.Request) (result any, then func(), err error) {
 
 // attachment is the connection's stream of one session's events.
 type attachment struct {
-	sub  *subscriber
-	quit chan struct{} // closed to stop the stream without sending what it holds
-	done chan struct{} // closed once the stream goroutine has returned
+	sub *subscriber
+	// quit stops the stream without sending what it holds; it is set
+	// before the subscriber is removed, which wakes the stream.
+	quit atomic.Bool
+	done chan struct{} // closed once the stream has stopped writing
+
+	// Only the stream's goroutine touches these.
+	sent  int64   // the last seq sent
+	batch []*item // the storage of the last take
 }
 
 // resume is session.resume: it attaches the connection to a session's
@@ -527,11 +517,11 @@ func (c *conn) attach(sess *session, afterSeq int64, again bool) (api.SessionRes
 		return api.SessionResumeResult{SessionID: sess.id, AfterSeq: afterSeq, LastSeq: sess.hub.lastSeq()}, nil, nil
 	}
 	if old != nil {
+		old.quit.Store(true)
 		sess.hub.unsubscribe(old.sub)
-		close(old.quit)
 	}
 	sub, last := sess.hub.subscribe()
-	a := &attachment{sub: sub, quit: make(chan struct{}), done: make(chan struct{})}
+	a := &attachment{sub: sub, done: make(chan struct{}), sent: afterSeq}
 	c.subs[sess.id] = a
 	then := func() {
 		if old != nil {
@@ -544,80 +534,91 @@ func (c *conn) attach(sess *session, afterSeq int64, again bool) (api.SessionRes
 			return
 		}
 		c.streams.Add(1)
-		go func() {
-			defer c.streams.Done()
-			defer close(a.done)
-			c.stream(sess, a, afterSeq)
-		}()
+		go c.stream(sess, a)
 	}
 	return api.SessionResumeResult{SessionID: sess.id, AfterSeq: afterSeq, LastSeq: last}, then, nil
 }
 
-// stream sends a session's events after afterSeq: the replay from the
-// store, then the live stream. A subscriber that overflowed is told where
-// to resume, and disconnected.
-func (c *conn) stream(sess *session, a *attachment, afterSeq int64) {
-	sent, err := replayThenLive(c.ctx, c.s.db, sess.id, a, afterSeq, c.writeRaw)
+// stream sends a session's events after a.sent: the replay from the
+// store, then the live stream.
+func (c *conn) stream(sess *session, a *attachment) {
+	defer c.streams.Done()
+	err := replay(c.ctx, c.s.db, sess.id, a, c.writeRaw)
+	if err == nil {
+		err = a.drain(c.writeRaw)
+	}
+	c.endStream(sess, a, err)
+}
+
+// endStream ends a stream that stopped for err: a subscriber that
+// overflowed is told where to resume, and disconnected.
+func (c *conn) endStream(sess *session, a *attachment, err error) {
+	defer close(a.done)
 	switch {
 	case errors.Is(err, errStreamEnded):
-		c.overflowed(sess, a.sub, sent)
-	case err != nil && !errors.Is(err, errSendFailed) && !errors.Is(err, errStreamQuit) && c.ctx.Err() == nil:
+		c.overflowed(sess, a.sub, a.sent)
+	case !errors.Is(err, errSendFailed) && !errors.Is(err, errStreamQuit) && c.ctx.Err() == nil:
 		c.fail("", errorf(api.CodeInternal, "replay session %s: %v", sess.id, err))
 	}
 }
 
-// Why replayThenLive stopped, besides a store error.
+// Why a stream stopped, besides a store error.
 var (
 	errStreamEnded = errors.New("the live stream ended")  // detached, or overflowed
 	errSendFailed  = errors.New("the client is gone")     // send failed
-	errStreamQuit  = errors.New("attached again instead") // a.quit closed
+	errStreamQuit  = errors.New("attached again instead") // a.quit set
 )
 
-// replayThenLive sends a session's events after afterSeq through send:
-// first those in the store, then those of the live stream a joined before
-// the replay began, skipping what the replay already sent, so the client
-// gets every event once, in order. It returns the last seq it sent.
-func replayThenLive(ctx context.Context, db *store.DB, sessionID string, a *attachment, afterSeq int64,
-	send func([]byte) error) (int64, error) {
-	sent := afterSeq
+// replay sends through send a session's events in the store after
+// a.sent. The live stream a joined before the replay began holds what
+// comes after, which drain sends, skipping what the replay already sent:
+// the client gets every event once, in order.
+func replay(ctx context.Context, db *store.DB, sessionID string, a *attachment, send func([]byte) error) error {
 	for {
-		evs, err := db.ListSessionEvents(ctx, sessionID, sent, replayPage)
+		evs, err := db.ListSessionEvents(ctx, sessionID, a.sent, replayPage)
 		if err != nil {
-			return sent, err
+			return err
 		}
 		for _, e := range evs {
-			select {
-			case <-a.quit:
-				return sent, errStreamQuit
-			default:
+			if a.quit.Load() {
+				return errStreamQuit
 			}
 			if send(newItem(e).frame) != nil {
-				return sent, errSendFailed
+				return errSendFailed
 			}
-			sent = e.Seq
+			a.sent = e.Seq
 		}
 		if len(evs) < replayPage {
-			break
+			return nil
 		}
 	}
+}
+
+// drain sends through send what the live stream holds as it comes,
+// skipping what was sent already, until the stream ends; it says why.
+func (a *attachment) drain(send func([]byte) error) error {
 	for {
-		var it *item
-		select {
-		case <-a.quit:
-			return sent, errStreamQuit
-		case next, ok := <-a.sub.ch:
-			if !ok {
-				return sent, errStreamEnded
+		<-a.sub.wake
+		if a.quit.Load() {
+			return errStreamQuit
+		}
+		var open bool
+		a.batch, open = a.sub.take(a.batch)
+		for _, it := range a.batch {
+			if a.quit.Load() {
+				return errStreamQuit
 			}
-			it = next
+			if it.ev.Seq <= a.sent {
+				continue // the replay sent it already
+			}
+			if send(it.frame) != nil {
+				return errSendFailed
+			}
+			a.sent = it.ev.Seq
 		}
-		if it.ev.Seq <= sent {
-			continue // the replay sent it already
+		if !open {
+			return errStreamEnded
 		}
-		if send(it.frame) != nil {
-			return sent, errSendFailed
-		}
-		sent = it.ev.Seq
 	}
 }
 

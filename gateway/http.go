@@ -271,6 +271,7 @@ func (s *Server) httpEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	keepalive := time.NewTicker(sseKeepalive)
 	defer keepalive.Stop()
+	var batch []*item
 	for {
 		select {
 		case <-ctx.Done():
@@ -283,22 +284,27 @@ func (s *Server) httpEvents(w http.ResponseWriter, r *http.Request) {
 		case <-done:
 			replay() // its last events, if the live stream had not brought them yet
 			return
-		case it, ok := <-sub.ch:
-			if !ok {
+		case <-sub.wake:
+			var open bool
+			batch, open = sub.take(batch)
+			for _, it := range batch {
+				if it.ev.RunID != row.ID || it.ev.Seq <= sent {
+					continue
+				}
+				if writeSSE(w, it.ev) != nil {
+					return
+				}
+				sent = it.ev.Seq
+				if event.IsTerminal(it.ev.Type) {
+					flusher.Flush()
+					return
+				}
+			}
+			flusher.Flush()
+			if !open {
 				if sub.overflowed {
 					writeSSEError(w, errorf(api.CodeSlowConsumer, "this stream fell more than %d events behind; reconnect with after_seq %d (nothing is lost)", s.cfg.SubscriberBuffer, sent))
 				}
-				return
-			}
-			if it.ev.RunID != row.ID || it.ev.Seq <= sent {
-				continue
-			}
-			if writeSSE(w, it.ev) != nil {
-				return
-			}
-			flusher.Flush()
-			sent = it.ev.Seq
-			if event.IsTerminal(it.ev.Type) {
 				return
 			}
 		}

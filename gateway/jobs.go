@@ -100,8 +100,10 @@ func (c *conn) watchJobs() {
 }
 
 // forwardJobs sends the job events to the client, once it has its connect
-// answer. One that falls more than SubscriberBuffer events behind is told
-// and disconnected, as for a session's stream.
+// answer: from then on a goroutine starts whenever there are some to send
+// and ends when they are sent (job events are rare: no goroutine waits
+// for them per client). One that falls more than SubscriberBuffer events
+// behind is told and disconnected, as for a session's stream.
 func (c *conn) forwardJobs() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -109,19 +111,37 @@ func (c *conn) forwardJobs() {
 	if sub == nil || c.closing {
 		return
 	}
-	c.streams.Add(1)
-	go func() {
-		defer c.streams.Done()
-		for it := range sub.ch {
+	// streams.Add comes before any Wait: Waits follow detach, which takes
+	// c.mu and removes sub, after which nothing starts again.
+	sub.startOnDemand(func() {
+		c.streams.Add(1)
+		go c.sendJobs(sub)
+	})
+}
+
+// sendJobs sends what is queued for sub, then returns.
+func (c *conn) sendJobs(sub *subscriber) {
+	defer c.streams.Done()
+	var batch []*item
+	for {
+		items, open, stop := sub.takeOrStop(batch)
+		if stop {
+			return
+		}
+		batch = items
+		for _, it := range items {
 			if c.writeRaw(it.frame) != nil {
 				return
 			}
 		}
-		if sub.overflowed {
-			c.s.log.Warn("slow consumer of job events disconnected", "conn", c.id)
-			c.fail("", errorf(api.CodeSlowConsumer, "this connection fell more than %d job events behind; reconnect, then job.list and job.get_runs show what it missed", c.s.cfg.SubscriberBuffer))
+		if !open {
+			if sub.overflowed {
+				c.s.log.Warn("slow consumer of job events disconnected", "conn", c.id)
+				c.fail("", errorf(api.CodeSlowConsumer, "this connection fell more than %d job events behind; reconnect, then job.list and job.get_runs show what it missed", c.s.cfg.SubscriberBuffer))
+			}
+			return
 		}
-	}()
+	}
 }
 
 // jobMethod serves the job.* methods.

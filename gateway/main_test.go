@@ -33,7 +33,12 @@ import (
 //	provider     a failed result for a model provider failure.
 //	burst N S P  N deltas (of S more bytes, P µs apart), then an assistant message; completed.
 //	intent       asks to send an email (effect.intent), then records the receipt.
+//
+// With gateway.FanoutClientsEnv set it is BenchmarkFanout's client process.
 func TestMain(m *testing.M) {
+	if os.Getenv(gateway.FanoutClientsEnv) != "" {
+		os.Exit(gateway.FanoutClients())
+	}
 	if filepath.Base(os.Args[0]) == "agent" && len(os.Args) > 1 && os.Args[1] == "runner" {
 		os.Exit(fakeRunner())
 	}

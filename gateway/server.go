@@ -149,10 +149,14 @@ func (s *Server) Start(ctx context.Context) error {
 			s.wakeLoop()
 		}()
 	}
-	s.background.Add(3)
+	s.background.Add(4)
 	go func() {
 		defer s.background.Done()
 		s.web.sweep(s.quit)
+	}()
+	go func() {
+		defer s.background.Done()
+		s.keepalive()
 	}()
 	go func() {
 		defer s.background.Done()

@@ -30,8 +30,13 @@ func TestHubOverflow(t *testing.T) {
 	fast, _ := h.subscribe()
 	read := make(chan int64) // each seq the fast one reads, as it reads it
 	go func() {
-		for it := range fast.ch {
-			read <- it.ev.Seq
+		var batch []*item
+		for open := true; open; {
+			<-fast.wake
+			batch, open = fast.take(batch)
+			for _, it := range batch {
+				read <- it.ev.Seq
+			}
 		}
 		close(read)
 	}()
@@ -41,12 +46,9 @@ func TestHubOverflow(t *testing.T) {
 		fastSeqs = append(fastSeqs, <-read) // the fast one keeps up: it read i before i+1 comes
 	}
 	// The slow subscriber got what fitted, then was dropped, not blocked on.
-	var seqs []int64
-	for it := range slow.ch {
-		seqs = append(seqs, it.ev.Seq)
-	}
-	if !slow.overflowed || fmt.Sprint(seqs) != "[1 2]" {
-		t.Errorf("slow subscriber: overflowed %v, got %v", slow.overflowed, seqs)
+	items, open := slow.take(nil)
+	if open || !slow.overflowed || fmt.Sprint(seqsOf(items)) != "[1 2]" {
+		t.Errorf("slow subscriber: open %v, overflowed %v, got %v", open, slow.overflowed, seqsOf(items))
 	}
 	if h.size() != 1 {
 		t.Errorf("%d subscribers left, want 1", h.size())
@@ -67,17 +69,42 @@ func TestHubPendingDeltas(t *testing.T) {
 	h.publish(ev(6, event.MessageDelta))
 	h.publish(ev(7, event.MessageDelta))
 	sub, last := h.subscribe()
-	if last != 7 || len(sub.ch) != 2 {
-		t.Fatalf("last %d, %d buffered", last, len(sub.ch))
-	}
-	if a, b := <-sub.ch, <-sub.ch; a.ev.Seq != 6 || b.ev.Seq != 7 {
-		t.Errorf("seeded %d %d", a.ev.Seq, b.ev.Seq)
+	<-sub.wake // woken for what it was seeded with
+	if items, _ := sub.take(nil); last != 7 || fmt.Sprint(seqsOf(items)) != "[6 7]" {
+		t.Fatalf("last %d, seeded %v", last, seqsOf(items))
 	}
 	h.publish(ev(8, event.MessageCompleted)) // writes the deltas: no longer pending
 	late, _ := h.subscribe()
-	if len(late.ch) != 0 {
-		t.Errorf("a later subscriber got %d stale deltas", len(late.ch))
+	if items, _ := late.take(nil); len(items) != 0 {
+		t.Errorf("a later subscriber got %d stale deltas", len(items))
 	}
+}
+
+// An attached client that keeps up holds no buffer: the queue is given
+// back after a burst, and a subscriber costs a few words.
+func TestHubQueueGivenBack(t *testing.T) {
+	t.Parallel()
+	h := newHub(4096, 0)
+	sub, _ := h.subscribe()
+	for i := int64(1); i <= 1000; i++ {
+		h.publish(ev(i, event.ToolStarted))
+	}
+	batch, open := sub.take(nil)
+	if !open || len(batch) != 1000 {
+		t.Fatalf("took %d, open %v", len(batch), open)
+	}
+	sub.take(batch) // the burst is sent: its storage goes back to the queue, or not
+	if cap(sub.queue) > 256 {
+		t.Errorf("the queue kept storage of %d after the burst", cap(sub.queue))
+	}
+}
+
+func seqsOf(items []*item) []int64 {
+	var seqs []int64
+	for _, it := range items {
+		seqs = append(seqs, it.ev.Seq)
+	}
+	return seqs
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -311,8 +338,11 @@ func TestReplayThenLiveSendsTheBoundaryOnce(t *testing.T) {
 			got = append(got, f.Seq)
 			return nil
 		}
-		a := &attachment{sub: sub, quit: make(chan struct{}), done: make(chan struct{})}
-		if _, err := replayThenLive(ctx, db, "s1", a, after, send); !errors.Is(err, errStreamEnded) {
+		a := &attachment{sub: sub, done: make(chan struct{}), sent: after}
+		if err := replay(ctx, db, "s1", a, send); err != nil {
+			t.Fatalf("after %d: %v", after, err)
+		}
+		if err := a.drain(send); !errors.Is(err, errStreamEnded) {
 			t.Fatalf("after %d: %v", after, err)
 		}
 		// The second client, joining later, gets delta 7 from the hub's
@@ -321,5 +351,92 @@ func TestReplayThenLiveSendsTheBoundaryOnce(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("after seq %d the client got %v, want %v", after, got, want)
 		}
+	}
+}
+
+// A subscriber read on demand has a reader only while something is
+// queued: one starts at the first event, returns once the queue is empty,
+// and the next event, or the subscriber's removal, starts another.
+func TestHubReaderOnDemand(t *testing.T) {
+	t.Parallel()
+	h := newHub(2, 0)
+	sub, _ := h.subscribe()
+	h.publish(ev(1, event.ToolStarted)) // queued before any reader may run
+	starts := make(chan struct{}, 8)
+	sub.startOnDemand(func() { starts <- struct{}{} })
+	read := func() (seqs []int64, open bool) {
+		t.Helper()
+		select {
+		case <-starts:
+		default:
+			t.Fatal("no reader was started")
+		}
+		for {
+			items, open, stop := sub.takeOrStop(nil)
+			if stop {
+				return seqs, true
+			}
+			seqs = append(seqs, seqsOf(items)...)
+			if !open {
+				return seqs, false
+			}
+		}
+	}
+	if seqs, open := read(); fmt.Sprint(seqs) != "[1]" || !open {
+		t.Fatalf("first reader got %v, open %v", seqs, open)
+	}
+	if len(starts) != 0 {
+		t.Fatal("a reader started while none was needed")
+	}
+	h.publish(ev(2, event.ToolStarted))
+	h.publish(ev(3, event.ToolStarted)) // the reader of 2 is running: no second one
+	if seqs, _ := read(); fmt.Sprint(seqs) != "[2 3]" || len(starts) != 0 {
+		t.Fatalf("second reader got %v; %d more started", seqs, len(starts))
+	}
+	h.unsubscribe(sub)
+	if seqs, open := read(); len(seqs) != 0 || open {
+		t.Fatalf("after removal the reader got %v, open %v", seqs, open)
+	}
+}
+
+// keepalive closes a connection whose frames make no progress for
+// writeTimeout, and only that one.
+func TestStalledWrites(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	var c conn
+	if c.stalled(start) {
+		t.Fatal("an idle connection is stalled")
+	}
+	c.writesBegun.Add(1) // a frame on its way
+	if c.stalled(start) || c.stalled(start.Add(writeTimeout-time.Second)) {
+		t.Fatal("stalled before writeTimeout")
+	}
+	c.writesDone.Add(1)
+	c.writesBegun.Add(1) // written, and the next one on its way: progress
+	if c.stalled(start.Add(writeTimeout + time.Second)) {
+		t.Fatal("stalled although a frame was written")
+	}
+	stuck := start.Add(writeTimeout + 2*time.Second) // the first look that sees no progress
+	if c.stalled(stuck) || c.stalled(stuck.Add(writeTimeout-time.Second)) {
+		t.Fatal("stalled before writeTimeout without progress")
+	}
+	if !c.stalled(stuck.Add(writeTimeout)) {
+		t.Fatal("not stalled after writeTimeout without progress")
+	}
+}
+
+// Memory is given back once many clients have left and the count has
+// settled, not while they leave, and not for a few.
+func TestMemoryGivenBackWhenClientsLeave(t *testing.T) {
+	t.Parallel()
+	var m memoryWatch
+	var got []bool
+	for _, n := range []int{0, 500, 1000, 1000, 950, 950, 600, 300, 0, 0, 0, 50, 0, 0} {
+		got = append(got, m.left(n))
+	}
+	want := "[false false false false false false false false false true false false false false]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("gave back at %v, want %v", got, want)
 	}
 }

@@ -1,0 +1,117 @@
+package gateway
+
+import (
+	"context"
+	"runtime"
+	"runtime/debug"
+	"time"
+)
+
+const (
+	writeTimeout = 30 * time.Second // a client that takes no frame for this long is gone
+	pingInterval = 30 * time.Second // a client that does not answer a ping within this is gone
+	// keepaliveTick is how often keepalive looks at every connection: the
+	// precision of writeTimeout.
+	keepaliveTick = 3 * time.Second
+	// giveBackAfter is how many clients must have left before the memory
+	// they held is given back to the system.
+	giveBackAfter = 100
+)
+
+// keepalive looks after every connection from one goroutine, instead of a
+// goroutine and a timer per client: it pings each client every
+// pingInterval (a short-lived goroutine waits for the pong), so one that
+// vanished without closing (a dropped network, a sleeping laptop) does
+// not keep its session locks, closes a
+// connection whose frames have made no progress for writeTimeout, and
+// gives memory back once many clients have left. Frames are written
+// without a deadline of their own: a context and a timer per frame per
+// client cost more than the frame.
+func (s *Server) keepalive() {
+	t := time.NewTicker(keepaliveTick)
+	defer t.Stop()
+	var mem memoryWatch
+	for {
+		select {
+		case <-s.quit:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		s.connMu.Lock()
+		conns := make([]*conn, 0, len(s.conns))
+		for c := range s.conns {
+			conns = append(conns, c)
+		}
+		s.connMu.Unlock()
+		for _, c := range conns {
+			if c.stalled(now) {
+				s.log.Warn("client took no frame for too long; disconnected", "conn", c.id, "after", writeTimeout)
+				c.ws.CloseNow()
+				continue
+			}
+			if c.live.Load() && now.Sub(c.pinged) >= pingInterval {
+				c.pinged = now
+				c.ping()
+			}
+		}
+		if mem.left(len(conns)) {
+			// Two collections: what they left in sync.Pools goes only at
+			// the second.
+			runtime.GC()
+			debug.FreeOSMemory()
+		}
+	}
+}
+
+// stalled reports whether c has had a frame on its way and none written
+// for writeTimeout. Only keepalive calls it.
+func (c *conn) stalled(now time.Time) bool {
+	begun, done := c.writesBegun.Load(), c.writesDone.Load()
+	if begun == done || done != c.doneSeen {
+		c.doneSeen, c.stallSince = done, time.Time{}
+		return false
+	}
+	if c.stallSince.IsZero() {
+		c.stallSince = now
+	}
+	return now.Sub(c.stallSince) >= writeTimeout
+}
+
+// ping sends a ping and closes the connection if no pong comes within
+// pingInterval.
+func (c *conn) ping() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, pingInterval)
+		defer cancel()
+		if c.ws.Ping(ctx) != nil {
+			c.ws.CloseNow()
+		}
+	}()
+}
+
+// memoryWatch tells when many clients have left. The Go runtime keeps
+// what they held until later collections, which an idle gateway does not
+// make, so it would stay resident long after they are gone.
+type memoryWatch struct{ high, last int }
+
+// left is told the number of connections at each tick; it says true once
+// giveBackAfter of them have gone since the most there were, and none
+// went since the tick before.
+func (m *memoryWatch) left(n int) bool {
+	m.high = max(m.high, n)
+	settled := n == m.last
+	m.last = n
+	if settled && m.high-n >= giveBackAfter {
+		m.high = n
+		return true
+	}
+	return false
+}
