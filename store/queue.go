@@ -133,8 +133,8 @@ func (db *DB) mayClaimRun(ctx context.Context, owner, kind string) (bool, error)
 	defer tx.Rollback()
 	now := db.now()
 	gone, err := db.abandonedRun(ctx, tx, owner, kind, now)
-	if err != nil || gone != nil {
-		return gone != nil, err
+	if err != nil || gone != "" {
+		return gone != "", err
 	}
 	id, err := waitingRun(ctx, tx, kind, now)
 	return id != "", err
@@ -150,39 +150,49 @@ func kindPattern(kind string) string {
 
 // takeOver takes the lease of a claimed run whose worker is gone.
 func (db *DB) takeOver(ctx context.Context, tx *txn, owner string, ttl time.Duration, kind string, now time.Time) (*Claim, error) {
-	r, err := db.abandonedRun(ctx, tx, owner, kind, now)
-	if err != nil || r == nil {
+	id, err := db.abandonedRun(ctx, tx, owner, kind, now)
+	if err != nil || id == "" {
 		return nil, err
 	}
-	if err := db.acquireLease(ctx, tx, r.ID, owner, ttl); err != nil {
-		return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
+	if err := db.acquireLease(ctx, tx, id, owner, ttl); err != nil {
+		return nil, fmt.Errorf("claim run %s: %w", id, err)
 	}
-	if _, err := noteReclaim(ctx, tx, r.ID, now); err != nil {
-		return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
+	if _, err := noteReclaim(ctx, tx, id, now); err != nil {
+		return nil, fmt.Errorf("claim run %s: %w", id, err)
 	}
-	got, err := getRun(ctx, tx, r.ID)
+	got, err := getRun(ctx, tx, id)
 	if err != nil {
-		return nil, fmt.Errorf("claim run %s: %w", r.ID, err)
+		return nil, fmt.Errorf("claim run %s: %w", id, err)
 	}
 	return &Claim{Run: got, Resume: true, TakenOver: true}, nil
 }
 
-// abandonedRun is the claimed run of kind held longest past its lease, or
-// by a process provably dead, by another owner than owner; nil if none.
-func (db *DB) abandonedRun(ctx context.Context, tx *txn, owner, kind string, now time.Time) (*Run, error) {
-	runs, err := queryRuns(ctx, tx, `SELECT `+runColumns+` FROM runs
+// abandonedRun is the id of the claimed run of kind held longest past
+// its lease, or by a process provably dead, by another owner than owner;
+// "" if none. It reads only the leases: every worker's every look runs
+// it over every claimed run.
+func (db *DB) abandonedRun(ctx context.Context, tx *txn, owner, kind string, now time.Time) (string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id, lease_owner, lease_expires_at FROM runs
 		WHERE status = 'running' AND queue = 'claimed' AND lease_owner IS NOT NULL AND lease_owner != ?
 			AND kind LIKE ?
 		ORDER BY lease_expires_at, rowid`, owner, kindPattern(kind))
 	if err != nil {
-		return nil, fmt.Errorf("claim run: %w", err)
+		return "", fmt.Errorf("claim run: %w", err)
 	}
-	for _, r := range runs {
+	defer rows.Close()
+	for rows.Next() {
+		var r Run
+		if err := rows.Scan(&r.ID, &r.LeaseOwner, timeValue{&r.LeaseExpiresAt}); err != nil {
+			return "", fmt.Errorf("claim run: %w", err)
+		}
 		if db.abandoned(r, now) {
-			return &r, nil
+			return r.ID, nil
 		}
 	}
-	return nil, nil
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("claim run: %w", err)
+	}
+	return "", nil
 }
 
 // claimWaiting takes the lease of the longest waiting run that can start.
