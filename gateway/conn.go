@@ -36,6 +36,7 @@ type conn struct {
 	s      *Server
 	id     uint64
 	ws     *websocket.Conn
+	frames *frameConn      // ws's socket: the gateway's text frames go straight to it
 	ctx    context.Context // ends when the connection does
 	cancel context.CancelFunc
 	via    string // who answers a wait through it: the web view or an API client
@@ -69,7 +70,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	hj := &hijackInto{ResponseWriter: w}
+	ws, err := websocket.Accept(hj, r, &websocket.AcceptOptions{
 		InsecureSkipVerify: true, // the Origin was checked above, with a clearer answer
 	})
 	if err != nil {
@@ -80,7 +82,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	ctx, release := s.endWithSession(context.Background(), r)
 	defer release()
 	ctx, cancel := context.WithCancel(ctx)
-	c := &conn{s: s, id: s.nextID.Add(1), ws: ws, ctx: ctx, cancel: cancel, subs: map[string]*attachment{},
+	c := &conn{s: s, id: s.nextID.Add(1), ws: ws, frames: hj.conn, ctx: ctx, cancel: cancel, subs: map[string]*attachment{},
 		protect: func() func() { return protectRequest(r) }, via: event.ViaGateway}
 	if authed {
 		c.via = requestVia(r)
@@ -227,7 +229,7 @@ func (c *conn) write(v any) error {
 func (c *conn) writeRaw(data []byte) error {
 	c.writesBegun.Add(1)
 	defer c.writesDone.Add(1)
-	return c.ws.Write(context.Background(), websocket.MessageText, data)
+	return c.frames.writeText(data)
 }
 
 // shutdown closes the connection from the gateway's side, once the
@@ -630,10 +632,8 @@ func (c *conn) overflowed(sess *session, sub *subscriber, sent int64) {
 	}
 	c.s.log.Warn("slow consumer disconnected", "conn", c.id, "session_id", sess.id, "after_seq", sent)
 	e := errorf(api.CodeSlowConsumer, "this connection fell more than %d events behind session %s; reconnect and session.resume with after_seq %d (nothing is lost)", c.s.cfg.SubscriberBuffer, sess.id, sent)
-	ctx, cancel := context.WithTimeout(c.ctx, time.Second)
-	defer cancel()
 	if data, err := json.Marshal(api.ErrorFrame{Type: api.FrameError, Error: e, SessionID: sess.id, AfterSeq: sent}); err == nil {
-		_ = c.ws.Write(ctx, websocket.MessageText, data)
+		_ = c.frames.writeTextWithin(data, time.Second) // it is behind: it may not take even this
 	}
 	c.ws.Close(StatusPolicyViolation, fmt.Sprintf("slow consumer: resume with after_seq %d", sent))
 }
