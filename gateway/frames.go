@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// controlFrameMax is the longest control frame a server sends: a 2-byte
+// header and at most 125 bytes of payload (RFC 6455, 5.5).
+const controlFrameMax = 2 + 125
+
 // frameConn is a WebSocket's socket as the gateway writes to it. The
 // library reads the client's frames and writes its own control frames
 // (pings, pongs, the close frame) through it; the gateway writes its text
@@ -17,7 +21,7 @@ import (
 // quarter of a frame's time when one event goes to a thousand clients.
 // Every write is whole under one lock, so frames never interleave: a
 // control frame reaches Write in one piece, since the library flushes
-// each frame and a control frame is under 130 bytes.
+// each frame and its buffer holds the longest.
 type frameConn struct {
 	net.Conn
 
@@ -89,8 +93,10 @@ func (h *hijackInto) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, err
 	}
 	// The HTTP server's answer (101) is sent by now; the library's own
-	// writes go through the frameConn.
+	// writes go through the frameConn. They are control frames only, a
+	// payload of at most 125 bytes: the buffer holds one whole, so each
+	// reaches Write in one piece.
 	h.conn = &frameConn{Conn: c}
-	brw.Writer = bufio.NewWriterSize(h.conn, 4096)
+	brw.Writer = bufio.NewWriterSize(h.conn, controlFrameMax)
 	return h.conn, brw, nil
 }
