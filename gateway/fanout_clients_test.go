@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -45,22 +44,13 @@ func FanoutClients() int {
 	conns := make([]net.Conn, 0, n)
 	clients := map[int32]*rawClient{}
 	for range n {
-		c, br, err := rawAttach(addr, sessionID, afterSeq, token)
+		c, cl, err := rawAttach(addr, sessionID, afterSeq, token)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "fanout client:", err)
-			return 1
-		}
-		if br.Buffered() > 0 {
-			fmt.Fprintln(os.Stderr, "fanout client: an event before the first was published")
 			return 1
 		}
 		conns = append(conns, c)
-		fd, err := socketFD(c)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "fanout client:", err)
-			return 1
-		}
-		clients[fd] = &rawClient{fd: int(fd)}
+		clients[int32(cl.fd)] = cl
 	}
 	// One loop reads every socket as it becomes readable: the clients'
 	// share of the CPU is a read per delivery, no goroutine wake-ups.
@@ -203,40 +193,19 @@ func (cl *rawClient) frames(data []byte, text func([]byte)) int {
 	return n
 }
 
-// socketFD is the descriptor of a TCP connection, read from then on
-// without the runtime's poller.
-func socketFD(c net.Conn) (int32, error) {
-	raw, err := c.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		return 0, err
-	}
-	var fd int32
-	if err := raw.Control(func(f uintptr) { fd = int32(f) }); err != nil {
-		return 0, err
-	}
-	return fd, nil
-}
-
 // rawAttach opens a WebSocket, connects and resumes the session, with
 // nothing but the socket: the least a client can cost.
-func rawAttach(addr, sessionID, afterSeq, token string) (net.Conn, *bufio.Reader, error) {
+func rawAttach(addr, sessionID, afterSeq, token string) (net.Conn, *rawClient, error) {
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
-	br := bufio.NewReaderSize(c, 1024)
-	resp, err := http.ReadResponse(br, nil)
+	cl, err := rawUpgrade(c, addr)
 	if err != nil {
 		c.Close()
 		return nil, nil, err
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		c.Close()
-		return nil, nil, fmt.Errorf("upgrade: %s", resp.Status)
-	}
+	buf := make([]byte, 4096)
 	for _, req := range []string{
 		`{"type":"req","id":"1","method":"connect","params":{"protocol":1,"token":"` + token + `"}}`,
 		`{"type":"req","id":"2","method":"session.resume","params":{"session_id":"` + sessionID + `","after_seq":` + afterSeq + `}}`,
@@ -245,13 +214,49 @@ func rawAttach(addr, sessionID, afterSeq, token string) (net.Conn, *bufio.Reader
 			c.Close()
 			return nil, nil, err
 		}
-		reply, err := rawReadText(c, br)
-		if err != nil || !bytes.Contains(reply, []byte(`"ok":true`)) {
+		var reply []byte
+		for reply == nil {
+			n, err := c.Read(buf)
+			if err != nil {
+				c.Close()
+				return nil, nil, fmt.Errorf("%s: %v", req, err)
+			}
+			cl.frames(buf[:n], func(p []byte) { reply = slices.Clone(p) })
+		}
+		if !bytes.Contains(reply, []byte(`"ok":true`)) {
 			c.Close()
-			return nil, nil, fmt.Errorf("%s: %s %v", req, reply, err)
+			return nil, nil, fmt.Errorf("%s: %s", req, reply)
 		}
 	}
-	return c, br, nil
+	return c, cl, nil
+}
+
+// rawUpgrade upgrades c to a WebSocket and returns its client, read from
+// then on without the runtime's poller.
+func rawUpgrade(c net.Conn, addr string) (*rawClient, error) {
+	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode != http.StatusSwitchingProtocols:
+		return nil, fmt.Errorf("upgrade: %s", resp.Status)
+	case br.Buffered() > 0:
+		return nil, errors.New("a frame before the first request")
+	}
+	raw, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	cl := &rawClient{}
+	if err := raw.Control(func(fd uintptr) { cl.fd = int(fd) }); err != nil {
+		return nil, err
+	}
+	return cl, nil
 }
 
 // rawWriteText sends a client's text frame, masked with a zero key (the
@@ -264,46 +269,6 @@ func rawWriteText(c net.Conn, p []byte) error {
 	binary.BigEndian.PutUint16(hdr[2:], uint16(len(p)))
 	_, err := c.Write(append(hdr, p...))
 	return err
-}
-
-// rawReadText returns the next text frame's payload, answering pings.
-func rawReadText(c net.Conn, br *bufio.Reader) ([]byte, error) {
-	for {
-		var hdr [2]byte
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			return nil, err
-		}
-		size := int64(hdr[1] & 0x7f)
-		switch size {
-		case 126:
-			var ext [2]byte
-			if _, err := io.ReadFull(br, ext[:]); err != nil {
-				return nil, err
-			}
-			size = int64(binary.BigEndian.Uint16(ext[:]))
-		case 127:
-			var ext [8]byte
-			if _, err := io.ReadFull(br, ext[:]); err != nil {
-				return nil, err
-			}
-			size = int64(binary.BigEndian.Uint64(ext[:]))
-		}
-		payload := make([]byte, size)
-		if _, err := io.ReadFull(br, payload); err != nil {
-			return nil, err
-		}
-		switch hdr[0] & 0x0f {
-		case 0x1:
-			return payload, nil
-		case 0x8:
-			return nil, io.EOF
-		case 0x9:
-			pong := append([]byte{0x8a, 0x80 | byte(len(payload)), 0, 0, 0, 0}, payload...)
-			if _, err := c.Write(pong); err != nil {
-				return nil, err
-			}
-		}
-	}
 }
 
 // sentAt reads the publish time the benchmark puts in the event's text,

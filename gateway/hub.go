@@ -126,7 +126,7 @@ func (sub *subscriber) signalLocked() {
 
 // hub fans a session's events out to its subscribers. publish never
 // blocks: a subscriber that has more than its limit waiting is dropped
-// and told so (take says it is closed, overflowed is set), and resumes
+// and told so (take says it is no longer open, overflowed is set), and resumes
 // from the store.
 type hub struct {
 	buffer int
