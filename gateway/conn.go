@@ -50,7 +50,7 @@ type conn struct {
 	subs    map[string]*attachment // attached sessions
 	jobSub  *subscriber            // job events, when the gateway has a scheduler
 	closing bool                   // shutdown began: attach nothing more
-	streams sync.WaitGroup         // stream goroutines; Add only under mu while !closing
+	streams sync.WaitGroup         // session streams and the job stream, until each ends; Add only under mu while !closing
 	wg      sync.WaitGroup         // pings; Add only under mu while !closing
 
 	// live is set once the client has connected: it is pinged from then on.
@@ -101,6 +101,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		s.connMu.Lock()
 		delete(s.conns, c)
+		s.connsGone++
 		s.connMu.Unlock()
 		s.connsWG.Done()
 	}()
@@ -542,19 +543,87 @@ func (c *conn) attach(sess *session, afterSeq int64, again bool) (api.SessionRes
 }
 
 // stream sends a session's events after a.sent: the replay from the
-// store, then the live stream.
+// store, then the live stream. Once it has caught up, no goroutine waits
+// for the next event: the hub's fan-out writes it, and a reader
+// (follow) starts only for a client that does not take it at once, or
+// to end the stream.
 func (c *conn) stream(sess *session, a *attachment) {
-	defer c.streams.Done()
 	err := replay(c.ctx, c.s.db, sess.id, a, c.writeRaw)
 	if err == nil {
-		err = a.drain(c.writeRaw)
+		start := func() { go c.follow(sess, a) }
+		sendNow := func(items []*item, b *frameBatch) ([]*item, bool) { return c.sendNow(a, items, b) }
+		end := func() { c.endStream(sess, a, errStreamEnded) } // detached: nothing to write
+		if !a.sub.onDemand(start, sendNow, end) {
+			return
+		}
+		if err = a.drain(c.writeRaw); err == nil {
+			return
+		}
 	}
 	c.endStream(sess, a, err)
+}
+
+// follow is a session stream's reader, started on demand: it sends what
+// the socket did not take at once, then what is queued.
+func (c *conn) follow(sess *session, a *attachment) {
+	err := errSendFailed
+	if c.flush() == nil {
+		if err = a.drain(c.writeRaw); err == nil {
+			return
+		}
+	}
+	c.endStream(sess, a, err)
+}
+
+// sendNow writes items for the hub's fan-out while the socket takes them
+// at once, as many frames in one system call as fit b (see sender). a, if
+// not nil, is the session stream they belong to: what its replay sent is
+// skipped, and nothing is written once it quit.
+func (c *conn) sendNow(a *attachment, items []*item, b *frameBatch) (left []*item, blocked bool) {
+	unsent := func(it *item) bool { return a == nil || it.ev.Seq > a.sent }
+	for len(items) > 0 {
+		if a != nil && a.quit.Load() {
+			return items, true
+		}
+		b.reset()
+		n := 0
+		for ; n < len(items) && !b.full(); n++ {
+			if unsent(items[n]) {
+				b.add(items[n].frame)
+			}
+		}
+		sent := len(b.ends)
+		if sent > 0 {
+			sent, blocked = c.frames.tryWrite(b)
+		}
+		i := 0 // past the item of the last frame sent
+		for ; i < n && sent > 0; i++ {
+			if unsent(items[i]) {
+				if a != nil {
+					a.sent = items[i].ev.Seq
+				}
+				sent--
+			}
+		}
+		if blocked {
+			return items[i:], true
+		}
+		items = items[n:]
+	}
+	return nil, false
+}
+
+// flush sends the rest of a frame the socket took only part of.
+func (c *conn) flush() error {
+	c.writesBegun.Add(1)
+	defer c.writesDone.Add(1)
+	return c.frames.flush()
 }
 
 // endStream ends a stream that stopped for err: a subscriber that
 // overflowed is told where to resume, and disconnected.
 func (c *conn) endStream(sess *session, a *attachment, err error) {
+	defer c.streams.Done()
 	defer close(a.done)
 	switch {
 	case errors.Is(err, errStreamEnded):
@@ -596,17 +665,20 @@ func replay(ctx context.Context, db *store.DB, sessionID string, a *attachment, 
 	}
 }
 
-// drain sends through send what the live stream holds as it comes,
-// skipping what was sent already, until the stream ends; it says why.
+// drain sends through send what the live stream holds, skipping what was
+// sent already, until nothing is left (nil: the fan-out goes on) or the
+// stream ends; it says why.
 func (a *attachment) drain(send func([]byte) error) error {
 	for {
-		<-a.sub.wake
 		if a.quit.Load() {
 			return errStreamQuit
 		}
-		var open bool
-		a.batch, open = a.sub.take(a.batch)
-		for _, it := range a.batch {
+		items, open, stop := a.sub.takeOrStop(a.batch)
+		if stop {
+			return nil
+		}
+		a.batch = items
+		for _, it := range items {
 			if a.quit.Load() {
 				return errStreamQuit
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -105,5 +106,94 @@ func TestNoFrameAfterTheCloseFrame(t *testing.T) {
 	}
 	if err := f.writeText([]byte("after")); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("a text frame after the close frame: %v", err)
+	}
+}
+
+// A frame written without blocking goes out whole or not at all from the
+// client's side: when the socket is full, what it did not take of a frame
+// goes before the next write, and a frame it took none of is not sent.
+func TestFramesWrittenWithoutBlocking(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	f := newFrameConn(server)
+	if f.raw == nil {
+		t.Fatal("a TCP connection has no raw socket")
+	}
+
+	// The client reads nothing yet: the socket fills. Three frames a write.
+	var sent []string
+	payload := func(i int) []byte { return []byte(fmt.Sprintf("%06d%s", i, strings.Repeat("x", 20_000))) }
+	var b frameBatch
+	partial := false
+	for i := 0; ; i += 3 {
+		if i > 100_000 {
+			t.Fatal("the socket never filled")
+		}
+		b.reset()
+		for k := range 3 {
+			b.add(payload(i + k))
+		}
+		n, blocked := f.tryWrite(&b)
+		for k := range n {
+			sent = append(sent, string(payload(i+k)))
+		}
+		if !blocked {
+			if n != 3 {
+				t.Fatalf("%d frames of 3 sent, yet not blocked", n)
+			}
+			continue
+		}
+		if n > 0 && len(f.rest) > 0 {
+			partial = true
+			b.reset()
+			b.add([]byte("next"))
+			if n, blocked := f.tryWrite(&b); n != 0 || !blocked {
+				t.Fatal("a frame was written before the rest of the one before it")
+			}
+		}
+		break
+	}
+
+	t.Logf("%d frames sent before the socket was full; the last in part: %v", len(sent), partial)
+	got := make(chan []string, 1)
+	go func() {
+		var frames []string
+		cl := &rawClient{}
+		buf := make([]byte, 64<<10)
+		for len(frames) < len(sent)+1 {
+			n, err := client.Read(buf)
+			if err != nil {
+				break
+			}
+			cl.frames(buf[:n], func(p []byte) { frames = append(frames, string(p)) })
+		}
+		got <- frames
+	}()
+	if err := f.writeText([]byte("last")); err != nil { // the rest first; blocks until the client reads
+		t.Fatal(err)
+	}
+	frames := <-got
+	want := append(sent, "last")
+	if len(frames) != len(want) {
+		t.Fatalf("the client got %d frames, want %d (partial write seen: %v)", len(frames), len(want), partial)
+	}
+	for i := range want {
+		if frames[i] != want[i] {
+			t.Fatalf("frame %d: got %.6q…, want %.6q…", i, frames[i], want[i])
+		}
 	}
 }

@@ -1002,6 +1002,57 @@ func TestSlowConsumer(t *testing.T) {
 	}
 }
 
+// A client that stops reading holds no other client up: while a run
+// streams megabytes more than its socket takes, another client of the
+// same session gets every event, in order, and the stuck one is not
+// dropped while its queue has room.
+func TestStuckClientHoldsNoOneUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	c := e.dial()
+	sid := e.session(c)
+	ctx, cancel := gatewaytest.Timeout(time.Minute)
+	defer cancel()
+	stuck, _, err := websocket.Dial(ctx, "ws://"+e.addr+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.CloseNow()
+	for _, req := range []string{
+		`{"type":"req","id":"1","method":"connect","params":{"protocol":1,"token":"` + e.token + `"}}`,
+		`{"type":"req","id":"2","method":"session.resume","params":{"session_id":"` + sid + `"}}`,
+	} {
+		if err := stuck.Write(ctx, websocket.MessageText, []byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := stuck.Read(ctx); err != nil { // its answer; then it reads no more
+			t.Fatal(err)
+		}
+	}
+	run := e.start(c, sid, "burst 2000 4096 0") // ~8 MB, more than the socket buffers hold
+	evs := waitTerminal(t, c, run.RunID)
+	checkSeqs(t, evs, 0)
+	if len(evs) != 2004 {
+		t.Fatalf("the reading client got %d events, want 2004", len(evs))
+	}
+	// The stuck client reads at last: it was sent everything, in order,
+	// frames whole across what its socket took only in part.
+	stuck.SetReadLimit(1 << 20)
+	for want := int64(1); want <= 2004; want++ {
+		_, data, err := stuck.Read(ctx)
+		if err != nil {
+			t.Fatalf("the stuck client, reading at last, after seq %d: %v", want-1, err)
+		}
+		var head struct {
+			Type string `json:"type"`
+			Seq  int64  `json:"seq"`
+		}
+		if json.Unmarshal(data, &head) != nil || head.Type != "event" || head.Seq != want {
+			t.Fatalf("the stuck client got %.80s, want the event of seq %d", data, want)
+		}
+	}
+}
+
 // docs/PROTOCOL.md#replay-and-attachment "Attachment": a connection that creates a session, or
 // starts a run in a session it is not attached to, receives the run's
 // events with no session.resume, in the same order and with the same

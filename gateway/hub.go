@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -35,6 +36,13 @@ func eventFrame(e event.Event) api.EventFrame {
 // and not yet taken. Its queue grows only with what it has not taken, so
 // an attached client that keeps up costs a few words, not a buffer: a
 // gateway holds one per client per session, and one more for job events.
+//
+// It is read in one of two ways. A subscriber made by subscribe has a
+// reader that waits on wake for as long as it is attached. Once onDemand
+// is called, no goroutine waits: the hub's fan-out writes what is
+// published straight to the client (sendNow) when its socket takes it at
+// once, and a reader (start) runs only while there is more than that to
+// do: a client whose socket is full, or the end of the stream.
 type subscriber struct {
 	// wake holds a token once something is queued after the last take, or
 	// the subscriber was removed.
@@ -45,44 +53,62 @@ type subscriber struct {
 
 	mu    sync.Mutex
 	queue []*item
+	spare []*item // the storage of the queue the fan-out took last
 	// removed is set by unsubscribe, or by publish when the queue was
 	// full (overflowed is then true too).
 	removed    bool
 	overflowed bool
-	// start, once set by startOnDemand, brings a reader when there is
-	// something to take and none is running (running), instead of one
-	// parked on wake for as long as the client is attached: for a stream
-	// that is mostly quiet, such as job events.
+	// start, once set by onDemand, brings a reader: it begins takes with
+	// takeOrStop until that says stop. running is set while the reader,
+	// or the fan-out, has the subscriber: nothing else may start.
 	start   func()
+	sendNow sender
+	// end, if set by onDemand, ends the stream of a subscriber removed with
+	// nothing queued and no reader, instead of a reader started for it: a
+	// thousand clients leaving at once start no goroutine each.
+	end     func()
 	running bool
+	ready   bool // in the hub's list for its fan-out
 }
+
+// A sender writes items to a client if its socket takes them at once,
+// without blocking, building the frames in b. It returns those it did not
+// write, in order; blocked says a reader must take over, which then
+// writes them (and the rest of a frame the socket took only part of).
+type sender func(items []*item, b *frameBatch) (left []*item, blocked bool)
 
 // take returns what is queued, in order, reusing buf's storage (what it
 // held must have been sent). open is false once the subscriber has been
 // removed: what take returned then is the last of it.
 func (sub *subscriber) take(buf []*item) (items []*item, open bool) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	return sub.takeLocked(buf), !sub.removed
+}
+
+func (sub *subscriber) takeLocked(buf []*item) []*item {
 	clear(buf)
 	buf = buf[:0]
 	if cap(buf) > 256 {
 		buf = nil // a burst is over: give its storage back
 	}
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	items, sub.queue = sub.queue, buf
-	return items, !sub.removed
+	items := sub.queue
+	sub.queue = buf
+	return items
 }
 
-// startOnDemand has start called, from then on, whenever there is
-// something to take and no reader is running; the reader start begins
-// takes with takeOrStop until that says stop. start runs under the hub's
-// lock: it must only start a goroutine.
-func (sub *subscriber) startOnDemand(start func()) {
+// onDemand reads the subscriber from now on as the type's comment says:
+// start brings a reader, sendNow has the fan-out write, end (which must
+// not block) ends the stream of one removed with nothing to send. It
+// reports whether the caller must be the reader now (something is
+// queued, or it was removed): it then takes with takeOrStop, or calls
+// start itself.
+func (sub *subscriber) onDemand(start func(), sendNow sender, end func()) (read bool) {
 	sub.mu.Lock()
 	defer sub.mu.Unlock()
-	sub.start = start
-	if len(sub.queue) > 0 || sub.removed {
-		sub.signalLocked()
-	}
+	sub.start, sub.sendNow, sub.end = start, sendNow, end
+	sub.running = len(sub.queue) > 0 || sub.removed
+	return sub.running
 }
 
 // takeOrStop is take for a reader started on demand: stop says the queue
@@ -90,14 +116,12 @@ func (sub *subscriber) startOnDemand(start func()) {
 // starts another reader, which may have started already).
 func (sub *subscriber) takeOrStop(buf []*item) (items []*item, open, stop bool) {
 	sub.mu.Lock()
+	defer sub.mu.Unlock()
 	if len(sub.queue) == 0 && !sub.removed {
 		sub.running = false
-		sub.mu.Unlock()
 		return nil, true, true
 	}
-	sub.mu.Unlock()
-	items, open = sub.take(buf)
-	return items, open, false
+	return sub.takeLocked(buf), !sub.removed, false
 }
 
 // remove marks the subscriber removed and wakes its reader; the caller
@@ -110,17 +134,58 @@ func (sub *subscriber) remove(overflowed bool) {
 }
 
 // signalLocked tells the reader there is something to take: a token on
-// wake, or a reader started. sub.mu is held.
-func (sub *subscriber) signalLocked() {
+// wake, or a reader started. It reports whether the hub's fan-out should
+// write it instead; only publish, which can hand it over, asks. sub.mu is
+// held.
+func (sub *subscriber) signalLocked() (fanOut bool) {
 	switch {
 	case sub.start == nil:
 		select {
 		case sub.wake <- struct{}{}:
 		default:
 		}
-	case !sub.running:
+	case sub.running:
+	case sub.sendNow != nil && !sub.removed:
+		return true
+	case sub.end != nil && len(sub.queue) == 0:
+		sub.running = true // ended: nothing starts again
+		sub.end()
+	default:
 		sub.running = true
 		sub.start()
+	}
+	return false
+}
+
+// sendReady writes, for the hub's fan-out, what is queued for a
+// subscriber read on demand, until nothing is, or hands it to a reader:
+// its socket is full, or it was removed meanwhile. b is the fan-out
+// goroutine's storage for the frames.
+func (sub *subscriber) sendReady(b *frameBatch) {
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	sub.ready = false
+	if sub.running {
+		return // a reader has it
+	}
+	sub.running = true // publish and remove leave it to the fan-out now
+	for len(sub.queue) > 0 && !sub.removed {
+		items := sub.takeLocked(sub.spare)
+		sub.spare = nil
+		sub.mu.Unlock()
+		left, blocked := sub.sendNow(items, b)
+		sub.mu.Lock()
+		if blocked {
+			sub.queue = append(slices.Clip(left), sub.queue...)
+			sub.start()
+			return
+		}
+		clear(items) // sent: their frames need not stay
+		sub.spare = items
+	}
+	sub.running = false
+	if sub.removed {
+		sub.signalLocked() // a reader, or end, ends the stream
 	}
 }
 
@@ -139,6 +204,10 @@ type hub struct {
 	// event, so a new subscriber would find them neither in the store nor
 	// in its live stream: it gets them from here.
 	pending []*item
+	// ready lists the subscribers read on demand that have something for
+	// the fan-out, which runs while fanning is set.
+	ready   []*subscriber
+	fanning bool
 }
 
 func newHub(buffer int, last int64) *hub {
@@ -187,8 +256,9 @@ func (h *hub) publish(it *item) {
 		full := len(sub.queue) >= sub.limit
 		if !full {
 			sub.queue = append(sub.queue, it)
-			if len(sub.queue) == 1 {
-				sub.signalLocked()
+			if len(sub.queue) == 1 && sub.signalLocked() && !sub.ready {
+				sub.ready = true
+				h.ready = append(h.ready, sub)
 			}
 		}
 		sub.mu.Unlock()
@@ -197,6 +267,53 @@ func (h *hub) publish(it *item) {
 			sub.remove(true)
 		}
 	}
+	if len(h.ready) > 0 && !h.fanning {
+		h.fanning = true
+		go h.fanOut()
+	}
+}
+
+// fanOut writes what publish queued for the ready subscribers, until none
+// is left, from a goroutine per processor at most: one event to a
+// thousand clients wakes no goroutine per client, and costs each little
+// more than a system call.
+func (h *hub) fanOut() {
+	var batch []*subscriber
+	for {
+		h.mu.Lock()
+		clear(batch)
+		batch, h.ready = h.ready, batch[:0]
+		if len(batch) == 0 {
+			h.fanning = false
+			h.mu.Unlock()
+			return
+		}
+		h.mu.Unlock()
+		sendAll(batch)
+	}
+}
+
+// fanOutStripe is how many subscribers make it worth writing to them
+// from more than one goroutine.
+const fanOutStripe = 64
+
+// sendAll has sendReady called for each subscriber, spread over as many
+// goroutines as there are processors, if there are enough of them: the
+// system calls are most of the cost.
+func sendAll(subs []*subscriber) {
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(subs)/fanOutStripe))
+	stripe := func(w int) {
+		var b frameBatch
+		for i := w; i < len(subs); i += workers {
+			subs[i].sendReady(&b)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := 1; w < workers; w++ {
+		wg.Go(func() { stripe(w) })
+	}
+	stripe(0)
+	wg.Wait()
 }
 
 // lastSeq is the seq of the last event published (or persisted before

@@ -100,10 +100,11 @@ func (c *conn) watchJobs() {
 }
 
 // forwardJobs sends the job events to the client, once it has its connect
-// answer: from then on a goroutine starts whenever there are some to send
-// and ends when they are sent (job events are rare: no goroutine waits
-// for them per client). One that falls more than SubscriberBuffer events
-// behind is told and disconnected, as for a session's stream.
+// answer: from then on the hub's fan-out writes them, and a goroutine
+// runs only while a client does not take them at once (job events are
+// rare: no goroutine waits for them per client). One that falls more
+// than SubscriberBuffer events behind is told and disconnected, as for a
+// session's stream.
 func (c *conn) forwardJobs() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -111,17 +112,23 @@ func (c *conn) forwardJobs() {
 	if sub == nil || c.closing {
 		return
 	}
-	// streams.Add comes before any Wait: Waits follow detach, which takes
-	// c.mu and removes sub, after which nothing starts again.
-	sub.startOnDemand(func() {
-		c.streams.Add(1)
-		go c.sendJobs(sub)
-	})
+	// The job stream counts in streams until it ends; the Add comes before
+	// any Wait: Waits follow detach, which takes c.mu.
+	c.streams.Add(1)
+	start := func() { go c.sendJobs(sub) }
+	sendNow := func(items []*item, b *frameBatch) ([]*item, bool) { return c.sendNow(nil, items, b) }
+	if sub.onDemand(start, sendNow, c.streams.Done) {
+		start()
+	}
 }
 
-// sendJobs sends what is queued for sub, then returns.
+// sendJobs sends what is queued for sub, then returns; it ends the job
+// stream if the client is gone or the subscription ended.
 func (c *conn) sendJobs(sub *subscriber) {
-	defer c.streams.Done()
+	if c.flush() != nil {
+		c.streams.Done()
+		return
+	}
 	var batch []*item
 	for {
 		items, open, stop := sub.takeOrStop(batch)
@@ -131,6 +138,7 @@ func (c *conn) sendJobs(sub *subscriber) {
 		batch = items
 		for _, it := range items {
 			if c.writeRaw(it.frame) != nil {
+				c.streams.Done()
 				return
 			}
 		}
@@ -139,6 +147,7 @@ func (c *conn) sendJobs(sub *subscriber) {
 				c.s.log.Warn("slow consumer of job events disconnected", "conn", c.id)
 				c.fail("", errorf(api.CodeSlowConsumer, "this connection fell more than %d job events behind; reconnect, then job.list and job.get_runs show what it missed", c.s.cfg.SubscriberBuffer))
 			}
+			c.streams.Done()
 			return
 		}
 	}

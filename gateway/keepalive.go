@@ -43,6 +43,7 @@ func (s *Server) keepalive() {
 		for c := range s.conns {
 			conns = append(conns, c)
 		}
+		gone := s.connsGone
 		s.connMu.Unlock()
 		for _, c := range conns {
 			if c.stalled(now) {
@@ -55,7 +56,7 @@ func (s *Server) keepalive() {
 				c.ping()
 			}
 		}
-		if mem.left(len(conns)) {
+		if mem.left(gone) {
 			// Two collections: what they left in sync.Pools goes only at
 			// the second.
 			runtime.GC()
@@ -100,17 +101,17 @@ func (c *conn) ping() {
 // memoryWatch tells when many clients have left. The Go runtime keeps
 // what they held until later collections, which an idle gateway does not
 // make, so it would stay resident long after they are gone.
-type memoryWatch struct{ high, last int }
+type memoryWatch struct{ given, last int }
 
-// left is told the number of connections at each tick; it says true once
-// giveBackAfter of them have gone since the most there were, and none
-// went since the tick before.
-func (m *memoryWatch) left(n int) bool {
-	m.high = max(m.high, n)
-	settled := n == m.last
-	m.last = n
-	if settled && m.high-n >= giveBackAfter {
-		m.high = n
+// left is told at each tick how many connections have ended in all; it
+// says true once giveBackAfter more have ended since it last did, and
+// none since the tick before. Clients that come and go between two ticks
+// count too.
+func (m *memoryWatch) left(gone int) bool {
+	settled := gone == m.last
+	m.last = gone
+	if settled && gone-m.given >= giveBackAfter {
+		m.given = gone
 		return true
 	}
 	return false

@@ -3,12 +3,14 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"agent/gateway/api"
@@ -171,4 +173,13 @@ func protectRequest(r *http.Request) (release func()) {
 		return lc.protect()
 	}
 	return func() {}
+}
+
+// SyscallConn is the socket's, for the frames the gateway writes without
+// blocking (frameConn).
+func (c *limitedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }

@@ -58,6 +58,7 @@ type Server struct {
 
 	connMu      sync.Mutex
 	conns       map[*conn]struct{}
+	connsGone   int  // how many connections have ended
 	connsClosed bool // after the drain: no new connections
 	connsWG     sync.WaitGroup
 	nextID      atomic.Uint64

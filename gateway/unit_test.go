@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -354,16 +355,20 @@ func TestReplayThenLiveSendsTheBoundaryOnce(t *testing.T) {
 	}
 }
 
-// A subscriber read on demand has a reader only while something is
-// queued: one starts at the first event, returns once the queue is empty,
-// and the next event, or the subscriber's removal, starts another.
+// A subscriber read on demand without a sender has a reader only while
+// something is queued: one starts at the first event, returns once the
+// queue is empty, and the next event, or the subscriber's removal, starts
+// another.
 func TestHubReaderOnDemand(t *testing.T) {
 	t.Parallel()
 	h := newHub(2, 0)
 	sub, _ := h.subscribe()
 	h.publish(ev(1, event.ToolStarted)) // queued before any reader may run
 	starts := make(chan struct{}, 8)
-	sub.startOnDemand(func() { starts <- struct{}{} })
+	if !sub.onDemand(func() { starts <- struct{}{} }, nil, nil) {
+		t.Fatal("something is queued, yet the caller need not read")
+	}
+	starts <- struct{}{} // the caller reads
 	read := func() (seqs []int64, open bool) {
 		t.Helper()
 		select {
@@ -399,6 +404,79 @@ func TestHubReaderOnDemand(t *testing.T) {
 	}
 }
 
+// With a sender, the hub's fan-out writes what is published and no
+// reader runs; a client whose socket is full gets a reader, which takes
+// what the socket did not, in order, and the sender is not called while
+// it runs; removal brings a reader to end the stream.
+func TestHubFanOut(t *testing.T) {
+	t.Parallel()
+	h := newHub(8, 0)
+	sub, _ := h.subscribe()
+	var full atomic.Bool
+	written := make(chan int64, 16)
+	starts := make(chan struct{}, 8)
+	send := func(items []*item, _ *frameBatch) ([]*item, bool) {
+		for i, it := range items {
+			if full.Load() {
+				return items[i:], true
+			}
+			written <- it.ev.Seq
+		}
+		return nil, false
+	}
+	if sub.onDemand(func() { starts <- struct{}{} }, send, nil) {
+		t.Fatal("nothing is queued, yet the caller must read")
+	}
+	next := func(what string) {
+		t.Helper()
+		select {
+		case <-starts:
+		case <-time.After(time.Minute):
+			t.Fatalf("no reader started %s", what)
+		}
+	}
+	wrote := func(want ...int64) {
+		t.Helper()
+		for _, w := range want {
+			select {
+			case got := <-written:
+				if got != w {
+					t.Fatalf("the fan-out wrote %d, want %d", got, w)
+				}
+			case <-time.After(time.Minute):
+				t.Fatalf("the fan-out did not write %d", w)
+			}
+		}
+	}
+	h.publish(ev(1, event.ToolStarted))
+	h.publish(ev(2, event.ToolStarted))
+	wrote(1, 2)
+
+	full.Store(true)
+	h.publish(ev(3, event.ToolStarted))
+	next("for a full socket")
+	h.publish(ev(4, event.ToolStarted)) // the reader has it
+	items, open, stop := sub.takeOrStop(nil)
+	if fmt.Sprint(seqsOf(items)) != "[3 4]" || !open || stop {
+		t.Fatalf("the reader took %v (open %v, stop %v), want [3 4]", seqsOf(items), open, stop)
+	}
+	if _, _, stop := sub.takeOrStop(nil); !stop {
+		t.Fatal("the reader was not told to stop with nothing queued")
+	}
+
+	full.Store(false)
+	h.publish(ev(5, event.ToolStarted))
+	wrote(5)
+	h.unsubscribe(sub)
+	next("at removal")
+	if items, open, _ := sub.takeOrStop(nil); len(items) != 0 || open {
+		t.Fatalf("after removal the reader got %v, open %v", seqsOf(items), open)
+	}
+	if len(starts) != 0 || len(written) != 0 {
+		t.Errorf("%d readers more started, %d events more written", len(starts), len(written))
+	}
+}
+
 // keepalive closes a connection whose frames make no progress for
 // writeTimeout, and only that one.
 func TestStalledWrites(t *testing.T) {
@@ -426,16 +504,18 @@ func TestStalledWrites(t *testing.T) {
 	}
 }
 
-// Memory is given back once many clients have left and the count has
-// settled, not while they leave, and not for a few.
+// Memory is given back once many clients have left and none is leaving
+// any more, not while they leave, and not for a few; clients that came
+// and went between two looks count.
 func TestMemoryGivenBackWhenClientsLeave(t *testing.T) {
 	t.Parallel()
 	var m memoryWatch
 	var got []bool
-	for _, n := range []int{0, 500, 1000, 1000, 950, 950, 600, 300, 0, 0, 0, 50, 0, 0} {
-		got = append(got, m.left(n))
+	// How many connections have ended in all, at each tick.
+	for _, gone := range []int{0, 0, 50, 400, 1000, 1000, 1000, 1050, 1050, 1050, 2050, 2050} {
+		got = append(got, m.left(gone))
 	}
-	want := "[false false false false false false false false false true false false false false]"
+	want := "[false false false false false true false false false false false true]"
 	if fmt.Sprint(got) != want {
 		t.Errorf("gave back at %v, want %v", got, want)
 	}
