@@ -1013,22 +1013,7 @@ func TestStuckClientHoldsNoOneUp(t *testing.T) {
 	sid := e.session(c)
 	ctx, cancel := gatewaytest.Timeout(time.Minute)
 	defer cancel()
-	stuck, _, err := websocket.Dial(ctx, "ws://"+e.addr+"/ws", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stuck.CloseNow()
-	for _, req := range []string{
-		`{"type":"req","id":"1","method":"connect","params":{"protocol":1,"token":"` + e.token + `"}}`,
-		`{"type":"req","id":"2","method":"session.resume","params":{"session_id":"` + sid + `"}}`,
-	} {
-		if err := stuck.Write(ctx, websocket.MessageText, []byte(req)); err != nil {
-			t.Fatal(err)
-		}
-		if _, _, err := stuck.Read(ctx); err != nil { // its answer; then it reads no more
-			t.Fatal(err)
-		}
-	}
+	stuck := e.stuck(ctx, sid)
 	run := e.start(c, sid, "burst 2000 4096 0") // ~8 MB, more than the socket buffers hold
 	evs := waitTerminal(t, c, run.RunID)
 	checkSeqs(t, evs, 0)
@@ -1050,6 +1035,73 @@ func TestStuckClientHoldsNoOneUp(t *testing.T) {
 		if json.Unmarshal(data, &head) != nil || head.Type != "event" || head.Seq != want {
 			t.Fatalf("the stuck client got %.80s, want the event of seq %d", data, want)
 		}
+	}
+}
+
+// Clients that drop their connection mid-stream and come back with
+// session.resume from the last seq they had, again and again, while two
+// others read nothing, each end up with the whole stream: every event
+// once, in order.
+func TestStreamsWholeThroughReconnects(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	c := e.dial()
+	sid := e.session(c)
+	ctx, cancel := gatewaytest.Timeout(time.Minute)
+	defer cancel()
+	for range 2 {
+		e.stuck(ctx, sid)
+	}
+	type follower struct {
+		c   *gatewaytest.Client
+		got []api.EventFrame
+	}
+	followers := make([]*follower, 6)
+	for i := range followers {
+		followers[i] = &follower{c: e.dial()}
+		e.attach(followers[i].c, sid, 0)
+	}
+	run := e.start(c, sid, "burst 3000 2000 300") // ~6 MB over a second or more
+	ended := func(evs []api.EventFrame) bool {
+		return len(evs) > 0 && evs[len(evs)-1].RunID == run.RunID && gatewaytest.IsTerminal(evs[len(evs)-1].Event)
+	}
+	reconnects := 0
+	for range 5 {
+		for _, f := range followers {
+			// Once it has had a few events more on this connection,
+			// drop it and come back from the last one it has, until it
+			// has them all.
+			evs := f.c.Events()
+			for deadline := time.Now().Add(gatewaytest.Patience); len(evs) < 20 && !ended(evs); evs = f.c.Events() {
+				if time.Now().After(deadline) {
+					t.Fatalf("a follower got %d events in %v", len(evs), gatewaytest.Patience)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if ended(evs) {
+				continue
+			}
+			reconnects++
+			f.got = append(f.got, evs...)
+			f.c.Close()
+			f.c = e.dial()
+			e.attach(f.c, sid, f.got[len(f.got)-1].Seq)
+		}
+	}
+	t.Logf("%d reconnects while the run streamed", reconnects)
+	for i, f := range followers {
+		f.got = append(f.got, waitTerminal(t, f.c, run.RunID)...)
+		checkSeqs(t, f.got, 0)
+		if len(f.got) != 3004 {
+			t.Errorf("follower %d got %d events, want 3004", i, len(f.got))
+		}
+	}
+	stored, err := e.db.ListSessionEvents(ctx, sid, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stored) != 3004 {
+		t.Errorf("the store has %d events, want 3004", len(stored))
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/store"
+
+	"github.com/coder/websocket"
 )
 
 // The test binary is its own fake `agent runner`: the gateway re-executes
@@ -241,6 +243,29 @@ func (e *env) start(c *gatewaytest.Client, sessionID, input string) api.RunStart
 func (e *env) attach(c *gatewaytest.Client, sessionID string, after int64) api.SessionResumeResult {
 	e.t.Helper()
 	return call[api.SessionResumeResult](e.t, c, api.MethodSessionResume, api.SessionResumeParams{SessionID: sessionID, AfterSeq: after})
+}
+
+// stuck attaches a client to the session that reads nothing after the
+// answers to its requests.
+func (e *env) stuck(ctx context.Context, sessionID string) *websocket.Conn {
+	e.t.Helper()
+	ws, _, err := websocket.Dial(ctx, "ws://"+e.addr+"/ws", nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { ws.CloseNow() })
+	for _, req := range []string{
+		`{"type":"req","id":"1","method":"connect","params":{"protocol":1,"token":"` + e.token + `"}}`,
+		`{"type":"req","id":"2","method":"session.resume","params":{"session_id":"` + sessionID + `"}}`,
+	} {
+		if err := ws.Write(ctx, websocket.MessageText, []byte(req)); err != nil {
+			e.t.Fatal(err)
+		}
+		if _, _, err := ws.Read(ctx); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return ws
 }
 
 func waitTerminal(t *testing.T, c *gatewaytest.Client, runID string) []api.EventFrame {
