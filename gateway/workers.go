@@ -41,28 +41,38 @@ func (s *Server) follow() {
 	}()
 	t := time.NewTicker(followPoll)
 	defer t.Stop()
+	// Sessions nobody watches here are read at the next tick, once, however
+	// many notifications came: their events only feed the metrics.
+	unwatched := map[*session]bool{}
 	for {
 		select {
 		case <-s.quit:
 			return
 		case id := <-notified:
-			if id == "" {
-				s.catchUpAll(ctx)
-			} else if sess, ok := s.sessions.loaded(id); ok {
+			sess, ok := s.sessions.loaded(id)
+			switch {
+			case id == "":
+				s.catchUpAll(ctx, unwatched)
+			case ok && sess.hub.size() > 0:
 				s.catchUp(ctx, sess)
+			case ok:
+				unwatched[sess] = true
 			}
 		case <-t.C:
-			s.catchUpAll(ctx)
+			s.catchUpAll(ctx, unwatched)
 		}
 	}
 }
 
-func (s *Server) catchUpAll(ctx context.Context) {
+// catchUpAll catches up the sessions someone watches and those in
+// unwatched, which it empties.
+func (s *Server) catchUpAll(ctx context.Context, unwatched map[*session]bool) {
 	for _, sess := range s.sessions.all() {
-		if sess.hub.size() > 0 {
+		if sess.hub.size() > 0 || unwatched[sess] {
 			s.catchUp(ctx, sess)
 		}
 	}
+	clear(unwatched)
 }
 
 // catchUp publishes the session's stored events after the last one its
