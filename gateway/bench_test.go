@@ -148,11 +148,12 @@ func benchFanout(b *testing.B, clients, window int) {
 
 	lat := kids.leave(b)
 	left := time.Now()
-	for s.connections() > 0 {
-		if time.Since(left) > time.Minute {
-			b.Fatalf("%d connections still open a minute after the clients left", s.connections())
-		}
-		time.Sleep(10 * time.Millisecond)
+	closed := make(chan struct{})
+	go func() { s.connsWG.Wait(); close(closed) }() // no client connects any more
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		b.Fatalf("%d connections still open a minute after the clients left", s.connections())
 	}
 	after := selfRSS()
 	for after > 1.2*idle && time.Since(left) < time.Minute {

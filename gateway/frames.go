@@ -125,25 +125,19 @@ func (f *frameConn) tryWrite(b *frameBatch) (sent int, blocked bool) {
 	if err != nil || f.wrote == 0 {
 		return 0, true
 	}
+	start := 0 // of frame i
 	for i, end := range b.ends {
-		if f.wrote >= end {
+		switch {
+		case f.wrote >= end:
+			start = end
 			continue
-		}
-		if start := end - frameLen(b, i); f.wrote > start {
+		case f.wrote > start:
 			f.rest = append([]byte(nil), b.buf[f.wrote:end]...)
 			return i + 1, true
 		}
 		return i, true
 	}
 	return len(b.ends), false
-}
-
-// frameLen is the length of b's frame i.
-func frameLen(b *frameBatch, i int) int {
-	if i == 0 {
-		return b.ends[0]
-	}
-	return b.ends[i] - b.ends[i-1]
 }
 
 // writeNow is the raw write of f.out: it writes what the socket takes and

@@ -1071,12 +1071,17 @@ func TestStreamsWholeThroughReconnects(t *testing.T) {
 			// Once it has had a few events more on this connection,
 			// drop it and come back from the last one it has, until it
 			// has them all.
-			evs := f.c.Events()
-			for deadline := time.Now().Add(gatewaytest.Patience); len(evs) < 20 && !ended(evs); evs = f.c.Events() {
-				if time.Now().After(deadline) {
-					t.Fatalf("a follower got %d events in %v", len(evs), gatewaytest.Patience)
-				}
-				time.Sleep(time.Millisecond)
+			after := int64(0)
+			if len(f.got) > 0 {
+				after = f.got[len(f.got)-1].Seq
+			}
+			wait, cancel := gatewaytest.Timeout(gatewaytest.Patience)
+			evs, err := f.c.WaitEvent(wait, func(ev api.EventFrame) bool {
+				return ev.Seq >= after+20 || ev.RunID == run.RunID && gatewaytest.IsTerminal(ev.Event)
+			})
+			cancel()
+			if err != nil {
+				t.Fatalf("a follower resumed after seq %d got %d events: %v", after, len(evs), err)
 			}
 			if ended(evs) {
 				continue

@@ -125,20 +125,25 @@ func (c *conn) forwardJobs() {
 // sendJobs sends what is queued for sub, then returns; it ends the job
 // stream if the client is gone or the subscription ended.
 func (c *conn) sendJobs(sub *subscriber) {
+	parked := false // nothing left: the fan-out goes on
+	defer func() {
+		if !parked {
+			c.streams.Done()
+		}
+	}()
 	if c.flush() != nil {
-		c.streams.Done()
 		return
 	}
 	var batch []*item
 	for {
 		items, open, stop := sub.takeOrStop(batch)
 		if stop {
+			parked = true
 			return
 		}
 		batch = items
 		for _, it := range items {
 			if c.writeRaw(it.frame) != nil {
-				c.streams.Done()
 				return
 			}
 		}
@@ -147,7 +152,6 @@ func (c *conn) sendJobs(sub *subscriber) {
 				c.s.log.Warn("slow consumer of job events disconnected", "conn", c.id)
 				c.fail("", errorf(api.CodeSlowConsumer, "this connection fell more than %d job events behind; reconnect, then job.list and job.get_runs show what it missed", c.s.cfg.SubscriberBuffer))
 			}
-			c.streams.Done()
 			return
 		}
 	}

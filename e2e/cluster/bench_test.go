@@ -123,11 +123,12 @@ func benchWorkers(b *testing.B, bin, server, model string, workers, concurrency,
 		b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		cmds = append(cmds, cmd)
 	}
-	// Every 20 ms: the clock stops at most that late (under 1% of a
-	// 200 ms case), and the reads take little of the cores the workers and
+	// A poll, every 20 ms: no notification comes after a run's status is
+	// final. The clock stops at most that late (under 1% of a 200 ms
+	// case), and the reads take little of the cores the workers and
 	// PostgreSQL share with them (every 5 ms they took a tenth of one).
 	for _, id := range ids {
-		for {
+		for deadline := time.Now().Add(e2etest.Patience); ; time.Sleep(20 * time.Millisecond) {
 			r, err := db.GetRun(context.Background(), id)
 			if err == nil && r.Status != event.StatusRunning && r.Queue != event.StatusWaiting {
 				if r.Status != event.StatusCompleted {
@@ -135,7 +136,9 @@ func benchWorkers(b *testing.B, bin, server, model string, workers, concurrency,
 				}
 				break
 			}
-			time.Sleep(20 * time.Millisecond)
+			if time.Now().After(deadline) {
+				b.Fatalf("run %s did not end within %v of the one before", id, e2etest.Patience)
+			}
 		}
 	}
 	c := clusterCase{elapsed: time.Since(began)}
