@@ -119,7 +119,7 @@ func benchFanout(b *testing.B, clients, window int) {
 	// the earlier cases left is given back: the benchmark's housekeeping,
 	// not the gateway's.
 	const warmClients, warmEvents = 10, flushEvery // ends with a message: nothing is left pending
-	warm := startFanoutClients(b, s.Addr(), row.ID, sess.hub.lastSeq(), warmClients)
+	warm := startFanoutClients(b, s.Addr(), row.ID, sess.hub.lastSeq(), warmClients, warmEvents)
 	for n := 1; n <= warmEvents; n++ {
 		publish(n)
 		warm.waitFor(b, int64(n*warmClients))
@@ -130,12 +130,12 @@ func benchFanout(b *testing.B, clients, window int) {
 	idle := selfRSS()
 	liveIdle := liveGoMemory()
 
-	kids := startFanoutClients(b, s.Addr(), row.ID, sess.hub.lastSeq(), clients)
+	total := fanoutEvents(window)
+	kids := startFanoutClients(b, s.Addr(), row.ID, sess.hub.lastSeq(), clients, total)
 	attached := selfRSS()
 	perClient := (liveGoMemory() - liveIdle) / 1024 / float64(clients)
 
 	start, cpuStart := time.Now(), cpuTime()
-	total := fanoutEvents(window)
 	peak := attached
 	for n := 1; n <= total; n++ {
 		publish(n)
@@ -222,10 +222,10 @@ type fanoutLatency struct {
 }
 
 // startFanoutClients starts n clients that attach to the session after
-// afterSeq.
-func startFanoutClients(b *testing.B, addr, sessionID string, afterSeq int64, n int) *fanoutClients {
+// afterSeq and will be sent events events.
+func startFanoutClients(b *testing.B, addr, sessionID string, afterSeq int64, n, events int) *fanoutClients {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), FanoutClientsEnv+"="+strings.Join([]string{addr, sessionID, strconv.FormatInt(afterSeq, 10), strconv.Itoa(n), "bench-token-0123456789"}, ","))
+	cmd.Env = append(os.Environ(), FanoutClientsEnv+"="+strings.Join([]string{addr, sessionID, strconv.FormatInt(afterSeq, 10), strconv.Itoa(n), "bench-token-0123456789", strconv.Itoa(n * events)}, ","))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

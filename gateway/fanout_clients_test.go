@@ -20,22 +20,25 @@ import (
 	"unsafe"
 )
 
-// FanoutClientsEnv, when set to "ADDR,SESSION,AFTER_SEQ,N,TOKEN", makes the test
-// binary BenchmarkFanout's client process (TestMain calls FanoutClients).
+// FanoutClientsEnv, when set to "ADDR,SESSION,AFTER_SEQ,N,TOKEN,DELIVERIES",
+// makes the test binary BenchmarkFanout's client process (TestMain calls
+// FanoutClients).
 const FanoutClientsEnv = "AGENT_BENCH_FANOUT_CLIENTS"
 
-// FanoutClients attaches N WebSocket clients to a session after AFTER_SEQ, says "ready",
-// then answers each number read from stdin with "ok" once that many
-// frames have arrived in all. At the end of stdin it closes every client
+// FanoutClients attaches N WebSocket clients to a session after AFTER_SEQ
+// (DELIVERIES frames will come to them in all), says "ready", then
+// answers each number read from stdin with "ok" once that many frames
+// have arrived in all. At the end of stdin it closes every client
 // and writes the delivery latencies as JSON. It returns the exit code.
 func FanoutClients() int {
 	parts := strings.Split(os.Getenv(FanoutClientsEnv), ",")
-	if len(parts) != 5 {
-		fmt.Fprintln(os.Stderr, FanoutClientsEnv+" must be ADDR,SESSION,AFTER_SEQ,N,TOKEN")
+	if len(parts) != 6 {
+		fmt.Fprintln(os.Stderr, FanoutClientsEnv+" must be ADDR,SESSION,AFTER_SEQ,N,TOKEN,DELIVERIES")
 		return 2
 	}
 	addr, sessionID, afterSeq, token := parts[0], parts[1], parts[2], parts[4]
 	n, _ := strconv.Atoi(parts[3])
+	deliveries, _ := strconv.Atoi(parts[5])
 
 	var received atomic.Int64
 	var target atomic.Int64
@@ -65,7 +68,9 @@ func FanoutClients() int {
 			return 1
 		}
 	}
-	var lat []int64
+	// Room for every latency up front: the loop allocates nothing, so
+	// the clients make no collection (and no pause) while events come.
+	lat := make([]int64, 0, deliveries)
 	var stop atomic.Bool
 	loopDone := make(chan struct{})
 	go func() {
@@ -279,9 +284,15 @@ func sentAt(frame []byte) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	text, _, _ := bytes.Cut(rest, []byte(`"`))
-	ns, err := strconv.ParseInt(string(text), 10, 64)
-	if err != nil {
-		return time.Time{}, false
+	// Digit by digit: a conversion to string would allocate at every
+	// delivery, and the collections that brings would be the clients'
+	// pauses in the latencies.
+	var ns int64
+	for _, d := range text {
+		if d < '0' || d > '9' {
+			return time.Time{}, false
+		}
+		ns = ns*10 + int64(d-'0')
 	}
-	return time.Unix(0, ns), true
+	return time.Unix(0, ns), len(text) > 0
 }
