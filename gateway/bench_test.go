@@ -34,7 +34,9 @@ import (
 // the gateway's. They are lean on purpose, one epoll loop reading raw
 // WebSocket frames: on a 2-core machine they share the CPU with the
 // gateway, and the figure should be the gateway's cost more than a client
-// library's. Both sides' CPU time per delivery is reported.
+// library's. Both sides' CPU time per delivery is reported, and from them
+// the floor: the least time one event can take to reach every client
+// with both sides' CPU spread over every core.
 //
 // Events are message.delta, the token stream, with a message.completed
 // every 256 that writes them to the store. window=1 publishes one event
@@ -167,7 +169,15 @@ func benchFanout(b *testing.B, clients, window int) {
 	b.ReportMetric(float64(lat.Count)/elapsed.Seconds(), "deliveries/s")
 	perDelivery := float64(cpu.Nanoseconds()) / 1000 / float64(lat.Count)
 	b.ReportMetric(perDelivery, "gateway-cpu-µs/delivery")
-	b.ReportMetric(float64(lat.CPU)/float64(lat.Count), "client-cpu-µs/delivery")
+	clientPerDelivery := float64(lat.CPU) / float64(lat.Count)
+	b.ReportMetric(clientPerDelivery, "client-cpu-µs/delivery")
+	// At window 1, with the clients on this machine, one event reaches
+	// the last of them no sooner than both sides' CPU for it spread over
+	// every core. The p99 is read against this floor as well as against
+	// its target: on a shared host the same code's CPU per delivery
+	// differs by a third from one run to the next, and the p99 with it.
+	floor := (perDelivery + clientPerDelivery) * float64(clients) / float64(runtime.NumCPU())
+	b.ReportMetric(floor, "cpu-floor-µs")
 	b.ReportMetric(idle, "idle-rss-MiB")
 	b.ReportMetric(peak, "during-rss-MiB")
 	b.ReportMetric(after, "after-rss-MiB")
@@ -177,8 +187,8 @@ func benchFanout(b *testing.B, clients, window int) {
 	if after > 1.2*idle {
 		verdict = "NOT back within 20% of idle"
 	}
-	b.Logf("%d clients, %d events, window %d: p50 %d µs, p99 %d µs (target < 10,000 at window 1); CPU per delivery %.1f µs in the gateway, %.1f µs in the clients; RSS idle %.1f MiB, attached %.1f, peak %.1f, after %.1f (%.2f× idle, %s %.1f s after they left); %.1f KiB RSS and %.1f KiB of Go heap and stacks per client",
-		clients, total, window, lat.P50, lat.P99, perDelivery, float64(lat.CPU)/float64(lat.Count), idle, attached, peak, after, after/idle, verdict, returned.Seconds(),
+	b.Logf("%d clients, %d events, window %d: p50 %d µs, p99 %d µs (target < 10,000 at window 1); CPU per delivery %.1f µs in the gateway, %.1f µs in the clients, so one event to all of them takes at least %.0f µs on %d cores (p99 %.2f× that); RSS idle %.1f MiB, attached %.1f, peak %.1f, after %.1f (%.2f× idle, %s %.1f s after they left); %.1f KiB RSS and %.1f KiB of Go heap and stacks per client",
+		clients, total, window, lat.P50, lat.P99, perDelivery, clientPerDelivery, floor, runtime.NumCPU(), float64(lat.P99)/floor, idle, attached, peak, after, after/idle, verdict, returned.Seconds(),
 		(attached-idle)*1024/float64(clients), perClient)
 }
 
