@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -239,8 +240,9 @@ func rawAttach(addr, sessionID, afterSeq, token string) (net.Conn, *rawClient, e
 // rawUpgrade upgrades c to a WebSocket and returns its client, read from
 // then on without the runtime's poller.
 func rawUpgrade(c net.Conn, addr string) (*rawClient, error) {
-	fmt.Fprintf(c, "GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", addr)
+	if _, err := io.WriteString(c, upgradeRequest(addr)); err != nil {
+		return nil, err
+	}
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -267,13 +269,28 @@ func rawUpgrade(c net.Conn, addr string) (*rawClient, error) {
 // rawWriteText sends a client's text frame, masked with a zero key (the
 // payload is then sent as it is).
 func rawWriteText(c net.Conn, p []byte) error {
+	frame, err := clientText(p)
+	if err != nil {
+		return err
+	}
+	_, err = c.Write(frame)
+	return err
+}
+
+// clientText is a client's text frame of p, masked with a zero key.
+func clientText(p []byte) ([]byte, error) {
 	if len(p) > 0xffff {
-		return errors.New("frame too long")
+		return nil, errors.New("frame too long")
 	}
 	hdr := []byte{0x81, 0x80 | 126, 0, 0, 0, 0, 0, 0}
 	binary.BigEndian.PutUint16(hdr[2:], uint16(len(p)))
-	_, err := c.Write(append(hdr, p...))
-	return err
+	return append(hdr, p...), nil
+}
+
+// upgradeRequest asks addr to upgrade /ws to a WebSocket.
+func upgradeRequest(addr string) string {
+	return "GET /ws HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
 }
 
 // sentAt reads the publish time the benchmark puts in the event's text,

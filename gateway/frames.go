@@ -14,6 +14,9 @@ import (
 // header and at most 125 bytes of payload (RFC 6455, 5.5).
 const controlFrameMax = 2 + 125
 
+// clientReadBuffer is the buffer a WebSocket's client is read through.
+const clientReadBuffer = 512
+
 // frameConn is a WebSocket's socket as the gateway writes to it. The
 // library reads the client's frames and writes its own control frames
 // (pings, pongs, the close frame) through it; the gateway writes its text
@@ -228,5 +231,13 @@ func (h *hijackInto) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// reaches Write in one piece.
 	h.conn = newFrameConn(c)
 	brw.Writer = bufio.NewWriterSize(h.conn, controlFrameMax)
+	// The HTTP server read the request through a 4 KiB buffer. A client
+	// sends little (requests, pongs), and a read longer than the buffer
+	// goes straight to the socket, so a small one does as well for the
+	// rest of the connection. A client that sent a frame before the
+	// upgrade's answer keeps the server's buffer, with that frame in it.
+	if brw.Reader.Buffered() == 0 {
+		brw.Reader = bufio.NewReaderSize(h.conn, clientReadBuffer)
+	}
 	return h.conn, brw, nil
 }

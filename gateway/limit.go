@@ -169,10 +169,16 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 // protectRequest marks r's connection as doing authorised work until the
 // returned func is called.
 func protectRequest(r *http.Request) (release func()) {
+	return protector(r)()
+}
+
+// protector is what marks r's connection as doing authorised work, for
+// use after r is done with (a WebSocket outlives its upgrade request).
+func protector(r *http.Request) func() (release func()) {
 	if lc, ok := r.Context().Value(slotKey{}).(*limitedConn); ok {
-		return lc.protect()
+		return lc.protect
 	}
-	return func() {}
+	return func() func() { return func() {} }
 }
 
 // SyscallConn is the socket's, for the frames the gateway writes without

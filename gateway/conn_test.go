@@ -1,0 +1,152 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+	"weak"
+
+	"agent/gateway/api"
+	"agent/gateway/gatewaytest"
+	"agent/store"
+)
+
+// A WebSocket client holds nothing of its upgrade request once connected:
+// the HTTP handler returns, and the request (with its headers, the
+// response and its buffer) is collected while the client stays and is
+// served. With a thousand clients that was a third of their memory.
+func TestConnectedClientHoldsNoUpgradeRequest(t *testing.T) {
+	t.Parallel()
+	var upgrade weak.Pointer[http.Request]
+	returned := make(chan struct{})
+	s, token := startServer(t, func(routes http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/ws" {
+				upgrade = weak.Make(r)
+				defer close(returned)
+			}
+			routes.ServeHTTP(w, r)
+		})
+	})
+	ctx, cancel := gatewaytest.Timeout(0)
+	defer cancel()
+
+	c, err := gatewaytest.Dial(ctx, s.Addr(), gatewaytest.Options{Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case <-returned:
+	case <-ctx.Done():
+		t.Fatal("the upgrade's handler has not returned while its client is connected")
+	}
+	for runtime.GC(); upgrade.Value() != nil; runtime.GC() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the upgrade request is still held while its client is connected")
+		case <-time.After(10 * time.Millisecond): // the server's goroutine is on its way out
+		}
+	}
+
+	// The client is still served: a request, and a frame longer than the
+	// buffer a client is read through.
+	var info api.SessionInfo
+	if err := c.Call(ctx, api.MethodSessionCreate, api.SessionCreateParams{Title: "still here"}, &info); err != nil {
+		t.Fatalf("session.create after the handler returned: %v", err)
+	}
+	long := make([]byte, 8*clientReadBuffer)
+	for i := range long {
+		long[i] = 'x'
+	}
+	var listed api.SessionList
+	if err := c.Call(ctx, api.MethodSessionList, map[string]string{"padding": string(long)}, &listed); err != nil {
+		t.Fatalf("a request of %d bytes: %v", len(long), err)
+	}
+	if len(listed.Sessions) != 1 || listed.Sessions[0].ID != info.ID {
+		t.Fatalf("session.list = %+v, want the one session %s", listed.Sessions, info.ID)
+	}
+}
+
+// A client that sends its first frame with the upgrade request, before
+// the server's answer, is read from the server's buffer and answered.
+func TestFrameSentWithTheUpgradeIsRead(t *testing.T) {
+	t.Parallel()
+	s, token := startServer(t, nil)
+	ctx, cancel := gatewaytest.Timeout(0)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if deadline, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(deadline)
+	}
+	frame, err := clientText([]byte(`{"type":"req","id":"1","method":"connect","params":{"protocol":1,"token":"` + token + `"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(append([]byte(upgradeRequest(s.Addr())), frame...)); err != nil { // one write: one segment
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %s", resp.Status)
+	}
+	var reply []byte
+	cl := &rawClient{}
+	buf := make([]byte, 4096)
+	for reply == nil {
+		n, err := br.Read(buf)
+		if err != nil {
+			t.Fatalf("no answer to the connect frame sent with the upgrade: %v", err)
+		}
+		cl.frames(buf[:n], func(p []byte) { reply = bytes.Clone(p) })
+	}
+	if !bytes.Contains(reply, []byte(`"id":"1"`)) || !bytes.Contains(reply, []byte(`"ok":true`)) {
+		t.Fatalf("connect answered %s, want ok", reply)
+	}
+}
+
+// startServer starts a gateway in a temporary home, its handler wrapped
+// by wrap if not nil, and returns it with its token.
+func startServer(t *testing.T, wrap func(http.Handler) http.Handler) (*Server, string) {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := store.Open(filepath.Join(dir, "agent.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	const token = "conn-test-token-0123456789"
+	s, err := New(Config{Listen: "127.0.0.1:0", Token: token, DB: db, DefaultWorkspace: dir,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrap != nil {
+		s.http.Handler = wrap(s.http.Handler)
+	}
+	ctx, cancel := gatewaytest.Timeout(0)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	return s, token
+}
