@@ -25,8 +25,9 @@ import (
 // publish to a client's read (p50, p99), the deliveries (events ×
 // clients) per second, and the gateway's memory: resident before the
 // clients come (idle), while they are attached (during, and per client),
-// and after they leave, with the seconds it took to come back within 20%
-// of idle (judged a minute after they leave at the latest).
+// and after they leave: the seconds it took to come back within 20% of
+// idle (judged a minute after they leave at the latest), and what it
+// holds 10 s after they left, once the gateway has given memory back.
 //
 // The gateway runs in this process (as `agent gateway` does, with a
 // scheduler, so each client also gets job events); the clients run in a
@@ -157,12 +158,25 @@ func benchFanout(b *testing.B, clients, window int) {
 	case <-time.After(time.Minute):
 		b.Fatalf("%d connections still open a minute after the clients left", s.connections())
 	}
+	// Watch until memory is within 20% of idle, and for settle at least:
+	// the gateway gives memory back a few seconds after clients leave
+	// (keepalive.go), and the figure reported is what it holds then, not
+	// the first reading under the line.
+	const settle = 10 * time.Second
 	after := selfRSS()
-	for after > 1.2*idle && time.Since(left) < time.Minute {
+	returned := time.Duration(-1)
+	for {
+		since := time.Since(left)
+		if returned < 0 && after <= 1.2*idle {
+			returned = since
+		}
+		if since >= time.Minute || since >= settle && returned >= 0 {
+			break
+		}
 		time.Sleep(100 * time.Millisecond)
 		after = selfRSS()
 	}
-	returned := time.Since(left)
+	watched := time.Since(left)
 
 	b.ReportMetric(float64(lat.P50), "p50-µs")
 	b.ReportMetric(float64(lat.P99), "p99-µs")
@@ -183,12 +197,12 @@ func benchFanout(b *testing.B, clients, window int) {
 	b.ReportMetric(after, "after-rss-MiB")
 	b.ReportMetric((attached-idle)*1024/float64(clients), "rss-KiB/client")
 	b.ReportMetric(perClient, "go-KiB/client")
-	verdict := "back within 20% of idle"
-	if after > 1.2*idle {
-		verdict = "NOT back within 20% of idle"
+	verdict := fmt.Sprintf("back within 20%% of idle %.1f s after they left", returned.Seconds())
+	if returned < 0 {
+		verdict = "NOT back within 20% of idle a minute after they left"
 	}
-	b.Logf("%d clients, %d events, window %d: p50 %d µs, p99 %d µs (target < 10,000 at window 1); CPU per delivery %.1f µs in the gateway, %.1f µs in the clients, so one event to all of them takes at least %.0f µs on %d cores (p99 %.2f× that); RSS idle %.1f MiB, attached %.1f, peak %.1f, after %.1f (%.2f× idle, %s %.1f s after they left); %.1f KiB RSS and %.1f KiB of Go heap and stacks per client",
-		clients, total, window, lat.P50, lat.P99, perDelivery, clientPerDelivery, floor, runtime.NumCPU(), float64(lat.P99)/floor, idle, attached, peak, after, after/idle, verdict, returned.Seconds(),
+	b.Logf("%d clients, %d events, window %d: p50 %d µs, p99 %d µs (target < 10,000 at window 1); CPU per delivery %.1f µs in the gateway, %.1f µs in the clients, so one event to all of them takes at least %.0f µs on %d cores (p99 %.2f× that); RSS idle %.1f MiB, attached %.1f, peak %.1f, after %.1f (%.2f× idle, %.0f s after they left; %s); %.1f KiB RSS and %.1f KiB of Go heap and stacks per client",
+		clients, total, window, lat.P50, lat.P99, perDelivery, clientPerDelivery, floor, runtime.NumCPU(), float64(lat.P99)/floor, idle, attached, peak, after, after/idle, watched.Seconds(), verdict,
 		(attached-idle)*1024/float64(clients), perClient)
 }
 
