@@ -100,9 +100,8 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	s.connMu.Unlock()
 	// The connection is read in a goroutine of its own and this handler
 	// returns: what the HTTP server held for the upgrade request (the
-	// request, its headers, the response and its buffer, a stack deep in
-	// the server's calls) is let go, about a third of what each client
-	// would otherwise hold for as long as it stays.
+	// request, its headers, the response and its buffer) is let go, which
+	// each client would otherwise hold for as long as it stays.
 	go func() {
 		defer func() {
 			release()
