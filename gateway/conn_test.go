@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 	"weak"
@@ -63,12 +64,9 @@ func TestConnectedClientHoldsNoUpgradeRequest(t *testing.T) {
 	if err := c.Call(ctx, api.MethodSessionCreate, api.SessionCreateParams{Title: "still here"}, &info); err != nil {
 		t.Fatalf("session.create after the handler returned: %v", err)
 	}
-	long := make([]byte, 8*clientReadBuffer)
-	for i := range long {
-		long[i] = 'x'
-	}
+	long := strings.Repeat("x", 8*clientReadBuffer)
 	var listed api.SessionList
-	if err := c.Call(ctx, api.MethodSessionList, map[string]string{"padding": string(long)}, &listed); err != nil {
+	if err := c.Call(ctx, api.MethodSessionList, map[string]string{"padding": long}, &listed); err != nil {
 		t.Fatalf("a request of %d bytes: %v", len(long), err)
 	}
 	if len(listed.Sessions) != 1 || listed.Sessions[0].ID != info.ID {
