@@ -15,6 +15,7 @@ import (
 	"time"
 	"weak"
 
+	"agent/event"
 	"agent/gateway/api"
 	"agent/gateway/gatewaytest"
 	"agent/store"
@@ -71,6 +72,83 @@ func TestConnectedClientHoldsNoUpgradeRequest(t *testing.T) {
 	}
 	if len(listed.Sessions) != 1 || listed.Sessions[0].ID != info.ID {
 		t.Fatalf("session.list = %+v, want the one session %s", listed.Sessions, info.ID)
+	}
+}
+
+// After most clients have left, the sets that held one entry per client
+// are rebuilt smaller (a map keeps the room it grew to), and every client
+// still connected stays counted, attached and sent events, and leaves as
+// before.
+func TestShrinkingClientSetsKeepsClients(t *testing.T) {
+	t.Parallel()
+	s, token := startServer(t, nil)
+	ctx, cancel := gatewaytest.Timeout(0)
+	defer cancel()
+	row, err := s.sessions.create(ctx, "shrink", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, _, err := s.sessions.open(ctx, row.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clients []*gatewaytest.Client
+	for range 20 {
+		c, err := gatewaytest.Dial(ctx, s.Addr(), gatewaytest.Options{Token: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var res api.SessionResumeResult
+		if err := c.Call(ctx, api.MethodSessionResume, api.SessionResumeParams{SessionID: row.ID}, &res); err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	for _, c := range clients[2:] {
+		c.Close()
+	}
+	waitClients(ctx, t, s, sess, 2)
+
+	s.shrinkClientSets()
+	if n := s.ln.(*connLimiter).count(); n != 2 {
+		t.Fatalf("the connection limit counts %d connections after the rebuild, want 2", n)
+	}
+	run := &store.Run{ID: "shrink-run", SessionID: row.ID, Workspace: t.TempDir()}
+	if err := s.cfg.DB.CreateRun(ctx, run, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	e := event.New(event.ToolStarted, event.ToolStartedData{Name: "after-the-rebuild"})
+	e.RunID = run.ID
+	if _, err := sess.append(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range clients[:2] {
+		if _, err := c.WaitEvent(ctx, func(f api.EventFrame) bool { return f.Event == event.ToolStarted }); err != nil {
+			t.Fatalf("client %d after the rebuild: %v", i, err)
+		}
+	}
+	clients[0].Close()
+	waitClients(ctx, t, s, sess, 1)
+}
+
+// count is how many connections l counts.
+func (l *connLimiter) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.conns)
+}
+
+// waitClients waits until the server counts n connections and the
+// session n subscribers.
+func waitClients(ctx context.Context, t *testing.T, s *Server, sess *session, n int) {
+	t.Helper()
+	for s.connections() != n || sess.hub.size() != n {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d connections and %d subscribers, want %d of each", s.connections(), sess.hub.size(), n)
+		case <-time.After(10 * time.Millisecond): // a client's close reaches its server goroutine
+		}
 	}
 }
 

@@ -316,6 +316,13 @@ func sendAll(subs []*subscriber) {
 	wg.Wait()
 }
 
+// shrink rebuilds the subscriber set in a map sized for what it holds.
+func (h *hub) shrink() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.subs = rebuilt(h.subs)
+}
+
 // lastSeq is the seq of the last event published (or persisted before
 // this process).
 func (h *hub) lastSeq() int64 {

@@ -96,6 +96,13 @@ func (l *connLimiter) admit(c net.Conn) (lc, victim *limitedConn) {
 	return lc, victim
 }
 
+// shrink rebuilds the set of connections in a map sized for what it holds.
+func (l *connLimiter) shrink() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.conns = rebuilt(l.conns)
+}
+
 // warn logs at most every 10 seconds.
 func (l *connLimiter) warn(msg string) {
 	now := time.Now().UnixNano()

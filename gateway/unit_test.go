@@ -505,17 +505,17 @@ func TestStalledWrites(t *testing.T) {
 }
 
 // Memory is given back once many clients have left and none is leaving
-// any more, not while they leave, and not for a few; clients that came
-// and went between two looks count.
+// any more, and again at the next look; not while they leave, and not for
+// a few; clients that came and went between two looks count.
 func TestMemoryGivenBackWhenClientsLeave(t *testing.T) {
 	t.Parallel()
 	var m memoryWatch
 	var got []bool
 	// How many connections have ended in all, at each tick.
-	for _, gone := range []int{0, 0, 50, 400, 1000, 1000, 1000, 1050, 1050, 1050, 2050, 2050} {
+	for _, gone := range []int{0, 0, 50, 400, 1000, 1000, 1000, 1000, 1050, 1050, 1050, 2050, 2050, 2050, 2050} {
 		got = append(got, m.left(gone))
 	}
-	want := "[false false false false false true false false false false false true]"
+	want := "[false false false false false true true false false false false false true true false]"
 	if fmt.Sprint(got) != want {
 		t.Errorf("gave back at %v, want %v", got, want)
 	}
