@@ -206,7 +206,20 @@ func tmuxSession(t *testing.T, command string) (capture func() string, keys func
 	if out, err := tmux("new-session", "-d", "-x", "100", "-y", "30", "-s", "t", command); err != nil {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
-	t.Cleanup(func() { _, _ = tmux("kill-server") })
+	pane := -1
+	if out, err := tmux("display-message", "-p", "-t", "t", "#{pane_pid}"); err == nil {
+		pane, _ = strconv.Atoi(strings.TrimSpace(out))
+	}
+	t.Cleanup(func() {
+		// The server hangs up on the pane and returns at once. A chat the
+		// test left running still writes to its home as it ends: it must
+		// be gone before the test's directories are removed.
+		left := e2etest.Descendants(pane)
+		_, _ = tmux("kill-server")
+		for _, pid := range left {
+			e2etest.WaitFor(t, fmt.Sprintf("process %d of the terminal to end once hung up", pid), func() bool { return !e2etest.Alive(pid) })
+		}
+	})
 	capture = func() string {
 		out, err := tmux("capture-pane", "-p", "-t", "t")
 		if err != nil {

@@ -136,6 +136,29 @@ func Alive(pid int) bool {
 
 // FindRunnerChild returns the pid of parent's `agent runner` child, or 0.
 func FindRunnerChild(parent int) int {
+	for _, pid := range children()[parent] {
+		cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if strings.Contains(string(cmdline), "runner") {
+			return pid
+		}
+	}
+	return 0
+}
+
+// Descendants returns the pids of pid's children, of theirs, and so on.
+func Descendants(pid int) []int {
+	kids := children()
+	var out []int
+	for queue := kids[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, kids[queue[0]]...)
+	}
+	return out
+}
+
+// children is every process's children, by the parent's pid.
+func children() map[int][]int {
+	out := map[int][]int{}
 	entries, _ := os.ReadDir("/proc")
 	for _, ent := range entries {
 		pid, err := strconv.Atoi(ent.Name())
@@ -147,14 +170,13 @@ func FindRunnerChild(parent int) int {
 			continue
 		}
 		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(parent) {
-			cmdline, _ := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
-			if strings.Contains(string(cmdline), "runner") {
-				return pid
+		if len(fields) > 1 {
+			if parent, err := strconv.Atoi(fields[1]); err == nil {
+				out[parent] = append(out[parent], pid)
 			}
 		}
 	}
-	return 0
+	return out
 }
 
 // NoRaceExitSleep keeps a -race child from sleeping a second when it
