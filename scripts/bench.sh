@@ -30,8 +30,9 @@
 #     process: p50/p99 from publish to a client's read (target p99 < 10 ms
 #     for 1,000, one token at a time), deliveries/s, CPU per delivery on
 #     each side and the floor they make for one event on this machine's
-#     cores (the p99's ratio to it), RSS idle, during and after they leave with its ratio to
-#     idle (target <= 1.2 within a minute), and memory per client;
+#     cores (the p99's ratio to it), RSS idle, during and after they leave
+#     with its ratio to idle (target <= 1.2 within a minute), and memory
+#     per client;
 #   - a cluster on PostgreSQL: runs per second through 1, 2 and 4 `agent
 #     worker`s with a 200 ms model and an instant one, and the ratios 2w/1w
 #     and 4w/1w (target with the 200 ms model: 4w/1w >= 3), and the time

@@ -4,8 +4,8 @@
 # its own memory (scripts/build.sh says why a just-linked file costs more).
 set -u
 dir=$(mktemp -d) || exit 1
-cp "$1" "$dir/$(basename "$1")" || exit 1
 prog="$dir/$(basename "$1")"
+cp "$1" "$prog" || exit 1
 shift
 "$prog" "$@"
 status=$?
